@@ -1,0 +1,103 @@
+// Command gateway is the HTTP front of the flash sale: it verifies the user, admits a grab
+// through one atomic Redis script, emits the grab event to Kafka and answers 202 with a
+// request id to poll. It also serves the admin API on its own listener.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/ops"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.LoadGateway(getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if err := stock.CheckPolicy(ctx, rdb); err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer store.Close(db)
+	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name)
+	if err != nil {
+		return err
+	}
+	if err := event.CheckWriter(grabs); err != nil {
+		return err
+	}
+	// Closed after the HTTP servers stopped (defers run in reverse), so every admitted
+	// grab's event is flushed before the process exits.
+	defer grabs.Close()
+	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	checks := map[string]ops.Check{
+		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		"kafka": kafkaAdmin.Ping,
+	}
+
+	public := http.NewServeMux()
+	ops.Register(public, reg, checks)
+	admin := http.NewServeMux()
+	ops.Register(admin, reg, checks)
+
+	log.Info("gateway starting",
+		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,
+		"redis_addr", cfg.RedisAddr, "kafka_brokers", cfg.KafkaBrokers,
+		"grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
+		"kafka_batch_timeout", grabs.BatchTimeout.String(),
+		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, public), cfg.ShutdownTimeout) })
+	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, admin), cfg.ShutdownTimeout) })
+	err = g.Wait()
+	log.Info("gateway stopped", "error", errString(err))
+	return err
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

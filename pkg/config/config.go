@@ -1,0 +1,120 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+)
+
+// Defaults match deploy/local/stack, so a service started next to the local stack needs no
+// configuration but its secrets.
+const (
+	DefaultRedisAddr    = "127.0.0.1:16379"
+	DefaultMySQLDSN     = "seckill:seckill@tcp(127.0.0.1:13306)/seckill?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4"
+	DefaultKafkaBrokers = "127.0.0.1:19092"
+)
+
+// Common is what every deployable needs: where the servers are and how to log and stop.
+type Common struct {
+	RedisAddr       string
+	RedisPassword   string
+	MySQLDSN        string
+	KafkaBrokers    []string
+	Topics          event.Topics
+	LogLevel        slog.Level
+	ShutdownTimeout time.Duration
+}
+
+func readCommon(r *reader) Common {
+	c := Common{
+		RedisAddr:       r.str("SECKILL_REDIS_ADDR", DefaultRedisAddr),
+		RedisPassword:   r.getenv("SECKILL_REDIS_PASSWORD"),
+		MySQLDSN:        r.str("SECKILL_MYSQL_DSN", DefaultMySQLDSN),
+		KafkaBrokers:    r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
+		Topics:          event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
+		LogLevel:        r.level("SECKILL_LOG_LEVEL", "info"),
+		ShutdownTimeout: r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
+	}
+	// Optimistic locking counts matched rows and session windows are times: without these
+	// two DSN options the consumer would misread conflicts and the schedule.
+	for _, opt := range []string{"parseTime=true", "clientFoundRows=true"} {
+		if !strings.Contains(c.MySQLDSN, opt) {
+			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_DSN must contain %s", opt))
+		}
+	}
+	if err := c.Topics.Validate(); err != nil {
+		r.errs = append(r.errs, err)
+	}
+	return c
+}
+
+// Gateway configures the HTTP grab/status front and the admin API.
+type Gateway struct {
+	Common
+	HTTPAddr    string // public grab and status API
+	AdminAddr   string // admin API and operational endpoints, on their own listener
+	AdminToken  string // bearer credential for the admin API
+	JWTSecret   string // HMAC key for user tokens (HS256 only)
+	JWTIssuer   string
+	JWTAudience string
+}
+
+// LoadGateway reads the gateway's configuration.
+func LoadGateway(getenv func(string) string) (Gateway, error) {
+	r := &reader{getenv: getenv}
+	g := Gateway{
+		Common:      readCommon(r),
+		HTTPAddr:    r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
+		AdminAddr:   r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
+		AdminToken:  r.secret("SECKILL_ADMIN_TOKEN", 16),
+		JWTSecret:   r.secret("SECKILL_JWT_SECRET", 32),
+		JWTIssuer:   r.str("SECKILL_JWT_ISSUER", "seckill"),
+		JWTAudience: r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
+	}
+	return g, r.err()
+}
+
+// Consumer configures the grab-event consumer group.
+type Consumer struct {
+	Common
+	HTTPAddr  string // health and metrics
+	GroupID   string
+	BatchSize int
+	BatchWait time.Duration
+}
+
+// LoadConsumer reads the consumer's configuration.
+func LoadConsumer(getenv func(string) string) (Consumer, error) {
+	r := &reader{getenv: getenv}
+	c := Consumer{
+		Common:    readCommon(r),
+		HTTPAddr:  r.str("SECKILL_CONSUMER_ADDR", "127.0.0.1:8082"),
+		GroupID:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		BatchSize: r.integer("SECKILL_BATCH_SIZE", 200, 1, 10000),
+		BatchWait: r.duration("SECKILL_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
+	}
+	return c, r.err()
+}
+
+// Reconciler configures the scheduled reconciliation job.
+type Reconciler struct {
+	Common
+	HTTPAddr    string // health and metrics (scheduler mode)
+	Interval    time.Duration
+	PreheatLead time.Duration
+}
+
+// LoadReconciler reads the reconciler's configuration.
+func LoadReconciler(getenv func(string) string) (Reconciler, error) {
+	r := &reader{getenv: getenv}
+	c := Reconciler{
+		Common:      readCommon(r),
+		HTTPAddr:    r.str("SECKILL_RECONCILER_ADDR", "127.0.0.1:8083"),
+		Interval:    r.duration("SECKILL_RECONCILE_INTERVAL", 10*time.Second, time.Second, time.Hour),
+		PreheatLead: r.duration("SECKILL_PREHEAT_LEAD", 5*time.Minute, 0, 24*time.Hour),
+	}
+	return c, r.err()
+}

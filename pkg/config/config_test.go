@@ -1,0 +1,75 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadGateway(t *testing.T) {
+	secrets := map[string]string{
+		"SECKILL_ADMIN_TOKEN": "0123456789abcdef",
+		"SECKILL_JWT_SECRET":  "0123456789abcdef0123456789abcdef",
+	}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range secrets {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string // substring; "" means success
+	}{
+		{"defaults with secrets", with(), ""},
+		{"missing admin token", map[string]string{"SECKILL_JWT_SECRET": secrets["SECKILL_JWT_SECRET"]}, "SECKILL_ADMIN_TOKEN is required"},
+		{"short jwt secret", with("SECKILL_JWT_SECRET", "short"), "SECKILL_JWT_SECRET must be at least 32 bytes"},
+		{"dsn without clientFoundRows", with("SECKILL_MYSQL_DSN", "u:p@tcp(h:1)/d?parseTime=true"), "clientFoundRows=true"},
+		{"bad duration", with("SECKILL_SHUTDOWN_TIMEOUT", "soon"), "SECKILL_SHUTDOWN_TIMEOUT"},
+		{"bad log level", with("SECKILL_LOG_LEVEL", "loud"), "SECKILL_LOG_LEVEL"},
+		{"empty broker list", with("SECKILL_KAFKA_BROKERS", " , "), "SECKILL_KAFKA_BROKERS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadGateway(getenv(tc.env))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDefaultsAndOverrides(t *testing.T) {
+	c, err := LoadConsumer(getenv(map[string]string{
+		"SECKILL_BATCH_SIZE": "50", "SECKILL_BATCH_WAIT": "20ms", "SECKILL_TOPIC_PREFIX": "x",
+		"SECKILL_KAFKA_BROKERS": "a:1, b:2",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BatchSize != 50 || c.BatchWait != 20*time.Millisecond {
+		t.Errorf("batch = %d/%s", c.BatchSize, c.BatchWait)
+	}
+	if c.Topics.Grab.Name != "x.seckill.grab" {
+		t.Errorf("grab topic = %q", c.Topics.Grab.Name)
+	}
+	if len(c.KafkaBrokers) != 2 || c.KafkaBrokers[1] != "b:2" {
+		t.Errorf("brokers = %q", c.KafkaBrokers)
+	}
+	if c.RedisAddr != DefaultRedisAddr || c.MySQLDSN != DefaultMySQLDSN {
+		t.Errorf("defaults not applied: %+v", c.Common)
+	}
+	if _, err := LoadConsumer(getenv(map[string]string{"SECKILL_BATCH_SIZE": "0"})); err == nil {
+		t.Error("batch size 0 accepted")
+	}
+}

@@ -1,0 +1,107 @@
+// Package config turns environment variables into typed, validated configuration for the
+// three deployables. Every variable has a documented default (README, "Configuration");
+// secrets have none and must be set.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// reader reads typed values from a getenv function and collects every problem, so a
+// misconfigured service reports all of its bad variables at once.
+type reader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *reader) str(key, def string) string {
+	if v := strings.TrimSpace(r.getenv(key)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) secret(key string, minLen int) string {
+	v := r.getenv(key)
+	switch {
+	case v == "":
+		r.errs = append(r.errs, fmt.Errorf("%s is required", key))
+	case len(v) < minLen:
+		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
+	}
+	return v
+}
+
+func (r *reader) integer(key string, def, min, max int) int {
+	raw := strings.TrimSpace(r.getenv(key))
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.Atoi(raw)
+	if err != nil || v < min || v > max {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want an integer in [%d, %d]", key, raw, min, max))
+		return def
+	}
+	return v
+}
+
+func (r *reader) duration(key string, def, min, max time.Duration) time.Duration {
+	raw := strings.TrimSpace(r.getenv(key))
+	if raw == "" {
+		return def
+	}
+	v, err := time.ParseDuration(raw)
+	if err != nil || v < min || v > max {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want a duration in [%s, %s]", key, raw, min, max))
+		return def
+	}
+	return v
+}
+
+func (r *reader) boolean(key string, def bool) bool {
+	raw := strings.TrimSpace(r.getenv(key))
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.ParseBool(raw)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want true or false", key, raw))
+		return def
+	}
+	return v
+}
+
+func (r *reader) list(key, def string) []string {
+	var out []string
+	for _, s := range strings.Split(r.str(key, def), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		r.errs = append(r.errs, fmt.Errorf("%s: want a comma-separated list", key))
+	}
+	return out
+}
+
+func (r *reader) level(key, def string) slog.Level {
+	var l slog.Level
+	raw := r.str(key, def)
+	if err := l.UnmarshalText([]byte(raw)); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want debug, info, warn or error", key, raw))
+		return slog.LevelInfo
+	}
+	return l
+}
+
+func (r *reader) err() error {
+	if len(r.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("configuration: %w", errors.Join(r.errs...))
+}
