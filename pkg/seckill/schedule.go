@@ -1,0 +1,131 @@
+package seckill
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Limits on what an operator may create, so a typo cannot materialise millions of rows.
+const (
+	MaxWindow       = 366 * 24 * time.Hour
+	MaxSessions     = 5000
+	MaxPrizes       = 100
+	MaxStock        = 10_000_000
+	MaxPerUserLimit = 100
+	MinSession      = time.Second
+)
+
+// Window is one session's [Start, End).
+type Window struct {
+	Start, End time.Time
+}
+
+// Schedule materialises an activity's sessions in UTC: one starting every interval from
+// start, each lasting length, only while it fits wholly before end, so a session never
+// overlaps the next (length ≤ interval) and the last one ends by the window's end.
+func Schedule(start, end time.Time, interval, length time.Duration) ([]Window, error) {
+	switch {
+	case interval <= 0:
+		return nil, errors.New("interval must be > 0")
+	case length <= 0 || length > interval:
+		return nil, errors.New("session length must be > 0 and ≤ interval")
+	case !end.After(start):
+		return nil, errors.New("window end must be after its start")
+	}
+	start, end = start.UTC(), end.UTC()
+	var out []Window
+	for s := start; !s.Add(length).After(end); s = s.Add(interval) {
+		if len(out) == MaxSessions {
+			return nil, fmt.Errorf("schedule has more than %d sessions", MaxSessions)
+		}
+		out = append(out, Window{Start: s, End: s.Add(length)})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("window is shorter than one session")
+	}
+	return out, nil
+}
+
+// FieldError names the input field that is wrong and why.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// ValidationError lists every wrong field of one input.
+type ValidationError []FieldError
+
+func (v ValidationError) Error() string {
+	parts := make([]string, len(v))
+	for i, f := range v {
+		parts[i] = f.Error()
+	}
+	return "invalid input: " + strings.Join(parts, "; ")
+}
+
+// Validate checks an activity about to be created and returns a ValidationError naming
+// every wrong field, or nil.
+func (a Activity) Validate() error {
+	var errs ValidationError
+	add := func(field, msg string) { errs = append(errs, FieldError{field, msg}) }
+	name := strings.TrimSpace(a.Name)
+	if name == "" || len(name) > 128 {
+		add("name", "must be 1 to 128 characters")
+	}
+	if a.WindowStart.IsZero() {
+		add("window_start", "is required")
+	}
+	if a.WindowEnd.IsZero() {
+		add("window_end", "is required")
+	}
+	if !a.WindowStart.IsZero() && !a.WindowEnd.IsZero() {
+		if !a.WindowEnd.After(a.WindowStart) {
+			add("window_end", "must be after window_start")
+		} else if a.WindowEnd.Sub(a.WindowStart) > MaxWindow {
+			add("window_end", fmt.Sprintf("window longer than %s", MaxWindow))
+		}
+	}
+	if a.Interval <= 0 {
+		add("interval", "must be > 0")
+	}
+	if a.SessionLength < MinSession {
+		add("session_length", fmt.Sprintf("must be at least %s", MinSession))
+	} else if a.Interval > 0 && a.SessionLength > a.Interval {
+		add("session_length", "must be ≤ interval")
+	}
+	if a.PerUserLimit < 1 || a.PerUserLimit > MaxPerUserLimit {
+		add("per_user_limit", fmt.Sprintf("must be 1 to %d", MaxPerUserLimit))
+	}
+	if len(a.Prizes) == 0 {
+		add("prizes", "at least one prize is required")
+	} else if len(a.Prizes) > MaxPrizes {
+		add("prizes", fmt.Sprintf("at most %d prizes", MaxPrizes))
+	}
+	seen := map[string]bool{}
+	for i, p := range a.Prizes {
+		field := fmt.Sprintf("prizes[%d]", i)
+		pn := strings.TrimSpace(p.Name)
+		if pn == "" || len(pn) > 128 {
+			add(field+".name", "must be 1 to 128 characters")
+		} else if seen[pn] {
+			add(field+".name", "duplicate prize name")
+		}
+		seen[pn] = true
+		if p.StockPerSession < 0 || p.StockPerSession > MaxStock {
+			add(field+".stock", fmt.Sprintf("must be 0 to %d", MaxStock))
+		}
+	}
+	if len(errs) == 0 {
+		if _, err := Schedule(a.WindowStart, a.WindowEnd, a.Interval, a.SessionLength); err != nil {
+			add("window_end", err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}

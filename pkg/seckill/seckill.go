@@ -1,0 +1,120 @@
+// Package seckill is the flash-sale domain: activities, their recurring sessions, prizes and
+// per-session stock, grabs and orders, and the sentinel errors the rest of the system maps to
+// answers. It does no I/O.
+package seckill
+
+import (
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Edges map them once: the gateway to HTTP statuses, the consumer to
+// order rejections.
+var (
+	ErrSoldOut      = errors.New("sold out")
+	ErrLimitReached = errors.New("per-user limit reached")
+	ErrNotOpen      = errors.New("session not open")
+	ErrDuplicate    = errors.New("duplicate request")
+	ErrNotLoaded    = errors.New("stock not loaded")
+	ErrNotFound     = errors.New("not found")
+	ErrConflict     = errors.New("conflict")
+)
+
+// ActivityStatus is an activity's lifecycle state.
+type ActivityStatus string
+
+// Activity states.
+const (
+	ActivityActive ActivityStatus = "active"
+	ActivityClosed ActivityStatus = "closed"
+)
+
+// Activity is a recurring sale: a session every Interval within [WindowStart, WindowEnd),
+// each lasting SessionLength and offering every prize with its own stock.
+type Activity struct {
+	ID            int64
+	Name          string
+	WindowStart   time.Time
+	WindowEnd     time.Time
+	Interval      time.Duration
+	SessionLength time.Duration
+	PerUserLimit  int // orders one user may hold per session×prize
+	Status        ActivityStatus
+	Prizes        []Prize
+}
+
+// Prize is something an activity offers, with the stock each session starts with.
+type Prize struct {
+	ID              int64
+	ActivityID      int64
+	Name            string
+	StockPerSession int
+}
+
+// Session is one materialised sale round of an activity.
+type Session struct {
+	ID         int64
+	ActivityID int64
+	Seq        int // 1-based position in the activity's schedule
+	Start      time.Time
+	End        time.Time
+	ClosedAt   *time.Time // set when an operator closed it early
+}
+
+// OpenAt reports whether grabs are accepted at t: within [Start, End) and not closed early.
+func (s Session) OpenAt(t time.Time) bool {
+	if s.ClosedAt != nil && !t.Before(*s.ClosedAt) {
+		return false
+	}
+	return !t.Before(s.Start) && t.Before(s.End)
+}
+
+// Stock is one session×prize's stock as the system of record holds it.
+type Stock struct {
+	SessionID    int64
+	PrizeID      int64
+	Total        int
+	Left         int
+	Version      int64
+	PerUserLimit int
+}
+
+// Grab is one admitted attempt of a user on a session×prize.
+type Grab struct {
+	RequestID  string
+	UserID     string
+	SessionID  int64
+	PrizeID    int64
+	AdmittedAt time.Time
+}
+
+// OrderStatus is an order's final state.
+type OrderStatus string
+
+// Order states.
+const (
+	OrderSucceeded OrderStatus = "succeeded"
+	OrderRejected  OrderStatus = "rejected"
+)
+
+// Reason says why an order was rejected; it is shown to the user.
+type Reason string
+
+// Rejection reasons.
+const (
+	ReasonSoldOut Reason = "sold_out"
+	ReasonLimit   Reason = "limit"
+)
+
+// Order is the persisted outcome of one grab.
+type Order struct {
+	ID         int64
+	RequestID  string
+	UserID     string
+	SessionID  int64
+	PrizeID    int64
+	Status     OrderStatus
+	Reason     Reason // empty unless rejected
+	AdmittedAt time.Time
+	CreatedAt  time.Time
+}

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// Catalog stores activities, their sessions and prizes, and each session×prize's stock row.
+type Catalog struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// NewCatalog returns a Catalog on db; now is the clock used for timestamps and the
+// "session has not started" rule.
+func NewCatalog(db *gorm.DB, now func() time.Time) *Catalog {
+	return &Catalog{db: db, now: now}
+}
+
+// CreateActivity validates a, materialises its sessions and stock rows, and stores
+// everything in one transaction: either the whole activity exists afterwards or none of it.
+func (c *Catalog) CreateActivity(ctx context.Context, a seckill.Activity) (seckill.Activity, error) {
+	if err := a.Validate(); err != nil {
+		return seckill.Activity{}, err
+	}
+	windows, err := seckill.Schedule(a.WindowStart, a.WindowEnd, a.Interval, a.SessionLength)
+	if err != nil {
+		return seckill.Activity{}, err
+	}
+	now := c.now().UTC()
+	row := activityRow{
+		Name: a.Name, WindowStart: a.WindowStart.UTC(), WindowEnd: a.WindowEnd.UTC(),
+		IntervalMs: a.Interval.Milliseconds(), SessionMs: a.SessionLength.Milliseconds(),
+		PerUserLimit: a.PerUserLimit, Status: string(seckill.ActivityActive), CreatedAt: now,
+	}
+	var prizes []seckill.Prize
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("insert activity: %w", err)
+		}
+		prows := make([]prizeRow, len(a.Prizes))
+		for i, p := range a.Prizes {
+			prows[i] = prizeRow{ActivityID: row.ID, Name: p.Name, StockPerSession: p.StockPerSession}
+		}
+		if err := tx.Create(&prows).Error; err != nil {
+			return fmt.Errorf("insert prizes: %w", err)
+		}
+		srows := make([]sessionRow, len(windows))
+		for i, w := range windows {
+			srows[i] = sessionRow{ActivityID: row.ID, Seq: i + 1, StartsAt: w.Start, EndsAt: w.End}
+		}
+		if err := tx.CreateInBatches(&srows, 500).Error; err != nil {
+			return fmt.Errorf("insert sessions: %w", err)
+		}
+		stocks := make([]stockRow, 0, len(srows)*len(prows))
+		for _, s := range srows {
+			for _, p := range prows {
+				stocks = append(stocks, stockRow{SessionID: s.ID, PrizeID: p.ID, Total: p.StockPerSession,
+					LeftStock: p.StockPerSession, PerUserLimit: a.PerUserLimit, UpdatedAt: now})
+			}
+		}
+		if err := tx.CreateInBatches(&stocks, 1000).Error; err != nil {
+			return fmt.Errorf("insert stock rows: %w", err)
+		}
+		for _, p := range prows {
+			prizes = append(prizes, p.domain())
+		}
+		return nil
+	})
+	if err != nil {
+		return seckill.Activity{}, fmt.Errorf("create activity: %w", err)
+	}
+	return row.domain(prizes), nil
+}
+
+// Activities lists activities, newest first, with their prizes.
+func (c *Catalog) Activities(ctx context.Context, limit int) ([]seckill.Activity, error) {
+	var rows []activityRow
+	if err := c.db.WithContext(ctx).Order("id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list activities: %w", err)
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	prizes, err := c.prizesOf(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]seckill.Activity, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain(prizes[r.ID])
+	}
+	return out, nil
+}
+
+// Activity returns one activity with its prizes.
+func (c *Catalog) Activity(ctx context.Context, id int64) (seckill.Activity, error) {
+	var row activityRow
+	if err := first(c.db.WithContext(ctx).Where("id = ?", id), &row); err != nil {
+		return seckill.Activity{}, fmt.Errorf("activity %d: %w", id, err)
+	}
+	prizes, err := c.prizesOf(ctx, id)
+	if err != nil {
+		return seckill.Activity{}, err
+	}
+	return row.domain(prizes[id]), nil
+}
+
+func (c *Catalog) prizesOf(ctx context.Context, activityIDs ...int64) (map[int64][]seckill.Prize, error) {
+	out := map[int64][]seckill.Prize{}
+	if len(activityIDs) == 0 {
+		return out, nil
+	}
+	var rows []prizeRow
+	if err := c.db.WithContext(ctx).Where("activity_id IN ?", activityIDs).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list prizes: %w", err)
+	}
+	for _, r := range rows {
+		out[r.ActivityID] = append(out[r.ActivityID], r.domain())
+	}
+	return out, nil
+}
+
+// Sessions lists an activity's sessions in schedule order.
+func (c *Catalog) Sessions(ctx context.Context, activityID int64) ([]seckill.Session, error) {
+	var rows []sessionRow
+	if err := c.db.WithContext(ctx).Where("activity_id = ?", activityID).Order("seq").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("sessions of activity %d: %w", activityID, err)
+	}
+	return sessionsDomain(rows), nil
+}
+
+// Session returns one session.
+func (c *Catalog) Session(ctx context.Context, id int64) (seckill.Session, error) {
+	var row sessionRow
+	if err := first(c.db.WithContext(ctx).Where("id = ?", id), &row); err != nil {
+		return seckill.Session{}, fmt.Errorf("session %d: %w", id, err)
+	}
+	return row.domain(), nil
+}
+
+// SessionsOverlapping returns the sessions that are open at some point in [from, to):
+// the gateway caches them to answer "not open" without Redis, and the scheduler preheats
+// the ones starting soon.
+func (c *Catalog) SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error) {
+	var rows []sessionRow
+	err := c.db.WithContext(ctx).
+		Where("starts_at < ? AND ends_at > ?", to.UTC(), from.UTC()).
+		Order("starts_at, id").Limit(10000).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("sessions in [%s, %s): %w", from, to, err)
+	}
+	return sessionsDomain(rows), nil
+}
+
+func sessionsDomain(rows []sessionRow) []seckill.Session {
+	out := make([]seckill.Session, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out
+}
+
+// Stocks returns the stock rows of the given sessions, ordered by session and prize.
+func (c *Catalog) Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error) {
+	if len(sessionIDs) == 0 {
+		return nil, nil
+	}
+	var rows []stockRow
+	if err := c.db.WithContext(ctx).Where("session_id IN ?", sessionIDs).Order("session_id, prize_id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("stock rows: %w", err)
+	}
+	out := make([]seckill.Stock, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// CloseSession ends a session early: from now on it is not open. Closing a closed or ended
+// session is a no-op that returns the session as it is.
+func (c *Catalog) CloseSession(ctx context.Context, id int64, actor string) (seckill.Session, error) {
+	now := c.now().UTC()
+	var out seckill.Session
+	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row sessionRow
+		if err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id), &row); err != nil {
+			return fmt.Errorf("session %d: %w", id, err)
+		}
+		if row.ClosedAt == nil && now.Before(row.EndsAt) {
+			row.ClosedAt = &now
+			if err := tx.Model(&sessionRow{}).Where("id = ?", id).Update("closed_at", now).Error; err != nil {
+				return fmt.Errorf("close session %d: %w", id, err)
+			}
+			sid := id
+			if err := tx.Create(&auditRow{At: now, Actor: actor, Action: "close_session", SessionID: &sid,
+				Detail: "closed early"}).Error; err != nil {
+				return fmt.Errorf("audit: %w", err)
+			}
+		}
+		out = row.domain()
+		return nil
+	})
+	return out, err
+}
+
+// ErrStarted is returned when a change is only allowed before a session starts.
+var ErrStarted = errors.New("session has started")
+
+// AdjustStock sets a session×prize's stock to total before the session starts, and writes
+// an audit row with the old and new totals and the reason. The caller must also reload the
+// Redis gate (stock.Gate.Adjust) if the session was preheated.
+func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (before, after seckill.Stock, err error) {
+	if total < 0 || total > seckill.MaxStock {
+		return before, after, seckill.ValidationError{{Field: "total", Message: fmt.Sprintf("must be 0 to %d", seckill.MaxStock)}}
+	}
+	now := c.now().UTC()
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var sess sessionRow
+		if err := first(tx.Where("id = ?", sessionID), &sess); err != nil {
+			return fmt.Errorf("session %d: %w", sessionID, err)
+		}
+		if !now.Before(sess.StartsAt) {
+			return fmt.Errorf("adjust stock of session %d: %w", sessionID, ErrStarted)
+		}
+		var row stockRow
+		if err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).
+			Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &row); err != nil {
+			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
+		}
+		before = row.domain()
+		if row.LeftStock != row.Total {
+			// Orders exist before the start: something is wrong; refuse rather than guess.
+			return fmt.Errorf("stock of session %d prize %d already has orders: %w", sessionID, prizeID, seckill.ErrConflict)
+		}
+		res := tx.Model(&stockRow{}).Where("id = ? AND version = ?", row.ID, row.Version).
+			Updates(map[string]any{"total": total, "left_stock": total, "version": gorm.Expr("version + 1"), "updated_at": now})
+		if res.Error != nil {
+			return fmt.Errorf("update stock: %w", res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("stock of session %d prize %d changed concurrently: %w", sessionID, prizeID, seckill.ErrConflict)
+		}
+		sid, pid, b, a := sessionID, prizeID, int64(row.Total), int64(total)
+		if err := tx.Create(&auditRow{At: now, Actor: actor, Action: "adjust_stock", SessionID: &sid, PrizeID: &pid,
+			BeforeValue: &b, AfterValue: &a, Detail: reason}).Error; err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		after = before
+		after.Total, after.Left, after.Version = total, total, row.Version+1
+		return nil
+	})
+	return before, after, err
+}
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	Action    string    `json:"action"`
+	SessionID *int64    `json:"session_id,omitempty"`
+	PrizeID   *int64    `json:"prize_id,omitempty"`
+	Before    *int64    `json:"before,omitempty"`
+	After     *int64    `json:"after,omitempty"`
+	Detail    string    `json:"detail"`
+}
+
+// Audit returns the newest audit entries for a session (all sessions when sessionID is 0).
+func (c *Catalog) Audit(ctx context.Context, sessionID int64, limit int) ([]AuditEntry, error) {
+	q := c.db.WithContext(ctx).Order("id DESC").Limit(limit)
+	if sessionID != 0 {
+		q = q.Where("session_id = ?", sessionID)
+	}
+	var rows []auditRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	out := make([]AuditEntry, len(rows))
+	for i, r := range rows {
+		out[i] = AuditEntry{At: r.At.UTC(), Actor: r.Actor, Action: r.Action, SessionID: r.SessionID,
+			PrizeID: r.PrizeID, Before: r.BeforeValue, After: r.AfterValue, Detail: r.Detail}
+	}
+	return out, nil
+}
+
+// first loads one row or returns seckill.ErrNotFound.
+func first(q *gorm.DB, dest any) error {
+	err := q.Take(dest).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return seckill.ErrNotFound
+	}
+	return err
+}
