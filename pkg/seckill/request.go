@@ -1,0 +1,65 @@
+package seckill
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxKeyLen bounds a client's Idempotency-Key.
+const MaxKeyLen = 64
+
+// ValidKey reports whether k can be an idempotency key: 8 to 64 characters of
+// [A-Za-z0-9_.:-], which covers UUIDs and ULIDs and keeps keys safe in logs and Redis.
+func ValidKey(k string) bool {
+	if len(k) < 8 || len(k) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// RequestID is the system-wide id of one grab: the session, the prize and the idempotency
+// key. Carrying the session×prize lets a status poll find the grab's Redis keys without
+// another lookup; the key makes client retries land on the same id.
+func RequestID(sessionID, prizeID int64, key string) string {
+	return fmt.Sprintf("%d-%d-%s", sessionID, prizeID, key)
+}
+
+// ErrBadRequestID is returned for a request id that RequestID did not make.
+var ErrBadRequestID = errors.New("malformed request id")
+
+// ParseRequestID splits a request id into its session, prize and key.
+func ParseRequestID(rid string) (sessionID, prizeID int64, key string, err error) {
+	s, rest, ok1 := strings.Cut(rid, "-")
+	p, key, ok2 := strings.Cut(rest, "-")
+	if !ok1 || !ok2 || !ValidKey(key) {
+		return 0, 0, "", ErrBadRequestID
+	}
+	sessionID, err1 := strconv.ParseInt(s, 10, 64)
+	prizeID, err2 := strconv.ParseInt(p, 10, 64)
+	if err1 != nil || err2 != nil || sessionID <= 0 || prizeID <= 0 {
+		return 0, 0, "", ErrBadRequestID
+	}
+	return sessionID, prizeID, key, nil
+}
+
+// ValidUserID reports whether u can be a user id: 1 to 64 printable ASCII characters
+// without '|' (the gate's record separator).
+func ValidUserID(u string) bool {
+	if len(u) == 0 || len(u) > 64 {
+		return false
+	}
+	for i := 0; i < len(u); i++ {
+		if u[i] <= ' ' || u[i] > '~' || u[i] == '|' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,300 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+var (
+	//go:embed lua/reserve.lua
+	reserveSrc string
+	//go:embed lua/load.lua
+	loadSrc string
+	//go:embed lua/adjust.lua
+	adjustSrc string
+)
+
+// Keys are one session×prize's Redis keys. They share the hash tag {session:prize}, so the
+// admission script touches a single Redis Cluster slot.
+type Keys struct {
+	Meta     string // hash: left, total, limit, exp
+	Users    string // hash: user id -> admitted count
+	Reserved string // hash: request id -> "user|admitted_ms" (admitted, not yet an order)
+	Outcomes string // hash: request id -> "user|s|order id" or "user|r|reason"
+}
+
+// KeysFor returns the keys of a session×prize.
+func KeysFor(sessionID, prizeID int64) Keys {
+	tag := "sk:{" + strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + "}:"
+	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out"}
+}
+
+func (k Keys) all() []string { return []string{k.Meta, k.Users, k.Reserved, k.Outcomes} }
+
+// Code is the gate's verdict on one grab.
+type Code int
+
+// Verdicts, in the order the script checks them.
+const (
+	Admitted Code = iota
+	Seen          // the request id was admitted before; State says where it is now
+	Limit
+	SoldOut
+	NotLoaded
+	Foreign // the request id belongs to another user
+)
+
+func (c Code) String() string {
+	switch c {
+	case Admitted:
+		return "admitted"
+	case Seen:
+		return "seen"
+	case Limit:
+		return "limit"
+	case SoldOut:
+		return "sold_out"
+	case NotLoaded:
+		return "not_loaded"
+	case Foreign:
+		return "foreign"
+	}
+	return "code(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Verdict is the result of Reserve.
+type Verdict struct {
+	Code  Code
+	Left  int64  // stock left after the call (-1 when not loaded)
+	State Status // for Seen: the request's current state
+}
+
+// Status is where a grab is from the gate's point of view.
+type Status struct {
+	State   string // "queued", "succeeded", "rejected" ("" when unknown)
+	OrderID int64
+	Reason  string
+}
+
+// Gate is the Redis admission gate.
+type Gate struct {
+	rdb     redis.UniversalClient
+	reserve *redis.Script
+	load    *redis.Script
+	adjust  *redis.Script
+}
+
+// NewGate returns a gate on rdb and loads its scripts, so the first grab pays no SCRIPT
+// LOAD; EVALSHA falls back to EVAL on NOSCRIPT (e.g. after a Redis restart).
+func NewGate(ctx context.Context, rdb redis.UniversalClient) (*Gate, error) {
+	g := &Gate{
+		rdb:     rdb,
+		reserve: redis.NewScript(reserveSrc),
+		load:    redis.NewScript(loadSrc),
+		adjust:  redis.NewScript(adjustSrc),
+	}
+	for _, s := range []*redis.Script{g.reserve, g.load, g.adjust} {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return nil, fmt.Errorf("load gate scripts: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// Reserve runs the admission script for one grab. A retry of the same request id (by
+// go-redis after a lost reply, or by the client) returns Seen and deducts nothing.
+func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
+	k := KeysFor(gr.SessionID, gr.PrizeID)
+	res, err := g.reserve.Run(ctx, g.rdb, k.all(), gr.RequestID, gr.UserID, gr.AdmittedAt.UnixMilli()).Slice()
+	if err != nil {
+		return Verdict{}, fmt.Errorf("reserve %s: %w", gr.RequestID, err)
+	}
+	if len(res) != 3 {
+		return Verdict{}, fmt.Errorf("reserve %s: unexpected reply %v", gr.RequestID, res)
+	}
+	code, _ := res[0].(int64)
+	left, _ := res[1].(int64)
+	detail, _ := res[2].(string)
+	v := Verdict{Code: Code(code), Left: left}
+	if v.Code == Seen {
+		v.State = parseState(detail)
+	}
+	return v, nil
+}
+
+// parseState reads "queued", "s|order id" or "r|reason".
+func parseState(s string) Status {
+	kind, rest, _ := strings.Cut(s, "|")
+	switch kind {
+	case "s":
+		id, _ := strconv.ParseInt(rest, 10, 64)
+		return Status{State: "succeeded", OrderID: id}
+	case "r":
+		return Status{State: "rejected", Reason: rest}
+	case "queued":
+		return Status{State: "queued"}
+	}
+	return Status{}
+}
+
+// Lookup returns a request's state and owner from the gate in one round trip; found is
+// false when Redis knows nothing of it (never admitted, or its keys expired).
+func (g *Gate) Lookup(ctx context.Context, requestID string) (st Status, owner string, found bool, err error) {
+	sid, pid, _, err := seckill.ParseRequestID(requestID)
+	if err != nil {
+		return Status{}, "", false, err
+	}
+	k := KeysFor(sid, pid)
+	pipe := g.rdb.Pipeline()
+	res := pipe.HGet(ctx, k.Reserved, requestID)
+	out := pipe.HGet(ctx, k.Outcomes, requestID)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Status{}, "", false, fmt.Errorf("lookup %s: %w", requestID, err)
+	}
+	if v, err := out.Result(); err == nil {
+		owner, rest, _ := strings.Cut(v, "|")
+		return parseState(rest), owner, true, nil
+	}
+	if v, err := res.Result(); err == nil {
+		owner, _, _ := strings.Cut(v, "|")
+		return Status{State: "queued"}, owner, true, nil
+	}
+	return Status{}, "", false, nil
+}
+
+// LoadResult says what Load did for one prize.
+type LoadResult struct {
+	PrizeID int64
+	Loaded  bool // false: the key was already there and was left alone
+}
+
+// Load preheats a session: for every stock row it creates the prize's key if absent, in
+// one pipelined round trip, with a TTL of expireAt (at least the session's end plus a grace
+// period; the caller decides). Loading twice is harmless: live keys are never overwritten.
+func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.Time) ([]LoadResult, error) {
+	if len(stocks) == 0 {
+		return nil, nil
+	}
+	run := func() ([]*redis.Cmd, error) {
+		pipe := g.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(stocks))
+		for i, s := range stocks {
+			cmds[i] = g.load.EvalSha(ctx, pipe, []string{KeysFor(s.SessionID, s.PrizeID).Meta},
+				s.Left, s.Total, s.PerUserLimit, expireAt.UnixMilli())
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run()
+	if err != nil && isNoScript(err) {
+		// Redis lost its script cache (restart): load once more and repeat; the script is
+		// idempotent, so keys the first attempt created are kept, not doubled.
+		if lerr := g.load.Load(ctx, g.rdb).Err(); lerr != nil {
+			return nil, fmt.Errorf("preheat: reload script: %w", lerr)
+		}
+		cmds, err = run()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("preheat: %w", err)
+	}
+	out := make([]LoadResult, len(stocks))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("preheat session %d prize %d: %w", stocks[i].SessionID, stocks[i].PrizeID, err)
+		}
+		out[i] = LoadResult{PrizeID: stocks[i].PrizeID, Loaded: n == 1}
+	}
+	return out, nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// ErrAdmitted is returned by Adjust when grabs were already admitted for the prize.
+var ErrAdmitted = errors.New("grabs already admitted")
+
+// Adjust sets a preheated, not yet opened session×prize's stock to total. It returns
+// loaded=false when the key is absent (the next preheat loads the new total from MySQL).
+func (g *Gate) Adjust(ctx context.Context, sessionID, prizeID int64, total int) (loaded bool, err error) {
+	k := KeysFor(sessionID, prizeID)
+	n, err := g.adjust.Run(ctx, g.rdb, []string{k.Meta, k.Reserved}, total).Int64()
+	if err != nil {
+		return false, fmt.Errorf("adjust session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	switch n {
+	case 1:
+		return true, nil
+	case 0:
+		return false, nil
+	}
+	return true, fmt.Errorf("adjust session %d prize %d: %w", sessionID, prizeID, ErrAdmitted)
+}
+
+// Snapshot is one session×prize as Redis sees it.
+type Snapshot struct {
+	SessionID int64 `json:"session_id"`
+	PrizeID   int64 `json:"prize_id"`
+	Loaded    bool  `json:"loaded"`
+	Left      int64 `json:"left"`
+	Total     int64 `json:"total"`
+	Limit     int64 `json:"limit"`
+	Pending   int64 `json:"pending"` // admitted, not yet settled into an order
+	Settled   int64 `json:"settled"` // outcomes recorded for status polling
+	TTLMillis int64 `json:"ttl_ms"`
+}
+
+// Snapshots reads the given session×prizes in one pipelined round trip.
+func (g *Gate) Snapshots(ctx context.Context, ids [][2]int64) ([]Snapshot, error) {
+	type cmds struct {
+		meta          *redis.SliceCmd
+		pending, done *redis.IntCmd
+		ttl           *redis.DurationCmd
+	}
+	pipe := g.rdb.Pipeline()
+	cs := make([]cmds, len(ids))
+	for i, id := range ids {
+		k := KeysFor(id[0], id[1])
+		cs[i] = cmds{
+			meta:    pipe.HMGet(ctx, k.Meta, "left", "total", "limit"),
+			pending: pipe.HLen(ctx, k.Reserved),
+			done:    pipe.HLen(ctx, k.Outcomes),
+			ttl:     pipe.PTTL(ctx, k.Meta),
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stock snapshots: %w", err)
+	}
+	out := make([]Snapshot, len(ids))
+	for i, id := range ids {
+		s := Snapshot{SessionID: id[0], PrizeID: id[1], Left: -1}
+		vals := cs[i].meta.Val()
+		if len(vals) == 3 && vals[0] != nil {
+			s.Loaded = true
+			s.Left = toInt(vals[0])
+			s.Total = toInt(vals[1])
+			s.Limit = toInt(vals[2])
+			s.TTLMillis = cs[i].ttl.Val().Milliseconds()
+		}
+		s.Pending = cs[i].pending.Val()
+		s.Settled = cs[i].done.Val()
+		out[i] = s
+	}
+	return out, nil
+}
+
+func toInt(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
