@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,6 +21,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
+	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -27,10 +29,55 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
+	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
+}
+
+const usage = `usage: gateway [serve|migrate]
+  serve    run the grab API and the admin API (default)
+  migrate  apply the MySQL schema migrations the database has not seen, then exit`
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch {
+	case cmd == "serve" && len(args) <= 1:
+		return run(ctx, getenv, stdout)
+	case cmd == "migrate" && len(args) == 1:
+		return migrate(ctx, getenv, stdout)
+	case cmd == "help" || cmd == "-h" || cmd == "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown arguments %q\n%s", args, usage)
+}
+
+// migrate applies pending schema migrations: an explicit step, never a side effect of
+// starting a service.
+func migrate(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.LoadCommon(getenv)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return err
+	}
+	defer store.Close(db)
+	applied, err := store.Migrate(ctx, db)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "schema up to date")
+		return nil
+	}
+	fmt.Fprintf(stdout, "applied migrations %v\n", applied)
+	return nil
 }
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
@@ -68,6 +115,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	catalog := store.NewCatalog(db, time.Now)
+	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	checks := map[string]ops.Check{
@@ -77,8 +131,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	public := http.NewServeMux()
 	ops.Register(public, reg, checks)
-	admin := http.NewServeMux()
-	ops.Register(admin, reg, checks)
+	adminMux := http.NewServeMux()
+	ops.Register(adminMux, reg, checks)
+	newAdmin(catalog, gate, preheater, cfg.AdminToken, func() {}, log).register(adminMux)
 
 	log.Info("gateway starting",
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,
@@ -89,7 +144,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, public), cfg.ShutdownTimeout) })
-	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, admin), cfg.ShutdownTimeout) })
+	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminMux), cfg.ShutdownTimeout) })
 	err = g.Wait()
 	log.Info("gateway stopped", "error", errString(err))
 	return err

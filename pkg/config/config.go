@@ -26,6 +26,7 @@ type Common struct {
 	Topics          event.Topics
 	LogLevel        slog.Level
 	ShutdownTimeout time.Duration
+	KeyGrace        time.Duration // Redis keys of a session live until its end + KeyGrace
 }
 
 func readCommon(r *reader) Common {
@@ -37,6 +38,7 @@ func readCommon(r *reader) Common {
 		Topics:          event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
 		LogLevel:        r.level("SECKILL_LOG_LEVEL", "info"),
 		ShutdownTimeout: r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
+		KeyGrace:        r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
 	}
 	// Optimistic locking counts matched rows and session windows are times: without these
 	// two DSN options the consumer would misread conflicts and the schedule.
@@ -49,6 +51,14 @@ func readCommon(r *reader) Common {
 		r.errs = append(r.errs, err)
 	}
 	return c
+}
+
+// LoadCommon reads only the shared settings (for one-shot commands such as migrate, which
+// need no secrets).
+func LoadCommon(getenv func(string) string) (Common, error) {
+	r := &reader{getenv: getenv}
+	c := readCommon(r)
+	return c, r.err()
 }
 
 // Gateway configures the HTTP grab/status front and the admin API.

@@ -50,8 +50,8 @@ func Schedule(start, end time.Time, interval, length time.Duration) ([]Window, e
 
 // FieldError names the input field that is wrong and why.
 type FieldError struct {
-	Field   string
-	Message string
+	Field   string `json:"field"`
+	Message string `json:"message"`
 }
 
 func (e FieldError) Error() string { return e.Field + ": " + e.Message }

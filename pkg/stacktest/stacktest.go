@@ -183,3 +183,47 @@ func WaitHTTP(tb testing.TB, url string, d time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Migrated returns a fresh, migrated test database whose session and prize ids start at a
+// random high number, so the Redis keys of tests (and of a local demo sharing the Redis)
+// never collide.
+func Migrated(tb testing.TB) *gorm.DB {
+	tb.Helper()
+	_, db := MySQL(tb)
+	ctx := Context(tb, 30*time.Second)
+	if _, err := store.Migrate(ctx, db); err != nil {
+		tb.Fatalf("migrate test database: %v", err)
+	}
+	var base [2]uint32
+	for i := range base {
+		b := make([]byte, 4)
+		if _, err := rand.Read(b); err != nil {
+			tb.Fatal(err)
+		}
+		base[i] = (uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])) + 1
+	}
+	for i, table := range []string{"sessions", "prizes"} {
+		stmt := fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", table, uint64(base[i])*1000+1_000_000_000)
+		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
+			tb.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	return db
+}
+
+// CleanupKeys deletes, when the test ends, the Redis keys of every session×prize in db.
+func CleanupKeys(tb testing.TB, rdb *redis.Client, db *gorm.DB) {
+	tb.Helper()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var pairs []struct{ SessionID, PrizeID int64 }
+		if err := db.WithContext(ctx).Table("session_stocks").Select("session_id, prize_id").Find(&pairs).Error; err != nil {
+			return
+		}
+		for _, p := range pairs {
+			k := stock.KeysFor(p.SessionID, p.PrizeID)
+			rdb.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
+		}
+	})
+}

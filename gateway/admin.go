@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/preheat"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// adminCatalog is what the admin API needs from the system of record.
+type adminCatalog interface {
+	CreateActivity(ctx context.Context, a seckill.Activity) (seckill.Activity, error)
+	Activities(ctx context.Context, limit int) ([]seckill.Activity, error)
+	Activity(ctx context.Context, id int64) (seckill.Activity, error)
+	Sessions(ctx context.Context, activityID int64) ([]seckill.Session, error)
+	Session(ctx context.Context, id int64) (seckill.Session, error)
+	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
+	CloseSession(ctx context.Context, id int64, actor string) (seckill.Session, error)
+	AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (before, after seckill.Stock, err error)
+	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
+}
+
+// adminGate is what the admin API needs from the Redis gate.
+type adminGate interface {
+	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Adjust(ctx context.Context, sessionID, prizeID int64, total int) (bool, error)
+}
+
+type sessionPreheater interface {
+	Session(ctx context.Context, id int64) (preheat.Result, error)
+}
+
+// admin serves the operator API. Every route requires the admin bearer token.
+type admin struct {
+	catalog   adminCatalog
+	gate      adminGate
+	preheater sessionPreheater
+	onChange  func() // refreshes the gateway's schedule cache after close/adjust
+	token     [sha256.Size]byte
+	log       *slog.Logger
+}
+
+const adminBodyLimit = 64 << 10
+
+func newAdmin(c adminCatalog, g adminGate, p sessionPreheater, token string, onChange func(), log *slog.Logger) *admin {
+	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, token: sha256.Sum256([]byte(token)), log: log}
+}
+
+// register mounts the admin routes on mux behind the credential check.
+func (a *admin) register(mux *http.ServeMux) {
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.authorized(h)) }
+	route("POST /admin/v1/activities", a.createActivity)
+	route("GET /admin/v1/activities", a.listActivities)
+	route("GET /admin/v1/activities/{id}", a.getActivity)
+	route("GET /admin/v1/sessions/{id}", a.getSession)
+	route("POST /admin/v1/sessions/{id}/preheat", a.preheatSession)
+	route("POST /admin/v1/sessions/{id}/close", a.closeSession)
+	route("PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", a.adjustStock)
+	route("GET /admin/v1/sessions/{id}/audit", a.sessionAudit)
+}
+
+// authorized checks "Authorization: Bearer <token>" in constant time (hashing both sides
+// first also hides the token's length) before anything else runs.
+func (a *admin) authorized(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(raw))
+		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// actor names who made a change in the audit log: the X-Admin-Actor header when it is a
+// plausible name, else "admin".
+func actor(r *http.Request) string {
+	if v := r.Header.Get("X-Admin-Actor"); seckill.ValidUserID(v) {
+		return v
+	}
+	return "admin"
+}
+
+type prizeInput struct {
+	Name  string `json:"name"`
+	Stock *int   `json:"stock"`
+}
+
+type activityInput struct {
+	Name          string       `json:"name"`
+	WindowStart   string       `json:"window_start"`
+	WindowEnd     string       `json:"window_end"`
+	Interval      string       `json:"interval"`
+	SessionLength string       `json:"session_length"`
+	PerUserLimit  *int         `json:"per_user_limit"`
+	Prizes        []prizeInput `json:"prizes"`
+}
+
+// domain converts the input, collecting parse errors by field; semantic checks are the
+// domain's (seckill.Activity.Validate).
+func (in activityInput) domain() (seckill.Activity, error) {
+	var errs seckill.ValidationError
+	parseTime := func(field, v string) time.Time {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			errs = append(errs, seckill.FieldError{Field: field, Message: "want an RFC 3339 time, e.g. 2026-11-29T10:00:00Z"})
+		}
+		return t.UTC()
+	}
+	parseDur := func(field, v string) time.Duration {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, seckill.FieldError{Field: field, Message: "want a duration, e.g. 30m"})
+		}
+		return d
+	}
+	a := seckill.Activity{
+		Name:          in.Name,
+		WindowStart:   parseTime("window_start", in.WindowStart),
+		WindowEnd:     parseTime("window_end", in.WindowEnd),
+		Interval:      parseDur("interval", in.Interval),
+		SessionLength: parseDur("session_length", in.SessionLength),
+		PerUserLimit:  1,
+	}
+	if in.PerUserLimit != nil {
+		a.PerUserLimit = *in.PerUserLimit
+	}
+	for i, p := range in.Prizes {
+		if p.Stock == nil {
+			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].stock", i), Message: "is required"})
+			continue
+		}
+		a.Prizes = append(a.Prizes, seckill.Prize{Name: p.Name, StockPerSession: *p.Stock})
+	}
+	if len(errs) > 0 {
+		return a, errs
+	}
+	return a, a.Validate()
+}
+
+type prizeView struct {
+	ID    int64  `json:"id"`
+	Name  string `json:"name"`
+	Stock int    `json:"stock_per_session"`
+}
+
+type activityView struct {
+	ID            int64         `json:"id"`
+	Name          string        `json:"name"`
+	WindowStart   time.Time     `json:"window_start"`
+	WindowEnd     time.Time     `json:"window_end"`
+	Interval      string        `json:"interval"`
+	SessionLength string        `json:"session_length"`
+	PerUserLimit  int           `json:"per_user_limit"`
+	Status        string        `json:"status"`
+	Prizes        []prizeView   `json:"prizes"`
+	Sessions      []sessionView `json:"sessions,omitempty"`
+}
+
+func viewActivity(a seckill.Activity) activityView {
+	v := activityView{ID: a.ID, Name: a.Name, WindowStart: a.WindowStart, WindowEnd: a.WindowEnd,
+		Interval: a.Interval.String(), SessionLength: a.SessionLength.String(), PerUserLimit: a.PerUserLimit,
+		Status: string(a.Status), Prizes: []prizeView{}}
+	for _, p := range a.Prizes {
+		v.Prizes = append(v.Prizes, prizeView{ID: p.ID, Name: p.Name, Stock: p.StockPerSession})
+	}
+	return v
+}
+
+type dbStockView struct {
+	Total   int   `json:"total"`
+	Left    int   `json:"left"`
+	Version int64 `json:"version"`
+}
+
+type stockView struct {
+	PrizeID int64          `json:"prize_id"`
+	DB      dbStockView    `json:"db"`
+	Redis   stock.Snapshot `json:"redis"`
+}
+
+type sessionView struct {
+	ID         int64       `json:"id"`
+	ActivityID int64       `json:"activity_id"`
+	Seq        int         `json:"seq"`
+	Start      time.Time   `json:"start"`
+	End        time.Time   `json:"end"`
+	ClosedAt   *time.Time  `json:"closed_at,omitempty"`
+	Stock      []stockView `json:"stock"`
+}
+
+// sessionViews joins sessions with their stock as MySQL and as Redis see it, side by side.
+func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([]sessionView, error) {
+	ids := make([]int64, len(sessions))
+	for i, s := range sessions {
+		ids[i] = s.ID
+	}
+	stocks, err := a.catalog.Stocks(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
+	pairs := make([][2]int64, len(stocks))
+	for i, s := range stocks {
+		pairs[i] = [2]int64{s.SessionID, s.PrizeID}
+	}
+	snaps, err := a.gate.Snapshots(ctx, pairs)
+	if err != nil {
+		return nil, err
+	}
+	bySession := map[int64][]stockView{}
+	for i, s := range stocks {
+		bySession[s.SessionID] = append(bySession[s.SessionID], stockView{
+			PrizeID: s.PrizeID, DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]})
+	}
+	out := make([]sessionView, len(sessions))
+	for i, s := range sessions {
+		out[i] = sessionView{ID: s.ID, ActivityID: s.ActivityID, Seq: s.Seq, Start: s.Start, End: s.End,
+			ClosedAt: s.ClosedAt, Stock: bySession[s.ID]}
+		if out[i].Stock == nil {
+			out[i].Stock = []stockView{}
+		}
+	}
+	return out, nil
+}
+
+func (a *admin) createActivity(w http.ResponseWriter, r *http.Request) {
+	var in activityInput
+	if err := decodeStrict(w, r, adminBodyLimit, &in); err != nil {
+		badInput(w, err)
+		return
+	}
+	act, err := in.domain()
+	if err != nil {
+		badInput(w, err)
+		return
+	}
+	created, err := a.catalog.CreateActivity(r.Context(), act)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.log.Info("activity created", "activity_id", created.ID, "actor", actor(r), "name", created.Name)
+	sessions, err := a.catalog.Sessions(r.Context(), created.ID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	v := viewActivity(created)
+	if v.Sessions, err = a.sessionViews(r.Context(), sessions); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.onChange()
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func (a *admin) listActivities(w http.ResponseWriter, r *http.Request) {
+	acts, err := a.catalog.Activities(r.Context(), 100)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]activityView, len(acts))
+	for i, act := range acts {
+		out[i] = viewActivity(act)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"activities": out})
+}
+
+func (a *admin) getActivity(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	act, err := a.catalog.Activity(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	sessions, err := a.catalog.Sessions(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	v := viewActivity(act)
+	if v.Sessions, err = a.sessionViews(r.Context(), sessions); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *admin) getSession(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s, err := a.catalog.Session(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	views, err := a.sessionViews(r.Context(), []seckill.Session{s})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, views[0])
+}
+
+func (a *admin) preheatSession(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	res, err := a.preheater.Session(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.log.Info("session preheated", "session_id", id, "actor", actor(r), "loaded", res.Loaded, "kept", res.Kept)
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s, err := a.catalog.CloseSession(r.Context(), id, actor(r))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.onChange()
+	a.log.Info("session closed", "session_id", id, "actor", actor(r))
+	views, err := a.sessionViews(r.Context(), []seckill.Session{s})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, views[0])
+}
+
+type adjustInput struct {
+	Total  *int   `json:"total"`
+	Reason string `json:"reason"`
+}
+
+func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
+	sid, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	pid, ok := pathID(w, r, "prize")
+	if !ok {
+		return
+	}
+	var in adjustInput
+	if err := decodeStrict(w, r, adminBodyLimit, &in); err != nil {
+		badInput(w, err)
+		return
+	}
+	var verr seckill.ValidationError
+	if in.Total == nil {
+		verr = append(verr, seckill.FieldError{Field: "total", Message: "is required"})
+	}
+	if reason := strings.TrimSpace(in.Reason); reason == "" || len(reason) > 512 {
+		verr = append(verr, seckill.FieldError{Field: "reason", Message: "must be 1 to 512 characters (it goes to the audit log)"})
+	}
+	if len(verr) > 0 {
+		badInput(w, verr)
+		return
+	}
+	before, after, err := a.catalog.AdjustStock(r.Context(), sid, pid, *in.Total, actor(r), in.Reason)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	// The session has not started, so nothing was admitted: a preheated key can take the
+	// new total as it is. An absent key gets it from MySQL at preheat.
+	loaded, err := a.gate.Adjust(r.Context(), sid, pid, after.Total)
+	if err != nil {
+		a.fail(w, r, fmt.Errorf("stock changed in MySQL but not in Redis (the reconciler will report the drift): %w", err))
+		return
+	}
+	a.onChange()
+	a.log.Info("stock adjusted", "session_id", sid, "prize_id", pid, "actor", actor(r),
+		"before", before.Total, "after", after.Total, "redis_loaded", loaded)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"session_id": sid, "prize_id": pid, "before": before.Total, "after": after.Total, "redis_updated": loaded})
+}
+
+func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	entries, err := a.catalog.Audit(r.Context(), id, 200)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
+	if err != nil || id <= 0 {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: name + " must be a positive integer",
+			Fields: []seckill.FieldError{{Field: name, Message: "must be a positive integer"}}})
+		return 0, false
+	}
+	return id, true
+}
+
+// fail maps an error from the catalog, gate or preheater to a status, once, and logs what
+// is not the caller's fault.
+func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var verr seckill.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		badInput(w, err)
+	case errors.Is(err, seckill.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, store.ErrStarted), errors.Is(err, preheat.ErrStarted):
+		writeError(w, http.StatusConflict, "session_started", err.Error())
+	case errors.Is(err, seckill.ErrConflict), errors.Is(err, stock.ErrAdmitted):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	default:
+		a.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		writeError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log")
+	}
+}
