@@ -29,7 +29,7 @@ type adminEnv struct {
 
 func newAdminEnv(t *testing.T) *adminEnv {
 	t.Helper()
-	db := stacktest.Migrated(t)
+	_, db := stacktest.Migrated(t)
 	rdb := stacktest.Redis(t)
 	stacktest.CleanupKeys(t, rdb, db)
 	ctx := stacktest.Context(t, 30*time.Second)

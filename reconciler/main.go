@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,12 +14,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
+	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -26,12 +32,28 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		if errors.Is(err, errFoundProblems) {
+			os.Exit(2)
+		}
 		fmt.Fprintln(os.Stderr, "reconciler:", err)
 		os.Exit(1)
 	}
 }
 
+// errFoundProblems makes --once exit non-zero so a cron scheduler alerts.
+var errFoundProblems = errors.New("reconcile run found problems it could not fix")
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	once := fs.Bool("once", false, "run once, print the report and exit (for cron / Kubernetes CronJob)")
+	asJSON := fs.Bool("json", false, "print reports as JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
 	cfg, err := config.LoadReconciler(getenv)
 	if err != nil {
 		return err
@@ -52,8 +74,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	catalog := store.NewCatalog(db, time.Now)
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := &runner{
+		lease:   lease.New(rdb, cfg.LeaseName, cfg.LeaseTTL),
+		metrics: newRunnerMetrics(reg),
+		now:     time.Now,
+		jobs: []job{
+			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
+		},
+	}
+	if *once {
+		rep, err := r.runOnce(ctx)
+		if perr := rep.print(stdout, *asJSON); perr != nil && err == nil {
+			err = perr
+		}
+		if err == nil && rep.Failed() {
+			err = errFoundProblems
+		}
+		return err
+	}
+
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -61,8 +108,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	})
 
 	log.Info("reconciler starting", "http_addr", cfg.HTTPAddr, "interval", cfg.Interval.String(),
-		"preheat_lead", cfg.PreheatLead.String())
-	err = ops.Serve(ctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout)
+		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
+	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
+	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err
+}
+
+// schedule runs the reconciler every interval until ctx ends. A failed run is logged and
+// retried next tick: the scheduler itself never gives up.
+func schedule(ctx context.Context, r *runner, every time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		rep, err := r.runOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			log.Error("reconcile run failed", "error", err.Error())
+		case rep.Lease == "busy":
+			log.Debug("reconcile run skipped: another instance holds the lease")
+		default:
+			level := slog.LevelInfo
+			if rep.Failed() {
+				level = slog.LevelError
+			}
+			log.Log(ctx, level, "reconcile run", "fence", rep.Fence, "duration_ms", rep.DurationMS, "jobs", rep.Jobs)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

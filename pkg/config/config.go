@@ -115,6 +115,8 @@ type Reconciler struct {
 	HTTPAddr    string // health and metrics (scheduler mode)
 	Interval    time.Duration
 	PreheatLead time.Duration
+	LeaseName   string        // the single-actor lease; instances sharing it take turns
+	LeaseTTL    time.Duration // renewed every third of it while held
 }
 
 // LoadReconciler reads the reconciler's configuration.
@@ -125,6 +127,8 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		HTTPAddr:    r.str("SECKILL_RECONCILER_ADDR", "127.0.0.1:8083"),
 		Interval:    r.duration("SECKILL_RECONCILE_INTERVAL", 10*time.Second, time.Second, time.Hour),
 		PreheatLead: r.duration("SECKILL_PREHEAT_LEAD", 5*time.Minute, 0, 24*time.Hour),
+		LeaseName:   r.str("SECKILL_RECONCILER_LEASE", "seckill-reconciler"),
+		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
 	}
 	return c, r.err()
 }

@@ -187,9 +187,9 @@ func WaitHTTP(tb testing.TB, url string, d time.Duration) {
 // Migrated returns a fresh, migrated test database whose session and prize ids start at a
 // random high number, so the Redis keys of tests (and of a local demo sharing the Redis)
 // never collide.
-func Migrated(tb testing.TB) *gorm.DB {
+func Migrated(tb testing.TB) (string, *gorm.DB) {
 	tb.Helper()
-	_, db := MySQL(tb)
+	dsn, db := MySQL(tb)
 	ctx := Context(tb, 30*time.Second)
 	if _, err := store.Migrate(ctx, db); err != nil {
 		tb.Fatalf("migrate test database: %v", err)
@@ -208,7 +208,7 @@ func Migrated(tb testing.TB) *gorm.DB {
 			tb.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	return db
+	return dsn, db
 }
 
 // CleanupKeys deletes, when the test ends, the Redis keys of every session×prize in db.

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// job is one piece of reconciliation work. It returns a summary of what it did (counters a
+// person and a machine can read) and an error when it could not finish; fence is the lease's
+// fencing number for this run.
+type job interface {
+	Name() string
+	Run(ctx context.Context, fence int64) (map[string]int64, error)
+}
+
+// leaser runs work while holding the single-actor lease.
+type leaser interface {
+	Do(ctx context.Context, work func(ctx context.Context, fence int64) error) (bool, error)
+}
+
+// jobReport is one job's part of a run report.
+type jobReport struct {
+	Name    string           `json:"name"`
+	Summary map[string]int64 `json:"summary"`
+	Error   string           `json:"error,omitempty"`
+}
+
+// report is what one run did; printed as a table or JSON, and logged in scheduler mode.
+type report struct {
+	StartedAt  time.Time   `json:"started_at"`
+	DurationMS int64       `json:"duration_ms"`
+	Lease      string      `json:"lease"` // "held" or "busy" (another instance is acting)
+	Fence      int64       `json:"fence,omitempty"`
+	Jobs       []jobReport `json:"jobs"`
+}
+
+// Failed reports whether any job ended with an error (the exit code of --once).
+func (r report) Failed() bool {
+	for _, j := range r.Jobs {
+		if j.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+type runnerMetrics struct {
+	runs     *prometheus.CounterVec
+	duration prometheus.Histogram
+	held     prometheus.Gauge
+}
+
+func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
+	m := runnerMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_runs_total",
+			Help: "Reconciler runs by result (ok, failed, busy: another instance held the lease)."}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_reconciler_run_duration_seconds",
+			Help: "Duration of reconciler runs that held the lease.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_held",
+			Help: "1 while this instance holds the reconciler lease."}),
+	}
+	reg.MustRegister(m.runs, m.duration, m.held)
+	return m
+}
+
+// runner runs the jobs in order under the lease.
+type runner struct {
+	lease   leaser
+	jobs    []job
+	metrics runnerMetrics
+	now     func() time.Time
+}
+
+func (r *runner) runOnce(ctx context.Context) (report, error) {
+	rep := report{StartedAt: r.now().UTC(), Lease: "busy", Jobs: []jobReport{}}
+	acquired, err := r.lease.Do(ctx, func(ctx context.Context, fence int64) error {
+		r.metrics.held.Set(1)
+		defer r.metrics.held.Set(0)
+		rep.Lease, rep.Fence = "held", fence
+		for _, j := range r.jobs {
+			sum, err := j.Run(ctx, fence)
+			jr := jobReport{Name: j.Name(), Summary: sum}
+			if jr.Summary == nil {
+				jr.Summary = map[string]int64{}
+			}
+			if err != nil {
+				jr.Error = err.Error()
+			}
+			rep.Jobs = append(rep.Jobs, jr)
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+		}
+		return nil
+	})
+	rep.DurationMS = r.now().Sub(rep.StartedAt).Milliseconds()
+	switch {
+	case err != nil:
+		r.metrics.runs.WithLabelValues("failed").Inc()
+		return rep, err
+	case !acquired:
+		r.metrics.runs.WithLabelValues("busy").Inc()
+	case rep.Failed():
+		r.metrics.runs.WithLabelValues("failed").Inc()
+		r.metrics.duration.Observe(float64(rep.DurationMS) / 1000)
+	default:
+		r.metrics.runs.WithLabelValues("ok").Inc()
+		r.metrics.duration.Observe(float64(rep.DurationMS) / 1000)
+	}
+	return rep, nil
+}
+
+// print writes the report as a readable table, or as one JSON object.
+func (rep report) print(w io.Writer, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	fmt.Fprintf(w, "reconcile run at %s: lease %s", rep.StartedAt.Format(time.RFC3339), rep.Lease)
+	if rep.Lease == "busy" {
+		fmt.Fprintln(w, " (another reconciler is acting; nothing done)")
+		return nil
+	}
+	fmt.Fprintf(w, " (fence %d), %d ms\n", rep.Fence, rep.DurationMS)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tRESULT\tDETAILS")
+	for _, j := range rep.Jobs {
+		keys := make([]string, 0, len(j.Summary))
+		for k := range j.Summary {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s=%d", k, j.Summary[k])
+		}
+		result := "ok"
+		if j.Error != "" {
+			result = "FAILED: " + j.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Name, result, strings.Join(parts, " "))
+	}
+	return tw.Flush()
+}
