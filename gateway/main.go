@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -35,9 +37,11 @@ func main() {
 	}
 }
 
-const usage = `usage: gateway [serve|migrate]
-  serve    run the grab API and the admin API (default)
-  migrate  apply the MySQL schema migrations the database has not seen, then exit`
+const usage = `usage: gateway [serve|migrate|token]
+  serve                  run the grab API and the admin API (default)
+  migrate                apply the MySQL schema migrations the database has not seen, then exit
+  token USER [TTL]       print a user token signed with SECKILL_JWT_SECRET (demos and tests;
+                         production tokens come from the shop's identity provider)`
 
 func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cmd := "serve"
@@ -49,6 +53,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return run(ctx, getenv, stdout)
 	case cmd == "migrate" && len(args) == 1:
 		return migrate(ctx, getenv, stdout)
+	case cmd == "token" && (len(args) == 2 || len(args) == 3):
+		return token(getenv, args[1:], stdout)
 	case cmd == "help" || cmd == "-h" || cmd == "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -80,6 +86,28 @@ func migrate(ctx context.Context, getenv func(string) string, stdout io.Writer) 
 	return nil
 }
 
+func token(getenv func(string) string, args []string, stdout io.Writer) error {
+	cfg, err := config.LoadGateway(getenv)
+	if err != nil {
+		return err
+	}
+	if !seckill.ValidUserID(args[0]) {
+		return fmt.Errorf("user %q: want 1 to 64 printable characters without '|'", args[0])
+	}
+	ttl := time.Hour
+	if len(args) == 2 {
+		if ttl, err = time.ParseDuration(args[1]); err != nil || ttl <= 0 {
+			return fmt.Errorf("ttl %q: want a positive duration such as 1h", args[1])
+		}
+	}
+	tok, err := auth.NewSigner([]byte(cfg.JWTSecret), cfg.JWTIssuer, cfg.JWTAudience).Token(args[0], time.Now(), ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := config.LoadGateway(getenv)
 	if err != nil {
@@ -95,6 +123,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := stock.CheckPolicy(ctx, rdb); err != nil {
 		return err
 	}
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		return err
+	}
 	db, err := store.Open(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return err
@@ -107,44 +139,83 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := event.CheckWriter(grabs); err != nil {
 		return err
 	}
-	// Closed after the HTTP servers stopped (defers run in reverse), so every admitted
-	// grab's event is flushed before the process exits.
+	// Closed after the HTTP servers and the relay stopped (defers run in reverse), so every
+	// admitted grab's event is flushed before the process exits.
 	defer grabs.Close()
 	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
 	if err != nil {
 		return err
 	}
-
-	gate, err := stock.NewGate(ctx, rdb)
+	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), cfg.JWTIssuer, cfg.JWTAudience, time.Now)
 	if err != nil {
 		return err
 	}
+
 	catalog := store.NewCatalog(db, time.Now)
+	schedule := newScheduleCache(catalog, cfg.ScheduleRefresh, time.Now)
+	if err := schedule.Reload(ctx); err != nil {
+		return err
+	}
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
 	checks := map[string]ops.Check{
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		"kafka": kafkaAdmin.Ping,
 	}
-
+	soldOut := newSoldOutFlags(cfg.SoldOutRecheck)
+	rly := newRelay(grabs, 100_000, m, log)
+	api := &grabAPI{
+		gate: gate, orders: store.NewOrders(db), verifier: verifier, userHeader: cfg.TrustUserHeader,
+		schedule: schedule, soldOut: soldOut,
+		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
+		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
+		events:  grabs, relay: rly, inflight: make(chan struct{}, cfg.MaxInflight),
+		produceTTL: cfg.ProduceTimeout, metrics: m, log: log, now: time.Now,
+	}
 	public := http.NewServeMux()
-	ops.Register(public, reg, checks)
+	ops.Register(public, nil, checks) // metrics only on the admin listener
+	api.register(public)
+
+	// After an admin change, this instance sees it at once; others within ScheduleRefresh.
+	onChange := func() {
+		soldOut.Clear()
+		if err := schedule.Reload(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("schedule reload after admin change failed", "error", err.Error())
+		}
+	}
 	adminMux := http.NewServeMux()
 	ops.Register(adminMux, reg, checks)
-	newAdmin(catalog, gate, preheater, cfg.AdminToken, func() {}, log).register(adminMux)
+	newAdmin(catalog, gate, preheater, cfg.AdminToken, onChange, log).register(adminMux)
 
 	log.Info("gateway starting",
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,
-		"redis_addr", cfg.RedisAddr, "kafka_brokers", cfg.KafkaBrokers,
-		"grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
-		"kafka_batch_timeout", grabs.BatchTimeout.String(),
-		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience)
+		"redis_addr", cfg.RedisAddr, "redis_maxmemory_policy", "noeviction",
+		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
+		"kafka_batch_timeout", grabs.BatchTimeout.String(), "produce_timeout", cfg.ProduceTimeout.String(),
+		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "trust_user_header", cfg.TrustUserHeader,
+		"max_inflight", cfg.MaxInflight, "rate_per_user", cfg.RatePerUser, "burst_per_user", cfg.BurstPerUser,
+		"rate_per_ip", cfg.RatePerIP, "burst_per_ip", cfg.BurstPerIP, "soldout_recheck", cfg.SoldOutRecheck.String(),
+		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String())
+
+	// The relay outlives the HTTP servers: it stops (and drains) only after they stopped
+	// accepting grabs, so an event handed to it during shutdown still gets its chance.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); _ = rly.Run(relayCtx, cfg.ShutdownTimeout) }()
+	defer func() { stopRelay(); <-relayDone }()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, public), cfg.ShutdownTimeout) })
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminMux), cfg.ShutdownTimeout) })
+	g.Go(func() error {
+		return schedule.Run(gctx, func(err error) {
+			m.scheduleErrors.Inc()
+			log.Warn("schedule reload failed; serving the last good copy", "error", err.Error())
+		})
+	})
 	err = g.Wait()
 	log.Info("gateway stopped", "error", errString(err))
 	return err

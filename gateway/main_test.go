@@ -30,6 +30,14 @@ func TestGatewayStartsAndStops(t *testing.T) {
 		stacktest.WaitHTTP(t, "http://"+addr+"/readyz", 20*time.Second)
 	}
 	resp, err := http.Get("http://" + adm + "/metrics")
+	if err == nil && resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		resp, err = http.Get("http://" + pub + "/metrics")
+		if err == nil && resp.StatusCode == http.StatusOK {
+			t.Fatal("metrics exposed on the public listener")
+		}
+		resp, err = http.Get("http://" + adm + "/metrics")
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("metrics: %v %v", resp, err)
 	}

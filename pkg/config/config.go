@@ -70,6 +70,21 @@ type Gateway struct {
 	JWTSecret   string // HMAC key for user tokens (HS256 only)
 	JWTIssuer   string
 	JWTAudience string
+
+	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
+	// verified user id; the gateway then skips JWT checks. Off by default: enable it only
+	// behind a proxy that strips the header from client requests.
+	TrustUserHeader string
+
+	MaxInflight     int     // concurrent grab/status requests; beyond it, fast 503s
+	RatePerUser     float64 // token bucket per user (requests/s; 0 disables)
+	BurstPerUser    int
+	RatePerIP       float64 // token bucket per client IP (requests/s; 0 disables)
+	BurstPerIP      int
+	RateMaxKeys     int           // users or IPs tracked per limiter generation (bounded memory)
+	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
+	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
+	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
 }
 
 // LoadGateway reads the gateway's configuration.
@@ -83,6 +98,17 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		JWTSecret:   r.secret("SECKILL_JWT_SECRET", 32),
 		JWTIssuer:   r.str("SECKILL_JWT_ISSUER", "seckill"),
 		JWTAudience: r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
+
+		TrustUserHeader: r.getenv("SECKILL_TRUST_USER_HEADER"),
+		MaxInflight:     r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
+		RatePerUser:     float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
+		BurstPerUser:    r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
+		RatePerIP:       float64(r.integer("SECKILL_RATE_PER_IP", 2000, 0, 10_000_000)),
+		BurstPerIP:      r.integer("SECKILL_BURST_PER_IP", 4000, 1, 10_000_000),
+		RateMaxKeys:     r.integer("SECKILL_RATE_MAX_KEYS", 200_000, 100, 10_000_000),
+		SoldOutRecheck:  r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
+		ScheduleRefresh: r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
+		ProduceTimeout:  r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
 	}
 	return g, r.err()
 }

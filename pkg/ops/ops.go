@@ -18,8 +18,8 @@ import (
 // Check reports whether one dependency is usable; nil means ready.
 type Check func(ctx context.Context) error
 
-// Register mounts /healthz (the process is alive), /readyz (every check passes) and
-// /metrics (the given registry) on mux.
+// Register mounts /healthz (the process is alive), /readyz (every check passes) and, when
+// reg is not nil, /metrics (the given registry) on mux.
 func Register(mux *http.ServeMux, reg *prometheus.Registry, checks map[string]Check) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -38,7 +38,9 @@ func Register(mux *http.ServeMux, reg *prometheus.Registry, checks map[string]Ch
 		}
 		writeJSON(w, code, status)
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

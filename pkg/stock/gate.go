@@ -146,29 +146,37 @@ func parseState(s string) Status {
 	return Status{}
 }
 
-// Lookup returns a request's state and owner from the gate in one round trip; found is
-// false when Redis knows nothing of it (never admitted, or its keys expired).
-func (g *Gate) Lookup(ctx context.Context, requestID string) (st Status, owner string, found bool, err error) {
+// Lookup is what the gate knows of one request id.
+type Lookup struct {
+	Found  bool   // the request was admitted and Redis still remembers it
+	Owner  string // the user who made it
+	Status Status
+	Live   bool // the session×prize's keys exist: a request Redis does not know was never admitted
+}
+
+// Lookup returns a request's state and owner from the gate in one round trip.
+func (g *Gate) Lookup(ctx context.Context, requestID string) (Lookup, error) {
 	sid, pid, _, err := seckill.ParseRequestID(requestID)
 	if err != nil {
-		return Status{}, "", false, err
+		return Lookup{}, err
 	}
 	k := KeysFor(sid, pid)
 	pipe := g.rdb.Pipeline()
 	res := pipe.HGet(ctx, k.Reserved, requestID)
 	out := pipe.HGet(ctx, k.Outcomes, requestID)
+	live := pipe.Exists(ctx, k.Meta)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Status{}, "", false, fmt.Errorf("lookup %s: %w", requestID, err)
+		return Lookup{}, fmt.Errorf("lookup %s: %w", requestID, err)
 	}
+	l := Lookup{Live: live.Val() == 1}
 	if v, err := out.Result(); err == nil {
 		owner, rest, _ := strings.Cut(v, "|")
-		return parseState(rest), owner, true, nil
-	}
-	if v, err := res.Result(); err == nil {
+		l.Found, l.Owner, l.Status = true, owner, parseState(rest)
+	} else if v, err := res.Result(); err == nil {
 		owner, _, _ := strings.Cut(v, "|")
-		return Status{State: "queued"}, owner, true, nil
+		l.Found, l.Owner, l.Status = true, owner, Status{State: "queued"}
 	}
-	return Status{}, "", false, nil
+	return l, nil
 }
 
 // LoadResult says what Load did for one prize.

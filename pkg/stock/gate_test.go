@@ -82,9 +82,9 @@ func TestReserveVerdicts(t *testing.T) {
 	if n, _ := rdb.Exists(ctx, stock.KeysFor(sid, 2).Meta).Result(); n != 0 {
 		t.Fatal("reserve created a stock key for an unloaded prize")
 	}
-	st, owner, found, err := g.Lookup(ctx, seckill.RequestID(sid, 1, "key-bob-0001"))
-	if err != nil || !found || owner != "bob" || st.State != "queued" {
-		t.Fatalf("lookup: %+v %q %v %v", st, owner, found, err)
+	l, err := g.Lookup(ctx, seckill.RequestID(sid, 1, "key-bob-0001"))
+	if err != nil || !l.Found || !l.Live || l.Owner != "bob" || l.Status.State != "queued" {
+		t.Fatalf("lookup: %+v %v", l, err)
 	}
 	snaps, err := g.Snapshots(ctx, [][2]int64{{sid, 1}, {sid, 2}})
 	if err != nil {

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// reserver is what the grab handler needs from the Redis gate.
+type reserver interface {
+	Reserve(ctx context.Context, g seckill.Grab) (stock.Verdict, error)
+	Lookup(ctx context.Context, requestID string) (stock.Lookup, error)
+}
+
+// orderFinder reads an order from MySQL, for status polls after the Redis keys expired.
+type orderFinder interface {
+	ByRequestID(ctx context.Context, requestID string) (seckill.Order, error)
+}
+
+// userVerifier turns a bearer token into a user id.
+type userVerifier interface {
+	User(token string) (string, error)
+}
+
+type openChecker interface {
+	Check(sessionID, prizeID int64, t time.Time) error
+}
+
+// grabAPI serves the public grab and status endpoints.
+type grabAPI struct {
+	gate       reserver
+	orders     orderFinder
+	verifier   userVerifier
+	userHeader string // trusted upstream header with the user id; "" = JWT only
+	schedule   openChecker
+	soldOut    *soldOutFlags
+	perUser    *keyedLimiter
+	perIP      *keyedLimiter
+	events     publisher
+	relay      *relay
+	inflight   chan struct{}
+	produceTTL time.Duration
+	metrics    *metrics
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+const grabBodyLimit = 1 << 10
+
+func (a *grabAPI) register(mux *http.ServeMux) {
+	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.guard("grab", http.HandlerFunc(a.grab)))
+	mux.Handle("GET /api/v1/grabs/{request_id}", a.guard("status", http.HandlerFunc(a.status)))
+}
+
+// guard applies, in order, the overload cap (cheapest refusal first), latency metrics and
+// the per-IP rate limit.
+func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case a.inflight <- struct{}{}:
+		default:
+			a.metrics.grabs.WithLabelValues("overloaded").Inc()
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry shortly")
+			return
+		}
+		a.metrics.inflight.Inc()
+		start := time.Now()
+		defer func() {
+			<-a.inflight
+			a.metrics.inflight.Dec()
+			a.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		}()
+		if ok, wait := a.perIP.Allow(clientIP(r)); !ok {
+			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
+			tooMany(w, wait)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func tooMany(w http.ResponseWriter, wait time.Duration) {
+	secs := int(wait/time.Second) + 1
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry after "+strconv.Itoa(secs)+"s")
+}
+
+// user returns the verified caller, or writes 401.
+func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if a.userHeader != "" {
+		if u := r.Header.Get(a.userHeader); seckill.ValidUserID(u) {
+			return u, true
+		}
+	} else if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		if u, err := a.verifier.User(tok); err == nil {
+			return u, true
+		}
+	}
+	a.metrics.grabs.WithLabelValues("unauthorized").Inc()
+	w.Header().Set("WWW-Authenticate", `Bearer realm="seckill"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+	return "", false
+}
+
+// grabInput is a parsed grab request.
+type grabInput struct {
+	SessionID, PrizeID int64
+	Key                string // idempotency key, client's or generated
+}
+
+// parseGrab reads the path ids, the Idempotency-Key header and the optional body (at most
+// 1 KiB; when present, an empty JSON object: the grab takes no parameters, and a field the
+// server does not know is refused rather than ignored).
+func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
+	var in grabInput
+	var verr seckill.ValidationError
+	var err error
+	if in.SessionID, err = strconv.ParseInt(r.PathValue("session"), 10, 64); err != nil || in.SessionID <= 0 {
+		verr = append(verr, seckill.FieldError{Field: "session", Message: "must be a positive integer"})
+	}
+	if in.PrizeID, err = strconv.ParseInt(r.PathValue("prize"), 10, 64); err != nil || in.PrizeID <= 0 {
+		verr = append(verr, seckill.FieldError{Field: "prize", Message: "must be a positive integer"})
+	}
+	if vals := r.Header.Values("Idempotency-Key"); len(vals) > 1 {
+		verr = append(verr, seckill.FieldError{Field: "Idempotency-Key", Message: "give it once"})
+	} else if len(vals) == 1 {
+		if !seckill.ValidKey(vals[0]) {
+			verr = append(verr, seckill.FieldError{Field: "Idempotency-Key",
+				Message: "must be 8 to 64 characters of A-Z a-z 0-9 _ . : -"})
+		}
+		in.Key = vals[0]
+	}
+	if len(verr) > 0 {
+		return in, verr
+	}
+	if r.ContentLength != 0 {
+		var empty struct{}
+		if err := decodeStrict(w, r, grabBodyLimit, &empty); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
+	user, ok := a.user(w, r)
+	if !ok {
+		return
+	}
+	if ok, wait := a.perUser.Allow(user); !ok {
+		a.metrics.grabs.WithLabelValues("rate_limited").Inc()
+		tooMany(w, wait)
+		return
+	}
+	in, err := parseGrab(w, r)
+	if err != nil {
+		a.metrics.grabs.WithLabelValues("bad_request").Inc()
+		badInput(w, err)
+		return
+	}
+	now := a.now()
+	switch err := a.schedule.Check(in.SessionID, in.PrizeID, now); {
+	case errors.Is(err, seckill.ErrNotOpen):
+		a.metrics.grabs.WithLabelValues("not_open").Inc()
+		writeError(w, http.StatusConflict, "not_open", "the session is not open")
+		return
+	case err != nil:
+		a.metrics.grabs.WithLabelValues("not_found").Inc()
+		writeError(w, http.StatusNotFound, "not_found", "the session has no such prize")
+		return
+	}
+	if a.soldOut.Flagged(in.SessionID, in.PrizeID, now) {
+		a.metrics.soldOutHits.Inc()
+		a.metrics.grabs.WithLabelValues("sold_out").Inc()
+		writeError(w, http.StatusConflict, "sold_out", "sold out")
+		return
+	}
+	if in.Key == "" {
+		id, err := uuid.NewV7() // time-ordered, so request ids sort by admission
+		if err != nil {
+			a.fail(w, "grab", err)
+			return
+		}
+		in.Key = id.String()
+	}
+	g := seckill.Grab{RequestID: seckill.RequestID(in.SessionID, in.PrizeID, in.Key), UserID: user,
+		SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
+
+	start := time.Now()
+	v, err := a.gate.Reserve(r.Context(), g)
+	a.metrics.redis.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
+	if err != nil {
+		a.metrics.redisErrors.WithLabelValues("reserve").Inc()
+		a.fail(w, "grab", err)
+		return
+	}
+	switch v.Code {
+	case stock.Admitted:
+		a.publish(r.Context(), g)
+		a.metrics.grabs.WithLabelValues("admitted").Inc()
+		writeJSON(w, http.StatusAccepted, grabView{RequestID: g.RequestID, Status: "queued"})
+	case stock.Seen:
+		a.metrics.grabs.WithLabelValues("repeat").Inc()
+		writeJSON(w, http.StatusAccepted, viewOf(g.RequestID, v.State))
+	case stock.Limit:
+		a.metrics.grabs.WithLabelValues("limit").Inc()
+		writeError(w, http.StatusConflict, "limit_reached", "per-user limit reached for this prize")
+	case stock.SoldOut:
+		a.soldOut.Set(in.SessionID, in.PrizeID, now)
+		a.metrics.grabs.WithLabelValues("sold_out").Inc()
+		writeError(w, http.StatusConflict, "sold_out", "sold out")
+	case stock.NotLoaded:
+		a.metrics.grabs.WithLabelValues("not_loaded").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "not_loaded", "stock is not available right now; retry shortly")
+	case stock.Foreign:
+		a.metrics.grabs.WithLabelValues("key_conflict").Inc()
+		writeError(w, http.StatusConflict, "idempotency_key_conflict", "this Idempotency-Key is in use by another request")
+	default:
+		a.fail(w, "grab", errors.New("unknown verdict "+v.Code.String()))
+	}
+}
+
+// publish emits the grab event and waits for Kafka's acknowledgement. If Kafka does not
+// acknowledge in time, the grab is still admitted: the stock stays deducted (a produce error
+// does not mean "not written") and the relay, or else the reconciler, publishes it later.
+func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) {
+	msg, err := event.EncodeGrab(g)
+	if err != nil {
+		a.log.Error("encode grab event", "request_id", g.RequestID, "error", err.Error())
+		return
+	}
+	// The client leaving must not cancel the produce of an admitted grab.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.produceTTL)
+	defer cancel()
+	start := time.Now()
+	err = a.events.WriteMessages(pctx, msg)
+	a.metrics.produce.Observe(time.Since(start).Seconds())
+	if err != nil {
+		a.metrics.produceErrors.Inc()
+		queued := a.relay.Enqueue(msg)
+		a.log.Warn("grab event not acknowledged; relaying", "request_id", g.RequestID,
+			"session_id", g.SessionID, "prize_id", g.PrizeID, "relay_queued", queued, "error", err.Error())
+	}
+}
+
+type grabView struct {
+	RequestID string `json:"request_id"`
+	Status    string `json:"status"`
+	OrderID   int64  `json:"order_id,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func viewOf(rid string, st stock.Status) grabView {
+	if st.State == "" {
+		st.State = "queued"
+	}
+	return grabView{RequestID: rid, Status: st.State, OrderID: st.OrderID, Reason: st.Reason}
+}
+
+// status answers a poll from Redis; MySQL is asked only when the session×prize's keys are
+// gone (long after the sale), so a polling crowd never reaches the database.
+func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
+	user, ok := a.user(w, r)
+	if !ok {
+		return
+	}
+	if ok, wait := a.perUser.Allow(user); !ok {
+		tooMany(w, wait)
+		return
+	}
+	rid := r.PathValue("request_id")
+	if _, _, _, err := seckill.ParseRequestID(rid); err != nil {
+		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+		return
+	}
+	start := time.Now()
+	l, err := a.gate.Lookup(r.Context(), rid)
+	a.metrics.redis.WithLabelValues("lookup").Observe(time.Since(start).Seconds())
+	if err != nil {
+		a.metrics.redisErrors.WithLabelValues("lookup").Inc()
+		a.fail(w, "status", err)
+		return
+	}
+	switch {
+	case l.Found && l.Owner == user:
+		writeJSON(w, http.StatusOK, viewOf(rid, l.Status))
+		return
+	case l.Found || l.Live:
+		// Someone else's grab, or one Redis would know about if it had been admitted:
+		// the same answer for both, so ids of other users cannot be probed.
+		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+		return
+	}
+	o, err := a.orders.ByRequestID(r.Context(), rid)
+	switch {
+	case errors.Is(err, seckill.ErrNotFound) || (err == nil && o.UserID != user):
+		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+	case err != nil:
+		a.fail(w, "status", err)
+	default:
+		writeJSON(w, http.StatusOK, grabView{RequestID: rid, Status: string(o.Status), OrderID: orderID(o), Reason: string(o.Reason)})
+	}
+}
+
+func orderID(o seckill.Order) int64 {
+	if o.Status == seckill.OrderSucceeded {
+		return o.ID
+	}
+	return 0
+}
+
+// fail answers 503 for an infrastructure error (Redis or MySQL unreachable): the client may
+// retry with the same Idempotency-Key, which is safe by construction.
+func (a *grabAPI) fail(w http.ResponseWriter, route string, err error) {
+	a.log.Error("request failed", "route", route, "error", err.Error())
+	if route == "grab" {
+		a.metrics.grabs.WithLabelValues("unavailable").Inc()
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "temporarily unavailable; retry with the same Idempotency-Key")
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+type scheduleSource interface {
+	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
+	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
+}
+
+// scheduleCache holds the sessions around now and their prizes, so "not open" is answered
+// from memory without touching Redis or MySQL. It is reloaded every refresh; if MySQL is
+// down, the last good copy keeps serving (admission does not depend on MySQL).
+type scheduleCache struct {
+	src     scheduleSource
+	now     func() time.Time
+	refresh time.Duration
+
+	mu       sync.RWMutex
+	sessions map[int64]cachedSession
+	loadedAt time.Time
+}
+
+type cachedSession struct {
+	session seckill.Session
+	prizes  map[int64]bool
+}
+
+// The cache covers sessions that ended up to an hour ago or start within a day.
+const (
+	scheduleBehind = time.Hour
+	scheduleAhead  = 24 * time.Hour
+)
+
+func newScheduleCache(src scheduleSource, refresh time.Duration, now func() time.Time) *scheduleCache {
+	return &scheduleCache{src: src, now: now, refresh: refresh, sessions: map[int64]cachedSession{}}
+}
+
+// Reload replaces the cache from MySQL.
+func (c *scheduleCache) Reload(ctx context.Context) error {
+	now := c.now()
+	sessions, err := c.src.SessionsOverlapping(ctx, now.Add(-scheduleBehind), now.Add(scheduleAhead))
+	if err != nil {
+		return fmt.Errorf("reload schedule: %w", err)
+	}
+	ids := make([]int64, len(sessions))
+	for i, s := range sessions {
+		ids[i] = s.ID
+	}
+	stocks, err := c.src.Stocks(ctx, ids...)
+	if err != nil {
+		return fmt.Errorf("reload schedule: %w", err)
+	}
+	next := make(map[int64]cachedSession, len(sessions))
+	for _, s := range sessions {
+		next[s.ID] = cachedSession{session: s, prizes: map[int64]bool{}}
+	}
+	for _, st := range stocks {
+		next[st.SessionID].prizes[st.PrizeID] = true
+	}
+	c.mu.Lock()
+	c.sessions, c.loadedAt = next, now
+	c.mu.Unlock()
+	return nil
+}
+
+// Run reloads every refresh until ctx ends; failures are reported to onErr and the stale
+// copy stays in use.
+func (c *scheduleCache) Run(ctx context.Context, onErr func(error)) error {
+	t := time.NewTicker(c.refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := c.Reload(ctx); err != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+		}
+	}
+}
+
+// Check says whether a grab on session×prize may go to Redis at t: nil when open,
+// seckill.ErrNotOpen when the session is not open (or unknown near now), seckill.ErrNotFound
+// when the session has no such prize.
+func (c *scheduleCache) Check(sessionID, prizeID int64, t time.Time) error {
+	c.mu.RLock()
+	s, ok := c.sessions[sessionID]
+	c.mu.RUnlock()
+	switch {
+	case !ok || !s.session.OpenAt(t):
+		return seckill.ErrNotOpen
+	case !s.prizes[prizeID]:
+		return seckill.ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var (
+	secret = []byte("0123456789abcdef0123456789abcdef")
+	now    = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+)
+
+func sign(t *testing.T, m jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(m, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func good() jwt.MapClaims {
+	return jwt.MapClaims{"sub": "alice", "iss": "seckill", "aud": "seckill-gateway",
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+}
+
+func with(k string, v any) jwt.MapClaims {
+	c := good()
+	if v == nil {
+		delete(c, k)
+	} else {
+		c[k] = v
+	}
+	return c
+}
+
+func TestVerifierMatrix(t *testing.T) {
+	v, err := NewVerifier(secret, "seckill", "seckill-gateway", func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	valid := sign(t, jwt.SigningMethodHS256, secret, good())
+	parts := strings.Split(valid, ".")
+	tampered := parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2]))
+	none := sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, good())
+
+	tests := []struct {
+		name, token string
+		ok          bool
+	}{
+		{"valid", valid, true},
+		{"alg none", none, false},
+		{"wrong alg HS512", sign(t, jwt.SigningMethodHS512, secret, good()), false},
+		{"wrong alg RS256", sign(t, jwt.SigningMethodRS256, rsaKey, good()), false},
+		{"expired", sign(t, jwt.SigningMethodHS256, secret, with("exp", now.Add(-time.Minute).Unix())), false},
+		{"missing exp", sign(t, jwt.SigningMethodHS256, secret, with("exp", nil)), false},
+		{"wrong issuer", sign(t, jwt.SigningMethodHS256, secret, with("iss", "evil")), false},
+		{"wrong audience", sign(t, jwt.SigningMethodHS256, secret, with("aud", "other")), false},
+		{"issued in the future", sign(t, jwt.SigningMethodHS256, secret, with("iat", now.Add(time.Hour).Unix())), false},
+		{"other secret", sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), good()), false},
+		{"tampered signature", tampered, false},
+		{"missing subject", sign(t, jwt.SigningMethodHS256, secret, with("sub", nil)), false},
+		{"subject with separator", sign(t, jwt.SigningMethodHS256, secret, with("sub", "a|b")), false},
+		{"garbage", "not.a.jwt", false},
+		{"empty", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			user, err := v.User(tc.token)
+			if tc.ok && (err != nil || user != "alice") {
+				t.Fatalf("valid token refused: %v", err)
+			}
+			if !tc.ok && err == nil {
+				t.Fatalf("token accepted as %q", user)
+			}
+		})
+	}
+}
+
+func TestSignerRoundTrip(t *testing.T) {
+	v, _ := NewVerifier(secret, "iss", "aud", func() time.Time { return now })
+	tok, err := NewSigner(secret, "iss", "aud").Token("bob", now, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := v.User(tok); err != nil || u != "bob" {
+		t.Fatalf("%q %v", u, err)
+	}
+	if _, err := NewVerifier([]byte("short"), "i", "a", time.Now); err == nil {
+		t.Fatal("short secret accepted")
+	}
+}

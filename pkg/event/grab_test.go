@@ -1,0 +1,48 @@
+package event
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+func TestGrabRoundTrip(t *testing.T) {
+	g := seckill.Grab{RequestID: seckill.RequestID(12, 3, "0193a6b2-key"), UserID: "alice",
+		SessionID: 12, PrizeID: 3, AdmittedAt: time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)}
+	m, err := EncodeGrab(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Key) != "12:3" {
+		t.Fatalf("key %q", m.Key)
+	}
+	got, err := DecodeGrab(m.Value)
+	if err != nil || got != g {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, g)
+	}
+}
+
+func TestDecodeGrabPoison(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        error
+	}{
+		{"not json", `{{{`, ErrMalformed},
+		{"no version", `{"request_id":"1-2-abcdefgh"}`, ErrMalformed},
+		{"future version", `{"v":2,"request_id":"1-2-abcdefgh"}`, ErrUnknownVersion},
+		{"bad request id", `{"v":1,"request_id":"x","user_id":"u","session_id":1,"prize_id":2,"admitted_at":"2026-11-29T10:00:00Z"}`, ErrMalformed},
+		{"mismatched ids", `{"v":1,"request_id":"1-3-abcdefgh","user_id":"u","session_id":1,"prize_id":2,"admitted_at":"2026-11-29T10:00:00Z"}`, ErrMalformed},
+		{"no user", `{"v":1,"request_id":"1-2-abcdefgh","user_id":"","session_id":1,"prize_id":2,"admitted_at":"2026-11-29T10:00:00Z"}`, ErrMalformed},
+		{"no time", `{"v":1,"request_id":"1-2-abcdefgh","user_id":"u","session_id":1,"prize_id":2}`, ErrMalformed},
+		{"wrong type", `{"v":1,"request_id":"1-2-abcdefgh","user_id":"u","session_id":"one","prize_id":2,"admitted_at":"2026-11-29T10:00:00Z"}`, ErrMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeGrab([]byte(tc.value)); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
