@@ -135,11 +135,11 @@ func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
 	var in grabInput
 	var verr seckill.ValidationError
 	var err error
-	if in.SessionID, err = strconv.ParseInt(r.PathValue("session"), 10, 64); err != nil || in.SessionID <= 0 {
-		verr = append(verr, seckill.FieldError{Field: "session", Message: "must be a positive integer"})
+	if in.SessionID, err = parseID(r.PathValue("session")); err != nil {
+		verr = append(verr, seckill.FieldError{Field: "session", Message: err.Error()})
 	}
-	if in.PrizeID, err = strconv.ParseInt(r.PathValue("prize"), 10, 64); err != nil || in.PrizeID <= 0 {
-		verr = append(verr, seckill.FieldError{Field: "prize", Message: "must be a positive integer"})
+	if in.PrizeID, err = parseID(r.PathValue("prize")); err != nil {
+		verr = append(verr, seckill.FieldError{Field: "prize", Message: err.Error()})
 	}
 	if vals := r.Header.Values("Idempotency-Key"); len(vals) > 1 {
 		verr = append(verr, seckill.FieldError{Field: "Idempotency-Key", Message: "give it once"})
@@ -160,6 +160,16 @@ func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
 		}
 	}
 	return in, nil
+}
+
+// parseID accepts a positive integer in canonical form only ("7", not "07" or "+7"), so
+// one grab always gets one request id string.
+func parseID(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || strconv.FormatInt(n, 10) != s {
+		return 0, errors.New("must be a positive integer")
+	}
+	return n, nil
 }
 
 func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {

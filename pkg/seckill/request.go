@@ -44,7 +44,9 @@ func ParseRequestID(rid string) (sessionID, prizeID int64, key string, err error
 	}
 	sessionID, err1 := strconv.ParseInt(s, 10, 64)
 	prizeID, err2 := strconv.ParseInt(p, 10, 64)
-	if err1 != nil || err2 != nil || sessionID <= 0 || prizeID <= 0 {
+	// Only the canonical form ("7", not "07" or "+7"): one grab has exactly one id string.
+	if err1 != nil || err2 != nil || sessionID <= 0 || prizeID <= 0 ||
+		strconv.FormatInt(sessionID, 10) != s || strconv.FormatInt(prizeID, 10) != p {
 		return 0, 0, "", ErrBadRequestID
 	}
 	return sessionID, prizeID, key, nil

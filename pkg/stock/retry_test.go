@@ -1,0 +1,103 @@
+package stock_test
+
+import (
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// slowReplyProxy forwards TCP to Redis and, when armed, holds back the next reply longer
+// than the client's read timeout: the command ran in Redis, but the client never hears.
+type slowReplyProxy struct {
+	ln    net.Listener
+	arm   atomic.Bool
+	delay time.Duration
+}
+
+func newSlowReplyProxy(t *testing.T, target string, delay time.Duration) *slowReplyProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &slowReplyProxy{ln: ln, delay: delay}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						if p.arm.CompareAndSwap(true, false) {
+							time.Sleep(p.delay)
+						}
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+// go-redis retries a command whose reply timed out, EVALSHA included. The admission script
+// is idempotent on the request id, so the retry returns the first verdict and the stock is
+// deducted exactly once.
+func TestLostReplyRetryDoesNotDoubleDeduct(t *testing.T) {
+	direct := stacktest.Redis(t)
+	proxy := newSlowReplyProxy(t, stacktest.RedisAddr(), 600*time.Millisecond)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), ReadTimeout: 150 * time.Millisecond,
+		MaxRetries: 3, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := stacktest.Context(t, 30*time.Second)
+	g, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := testSession(t)
+	load(t, g, direct, ctx, sid, 1, 10, 1)
+
+	proxy.arm.Store(true)
+	v, err := g.Reserve(ctx, grab(sid, 1, "alice", "alice-key-0001"))
+	if err != nil {
+		t.Fatalf("reserve through a lost reply: %v", err)
+	}
+	if proxy.arm.Load() {
+		t.Fatal("the proxy never delayed a reply: the test did not exercise a retry")
+	}
+	// The first attempt admitted; the client only heard the retry's answer.
+	if v.Code != stock.Seen || v.State.State != "queued" {
+		t.Fatalf("verdict %s %+v, want seen/queued from the retry", v.Code, v.State)
+	}
+	k := stock.KeysFor(sid, 1)
+	if left, _ := direct.HGet(ctx, k.Meta, "left").Int(); left != 9 {
+		t.Fatalf("left = %d after one grab with a retried reply, want 9", left)
+	}
+	if n, _ := direct.HGet(ctx, k.Users, "alice").Int(); n != 1 {
+		t.Fatalf("alice counted %d times, want 1", n)
+	}
+}
