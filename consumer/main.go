@@ -12,12 +12,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -49,23 +53,73 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer rdb.Close()
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		return err
+	}
 	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
 	if err != nil {
 		return err
 	}
+	writers := map[string]*kafka.Writer{}
+	for _, t := range []string{cfg.Topics.Compensation.Name, cfg.Topics.DeadLetter.Name, cfg.Topics.Order.Name} {
+		w, err := event.NewWriter(cfg.KafkaBrokers, t)
+		if err != nil {
+			return err
+		}
+		if err := event.CheckWriter(w); err != nil {
+			return err
+		}
+		defer w.Close()
+		writers[t] = w
+	}
+	// The order topic is keyed by request id: all events of one order on one partition.
+	writers[cfg.Topics.Order.Name].BatchSize = 1000
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
 		"kafka": kafkaAdmin.Ping,
 	})
 
+	relay := &outboxRelay{
+		outbox: store.NewOutbox(db), writer: writers[cfg.Topics.Order.Name], brokers: cfg.KafkaBrokers,
+		topic: cfg.Topics.Order.Name, lease: lease.New(rdb, "seckill-order-relay:"+cfg.Topics.Order.Name, 10*time.Second),
+		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
+	}
+	proc := &processor{
+		orders: store.NewOrders(db), gate: gate,
+		compensation: writers[cfg.Topics.Compensation.Name], deadLetter: writers[cfg.Topics.DeadLetter.Name],
+		policy: defaultPolicy(), metrics: m, log: log, now: time.Now, onPersisted: relay.Kick,
+	}
+	group := &groupConsumer{
+		brokers: cfg.KafkaBrokers, groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
+		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, metrics: m, log: log,
+	}
+
 	log.Info("consumer starting", "http_addr", cfg.HTTPAddr, "group_id", cfg.GroupID,
-		"grab_topic", cfg.Topics.Grab.Name, "batch_size", cfg.BatchSize,
-		"batch_wait", cfg.BatchWait.String())
-	err = ops.Serve(ctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout)
+		"grab_topic", cfg.Topics.Grab.Name, "order_topic", cfg.Topics.Order.Name,
+		"compensation_topic", cfg.Topics.Compensation.Name, "dead_letter_topic", cfg.Topics.DeadLetter.Name,
+		"batch_size", cfg.BatchSize, "batch_wait", cfg.BatchWait.String(), "kafka_acks", "all")
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
+	g.Go(func() error { return group.Run(gctx) })
+	// The relay outlives the group by a moment so the last batches' events go out.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(relayCtx) }()
+	err = g.Wait()
+	relay.Kick()
+	select {
+	case <-time.After(500 * time.Millisecond):
+	case <-relayDone:
+	}
+	stopRelay()
+	<-relayDone
 	log.Info("consumer stopped", "error", fmt.Sprint(err))
 	return err
 }

@@ -77,16 +77,20 @@ func (a *Admin) EnsureTopics(ctx context.Context, topics ...Topic) error {
 	return a.waitTopics(ctx, topics)
 }
 
-// waitTopics waits until every topic has leaders for all its partitions, so a producer
-// started right after does not race the controller.
+// waitTopics waits until every partition of every topic has a leader that answers, so a
+// producer or reader started right after does not race the controller ("not leader").
 func (a *Admin) waitTopics(ctx context.Context, topics []Topic) error {
 	names := make([]string, len(topics))
+	offsets := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for i, t := range topics {
 		names[i] = t.Name
+		for p := 0; p < t.Partitions; p++ {
+			offsets.Topics[t.Name] = append(offsets.Topics[t.Name], kafka.LastOffsetOf(p))
+		}
 	}
 	for {
 		md, err := a.client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
-		if err == nil && topicsLed(md) {
+		if err == nil && topicsLed(md) && a.offsetsAnswer(ctx, offsets) {
 			return nil
 		}
 		select {
@@ -95,6 +99,21 @@ func (a *Admin) waitTopics(ctx context.Context, topics []Topic) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+func (a *Admin) offsetsAnswer(ctx context.Context, req *kafka.ListOffsetsRequest) bool {
+	resp, err := a.client.ListOffsets(ctx, req)
+	if err != nil {
+		return false
+	}
+	for _, parts := range resp.Topics {
+		for _, p := range parts {
+			if p.Error != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func topicsLed(md *kafka.MetadataResponse) bool {

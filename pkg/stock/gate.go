@@ -21,6 +21,8 @@ var (
 	loadSrc string
 	//go:embed lua/adjust.lua
 	adjustSrc string
+	//go:embed lua/settle.lua
+	settleSrc string
 )
 
 // Keys are one session×prize's Redis keys. They share the hash tag {session:prize}, so the
@@ -91,6 +93,7 @@ type Gate struct {
 	reserve *redis.Script
 	load    *redis.Script
 	adjust  *redis.Script
+	settle  *redis.Script
 }
 
 // NewGate returns a gate on rdb and loads its scripts, so the first grab pays no SCRIPT
@@ -101,8 +104,9 @@ func NewGate(ctx context.Context, rdb redis.UniversalClient) (*Gate, error) {
 		reserve: redis.NewScript(reserveSrc),
 		load:    redis.NewScript(loadSrc),
 		adjust:  redis.NewScript(adjustSrc),
+		settle:  redis.NewScript(settleSrc),
 	}
-	for _, s := range []*redis.Script{g.reserve, g.load, g.adjust} {
+	for _, s := range []*redis.Script{g.reserve, g.load, g.adjust, g.settle} {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
 			return nil, fmt.Errorf("load gate scripts: %w", err)
 		}
@@ -223,6 +227,62 @@ func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.T
 		out[i] = LoadResult{PrizeID: stocks[i].PrizeID, Loaded: n == 1}
 	}
 	return out, nil
+}
+
+// Settlement is one persisted grab's outcome for the gate.
+type Settlement struct {
+	RequestID string
+	UserID    string
+	OrderID   int64  // succeeded orders
+	Reason    string // rejected orders ("" means succeeded)
+}
+
+// SettleBatch is the settlements of one session×prize.
+type SettleBatch struct {
+	SessionID, PrizeID int64
+	Items              []Settlement
+}
+
+// Settle records outcomes and clears reservations, one pipelined round trip for all
+// batches. It returns how many reservations were cleared.
+func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error) {
+	if len(batches) == 0 {
+		return 0, nil
+	}
+	run := func() ([]*redis.Cmd, error) {
+		pipe := g.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, 0, len(batches))
+		for _, b := range batches {
+			k := KeysFor(b.SessionID, b.PrizeID)
+			args := make([]any, 0, 4*len(b.Items))
+			for _, it := range b.Items {
+				if it.Reason == "" {
+					args = append(args, it.RequestID, it.UserID, "s", strconv.FormatInt(it.OrderID, 10))
+				} else {
+					args = append(args, it.RequestID, it.UserID, "r", it.Reason)
+				}
+			}
+			cmds = append(cmds, g.settle.EvalSha(ctx, pipe, k.all(), args...))
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run()
+	if err != nil && isNoScript(err) {
+		if lerr := g.settle.Load(ctx, g.rdb).Err(); lerr != nil {
+			return 0, fmt.Errorf("settle: reload script: %w", lerr)
+		}
+		cmds, err = run()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("settle: %w", err)
+	}
+	var cleared int64
+	for _, c := range cmds {
+		n, _ := c.Int64()
+		cleared += n
+	}
+	return cleared, nil
 }
 
 func isNoScript(err error) bool {

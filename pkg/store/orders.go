@@ -34,11 +34,28 @@ func (r orderRow) domain() seckill.Order {
 
 // Orders reads and writes orders.
 type Orders struct {
-	db *gorm.DB
+	db        *gorm.DB
+	afterRead func(ctx context.Context, sessionID, prizeID int64)
+}
+
+// Option configures Orders.
+type Option func(*Orders)
+
+// WithAfterRead calls fn inside every Persist transaction right after the stock row was
+// read, before the conditional update: the place a concurrent writer causes an optimistic
+// conflict. For fault injection in tests and the chaos harness only.
+func WithAfterRead(fn func(ctx context.Context, sessionID, prizeID int64)) Option {
+	return func(o *Orders) { o.afterRead = fn }
 }
 
 // NewOrders returns Orders on db.
-func NewOrders(db *gorm.DB) *Orders { return &Orders{db: db} }
+func NewOrders(db *gorm.DB, opts ...Option) *Orders {
+	o := &Orders{db: db}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
 
 // ByRequestID returns the order of a request id, or seckill.ErrNotFound.
 func (o *Orders) ByRequestID(ctx context.Context, requestID string) (seckill.Order, error) {

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+	"gorm.io/gorm"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// env is one open session with one prize on the real stack.
+type env struct {
+	dsn     string
+	db      *gorm.DB
+	rdb     *redis.Client
+	gate    *stock.Gate
+	brokers []string
+	topics  event.Topics
+	session int64
+	prize   int64
+	ctx     context.Context
+}
+
+// newEnv creates a session×prize with dbStock in MySQL and redisStock loaded in Redis.
+func newEnv(t *testing.T, dbStock, redisStock, limit int) *env {
+	t.Helper()
+	dsn, db := stacktest.Migrated(t)
+	rdb := stacktest.Redis(t)
+	stacktest.CleanupKeys(t, rdb, db)
+	brokers, topics := stacktest.Kafka(t)
+	ctx := stacktest.Context(t, 90*time.Second)
+	now := time.Now().UTC()
+	cat := store.NewCatalog(db, func() time.Time { return now })
+	act, err := cat.CreateActivity(ctx, seckill.Activity{Name: "consumer test", WindowStart: now.Add(-time.Minute),
+		WindowEnd: now.Add(time.Hour), Interval: time.Hour, SessionLength: time.Hour, PerUserLimit: limit,
+		Prizes: []seckill.Prize{{Name: "p", StockPerSession: dbStock}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, _ := cat.Sessions(ctx, act.ID)
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := seckill.Stock{SessionID: sessions[0].ID, PrizeID: act.Prizes[0].ID, Total: redisStock, Left: redisStock, PerUserLimit: limit}
+	if _, err := gate.Load(ctx, []seckill.Stock{st}, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return &env{dsn: dsn, db: db, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
+		session: sessions[0].ID, prize: act.Prizes[0].ID, ctx: ctx}
+}
+
+// admit reserves n grabs in Redis (users u0..u(n-1)) and returns their grab messages.
+func (e *env) admit(t *testing.T, n int) []kafka.Message {
+	t.Helper()
+	var msgs []kafka.Message
+	for i := range n {
+		g := seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, fmt.Sprintf("key-%08d", i)),
+			UserID: fmt.Sprintf("u%d", i), SessionID: e.session, PrizeID: e.prize, AdmittedAt: time.Now().UTC()}
+		v, err := e.gate.Reserve(e.ctx, g)
+		if err != nil || v.Code != stock.Admitted {
+			t.Fatalf("reserve %d: %v %v", i, v.Code, err)
+		}
+		m, err := event.EncodeGrab(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Topic, m.Offset = e.topics.Grab.Name, int64(i)
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
+	w, err := event.NewWriter(e.brokers, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func (e *env) processor(t *testing.T, orders persister) *processor {
+	return &processor{orders: orders, gate: e.gate,
+		compensation: e.writer(t, e.topics.Compensation.Name), deadLetter: e.writer(t, e.topics.DeadLetter.Name),
+		policy: retryPolicy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, jitter: fullJitter},
+		metrics: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler), now: time.Now}
+}
+
+func (e *env) stock(t *testing.T) (left int, version int64) {
+	t.Helper()
+	row := e.db.Raw("SELECT left_stock, version FROM session_stocks WHERE session_id = ? AND prize_id = ?", e.session, e.prize).Row()
+	if err := row.Scan(&left, &version); err != nil {
+		t.Fatal(err)
+	}
+	return left, version
+}
+
+func (e *env) count(t *testing.T, where string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := e.db.Table("orders").Where(where, args...).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// readAll reads every message of a topic (all partitions) currently there.
+func readAll(t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
+	t.Helper()
+	ctx := stacktest.Context(t, 30*time.Second)
+	var out []kafka.Message
+	for p := range partitions {
+		conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+			if m.Offset >= last-1 {
+				break
+			}
+		}
+		r.Close()
+	}
+	return out
+}
+
+func TestRedeliveryChangesNothing(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 6)
+	p := e.processor(t, store.NewOrders(e.db))
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	left, version := e.stock(t)
+	// The whole batch again (a crash between the DB commit and the offset commit), then
+	// one event on its own.
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Process(e.ctx, msgs[2:3]); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, "1=1"); n != 6 {
+		t.Fatalf("%d orders after redelivery, want 6", n)
+	}
+	l2, v2 := e.stock(t)
+	if left != 4 || l2 != left || v2 != version {
+		t.Fatalf("stock %d/v%d after first delivery, %d/v%d after redelivery; want 4 and unchanged", left, version, l2, v2)
+	}
+	var outbox int64
+	e.db.Table("order_outbox").Count(&outbox)
+	if outbox != 6 {
+		t.Fatalf("%d outbox events, want 6", outbox)
+	}
+	// Redis: every reservation settled into an outcome.
+	snap, _ := e.gate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}})
+	if snap[0].Pending != 0 || snap[0].Settled != 6 {
+		t.Fatalf("redis after settle: %+v", snap[0])
+	}
+	l, _ := e.gate.Lookup(e.ctx, seckill.RequestID(e.session, e.prize, "key-00000002"))
+	if l.Status.State != "succeeded" || l.Status.OrderID == 0 {
+		t.Fatalf("status after settle: %+v", l)
+	}
+}
+
+// bumper is a concurrent writer: it bumps the stock row's version from another connection
+// right after Persist read it, for the first n transactions (n < 0: forever).
+func bumper(e *env, n int64) (store.Option, *atomic.Int64) {
+	var bumps atomic.Int64
+	return store.WithAfterRead(func(ctx context.Context, sid, pid int64) {
+		if n >= 0 && bumps.Load() >= n {
+			return
+		}
+		bumps.Add(1)
+		// Another connection, outside the transaction: a real concurrent writer.
+		e.db.Exec("UPDATE session_stocks SET version = version + 1 WHERE session_id = ? AND prize_id = ?", sid, pid)
+	}), &bumps
+}
+
+func TestConflictsRetryAndConverge(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 5)
+	opt, bumps := bumper(e, 3) // more than the immediate retries: the backoff tier runs too
+	p := e.processor(t, store.NewOrders(e.db, opt))
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if bumps.Load() != 3 {
+		t.Fatalf("%d conflicts injected, want 3", bumps.Load())
+	}
+	if n := e.count(t, "status = 'succeeded'"); n != 5 {
+		t.Fatalf("%d orders, want 5", n)
+	}
+	if left, _ := e.stock(t); left != 5 {
+		t.Fatalf("left %d, want 5", left)
+	}
+}
+
+func TestConflictStormCompensates(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 4)
+	opt, bumps := bumper(e, -1)
+	p := e.processor(t, store.NewOrders(e.db, opt))
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatalf("Process must account for the batch (compensated) so it can be committed: %v", err)
+	}
+	if want := int64(1 + 2 + 2); bumps.Load() != want {
+		t.Fatalf("%d attempts, want %d (1 + immediate + backoff)", bumps.Load(), want)
+	}
+	if n := e.count(t, "1=1"); n != 0 {
+		t.Fatalf("%d orders written during a storm that never let a transaction through", n)
+	}
+	comp := readAll(t, e.brokers, e.topics.Compensation.Name, e.topics.Compensation.Partitions)
+	if len(comp) != 4 {
+		t.Fatalf("%d compensation events, want 4", len(comp))
+	}
+	for _, m := range comp {
+		if _, err := event.DecodeGrab(m.Value); err != nil || header(m, "attempts") != "5" || header(m, "origin-topic") == "" {
+			t.Fatalf("compensation message %s headers %v: %v", m.Value, m.Headers, err)
+		}
+	}
+	if left, v := e.stock(t); left != 10 || v != uint64ToInt(bumps.Load()) {
+		t.Fatalf("stock %d v%d: the storm's bumps only, no deduction", left, v)
+	}
+}
+
+func uint64ToInt(n int64) int64 { return n }
+
+func header(m kafka.Message, k string) string {
+	for _, h := range m.Headers {
+		if h.Key == k {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Redis admitted 8 but MySQL has 5 (drift): exactly 5 orders succeed, 3 are rejected as
+// sold out, and stock never goes below zero.
+func TestDatabaseHasLessThanRedisAdmitted(t *testing.T) {
+	e := newEnv(t, 5, 8, 1)
+	msgs := e.admit(t, 8)
+	p := e.processor(t, store.NewOrders(e.db))
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if s, r := e.count(t, "status = 'succeeded'"), e.count(t, "status = 'rejected' AND reason = 'sold_out'"); s != 5 || r != 3 {
+		t.Fatalf("%d succeeded, %d rejected; want 5 and 3", s, r)
+	}
+	if left, _ := e.stock(t); left != 0 {
+		t.Fatalf("left %d, want 0", left)
+	}
+	// The first five in event order won; the rejected users see it and may try again.
+	l, _ := e.gate.Lookup(e.ctx, seckill.RequestID(e.session, e.prize, "key-00000007"))
+	if l.Status.State != "rejected" || l.Status.Reason != "sold_out" {
+		t.Fatalf("status of the 8th: %+v", l)
+	}
+	if n, _ := e.rdb.HGet(e.ctx, stock.KeysFor(e.session, e.prize).Users, "u7").Int(); n != 0 {
+		t.Fatalf("rejected user still counted %d times in redis", n)
+	}
+}
+
+func TestPoisonIsDeadLetteredAndGoodOnesPersist(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	good := e.admit(t, 2)
+	poison := kafka.Message{Topic: e.topics.Grab.Name, Partition: 0, Offset: 7, Key: []byte("x"), Value: []byte(`{"v":9}`)}
+	p := e.processor(t, store.NewOrders(e.db))
+	if err := p.Process(e.ctx, []kafka.Message{good[0], poison, good[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, "status = 'succeeded'"); n != 2 {
+		t.Fatalf("%d orders, want 2", n)
+	}
+	dl := readAll(t, e.brokers, e.topics.DeadLetter.Name, e.topics.DeadLetter.Partitions)
+	if len(dl) != 1 || string(dl[0].Value) != `{"v":9}` || header(dl[0], "origin-offset") != "7" ||
+		header(dl[0], "origin-topic") != e.topics.Grab.Name || header(dl[0], "error") == "" {
+		t.Fatalf("dead letters %v", dl)
+	}
+}
+
+// failingMark makes MarkPublished fail once after the events were produced: the crash
+// window between publishing and recording it.
+type failingMark struct {
+	*store.Outbox
+	failed atomic.Bool
+}
+
+func (f *failingMark) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("injected crash after produce")
+	}
+	return f.Outbox.MarkPublished(ctx, ids, at)
+}
+
+func TestOrderEventsExactlyOncePerOrder(t *testing.T) {
+	e := newEnv(t, 3, 5, 1)
+	msgs := e.admit(t, 5)
+	p := e.processor(t, store.NewOrders(e.db))
+	// Orders committed, then "killed" before any event was published.
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	out := &failingMark{Outbox: store.NewOutbox(e.db)}
+	relay := &outboxRelay{outbox: out, writer: e.writer(t, e.topics.Order.Name), brokers: e.brokers,
+		topic: e.topics.Order.Name, lease: lease.New(e.rdb, "t-"+stacktest.ID(t), 5*time.Second), batch: 100,
+		idle: 20 * time.Millisecond, wake: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry()),
+		log: slog.New(slog.DiscardHandler), now: time.Now}
+	// First round: publishes, then fails to record it.
+	if err := relay.relay(e.ctx); err == nil {
+		t.Fatal("injected failure not reported")
+	}
+	// Second round (a restarted relay): must find the events on the topic, not re-send.
+	rctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	go func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if n, _ := store.NewOutbox(e.db).CountPending(e.ctx); n == 0 {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if err := relay.relay(rctx); err != nil && rctx.Err() == nil {
+		t.Fatal(err)
+	}
+	events := readAll(t, e.brokers, e.topics.Order.Name, e.topics.Order.Partitions)
+	byOrder := map[int64][]string{}
+	types := map[string]int{}
+	for _, m := range events {
+		ev, err := event.DecodeOrderEvent(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Key) != ev.RequestID {
+			t.Fatalf("event key %q, want the request id %q", m.Key, ev.RequestID)
+		}
+		byOrder[ev.OrderID] = append(byOrder[ev.OrderID], ev.EventID)
+		types[ev.Type]++
+	}
+	if len(events) != 5 || len(byOrder) != 5 {
+		t.Fatalf("%d events for %d orders, want exactly 5 for 5", len(events), len(byOrder))
+	}
+	if types[event.OrderCreated] != 3 || types[event.OrderRejected] != 2 {
+		t.Fatalf("event types %v, want 3 created and 2 rejected", types)
+	}
+	if n, _ := store.NewOutbox(e.db).CountPending(e.ctx); n != 0 {
+		t.Fatalf("%d outbox rows still pending", n)
+	}
+}

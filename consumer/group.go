@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+type batchProcessor interface {
+	Process(ctx context.Context, msgs []kafka.Message) error
+}
+
+// groupConsumer runs the consumer group on the grab topic: one worker per assigned
+// partition, each processing its messages in offset order, batch by batch, committing a
+// batch's offsets only after the transactions covering it committed.
+type groupConsumer struct {
+	brokers   []string
+	groupID   string
+	topic     string
+	batchSize int
+	batchWait time.Duration
+	proc      batchProcessor
+	metrics   *metrics
+	log       *slog.Logger
+}
+
+// Run consumes until ctx ends. On shutdown every worker finishes its in-flight batch and
+// commits it before the group is left.
+func (c *groupConsumer) Run(ctx context.Context) error {
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                    c.groupID,
+		Brokers:               c.brokers,
+		Topics:                []string{c.topic},
+		StartOffset:           kafka.FirstOffset, // a new group reads everything admitted so far
+		HeartbeatInterval:     time.Second,
+		SessionTimeout:        10 * time.Second,
+		RebalanceTimeout:      10 * time.Second,
+		WatchPartitionChanges: true,
+	})
+	if err != nil {
+		return err
+	}
+	defer group.Close() // leaves the group, so partitions move to the others at once
+	for {
+		gen, err := group.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				return nil
+			}
+			c.log.Warn("consumer group: next generation failed; retrying", "error", err.Error())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		var wg sync.WaitGroup
+		for _, a := range gen.Assignments[c.topic] {
+			wg.Add(1)
+			partition, offset := a.ID, a.Offset
+			gen.Start(func(gctx context.Context) {
+				defer wg.Done()
+				c.work(ctx, gctx, gen, partition, offset)
+			})
+		}
+		c.log.Info("consumer group generation", "generation_id", gen.ID, "member_id", gen.MemberID,
+			"partitions", len(gen.Assignments[c.topic]))
+		// Shutdown: wait for the workers to commit their last batch while the generation is
+		// still valid, then return (Close leaves the group).
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-ctx.Done():
+			<-done
+			return nil
+		case <-done:
+			// The generation ended (rebalance); join the next one.
+		}
+	}
+}
+
+// work consumes one partition. stop ends it between batches: the process shutting down
+// (ctx) or the generation ending (gctx, a rebalance).
+func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, partition int, offset int64) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: c.brokers, Topic: c.topic, Partition: partition,
+		MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 100 * time.Millisecond,
+	})
+	defer r.Close()
+	if err := r.SetOffset(offset); err != nil {
+		c.log.Error("set offset", "partition", partition, "offset", offset, "error", err.Error())
+		return
+	}
+	stop, cancel := context.WithCancel(gctx)
+	defer cancel()
+	context.AfterFunc(ctx, cancel)
+	lag := c.metrics.lag.WithLabelValues(strconv.Itoa(partition))
+	for {
+		batch := c.fetch(stop, r)
+		if len(batch) > 0 {
+			// Processing uses ctx, not stop: a rebalance lets the in-flight batch finish.
+			if err := c.proc.Process(ctx, batch); err != nil {
+				c.log.Warn("batch not committed; it will be redelivered", "partition", partition,
+					"first_offset", batch[0].Offset, "error", err.Error())
+				return
+			}
+			last := batch[len(batch)-1]
+			err := gen.CommitOffsets(map[string]map[int]int64{c.topic: {partition: last.Offset + 1}})
+			if err != nil {
+				// The generation ended: the next owner gets the batch again and the database
+				// dedupes it by request id.
+				c.log.Warn("commit failed", "partition", partition, "offset", last.Offset+1, "error", err.Error())
+				return
+			}
+			lag.Set(float64(max(0, last.HighWaterMark-last.Offset-1)))
+		}
+		if stop.Err() != nil {
+			return
+		}
+	}
+}
+
+// fetch waits for a first message, then takes more until batchSize messages or batchWait
+// has passed since the first. FetchMessage never commits; a cancelled fetch loses nothing.
+func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader) []kafka.Message {
+	first, err := r.FetchMessage(stop)
+	if err != nil {
+		return nil
+	}
+	batch := []kafka.Message{first}
+	if c.batchWait <= 0 {
+		return batch
+	}
+	wctx, cancel := context.WithTimeout(stop, c.batchWait)
+	defer cancel()
+	for len(batch) < c.batchSize {
+		m, err := r.FetchMessage(wctx)
+		if err != nil {
+			break
+		}
+		batch = append(batch, m)
+	}
+	return batch
+}

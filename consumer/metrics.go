@@ -1,0 +1,55 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the consumer's Prometheus series.
+type metrics struct {
+	batchSize     prometheus.Histogram
+	txLatency     prometheus.Histogram
+	conflicts     prometheus.Counter
+	retries       *prometheus.CounterVec
+	compensated   prometheus.Counter
+	deadLetters   prometheus.Counter
+	orders        *prometheus.CounterVec
+	redeliveries  prometheus.Counter
+	settleErrors  prometheus.Counter
+	lag           *prometheus.GaugeVec
+	outboxPending prometheus.Gauge
+	published     prometheus.Counter
+	recovered     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_consumer_batch_size",
+			Help: "Grab events per session×prize transaction.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		txLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_consumer_tx_duration_seconds",
+			Help: "Duration of one persistence transaction.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_conflicts_total",
+			Help: "Optimistic-lock conflicts, deadlocks and lock wait timeouts."}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_retries_total",
+			Help: "Persistence retries by tier (retry_now, retry_later, wait_for_db)."}, []string{"tier"}),
+		compensated: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_compensated_total",
+			Help: "Grab events sent to the compensation topic after retries ran out."}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_dead_letters_total",
+			Help: "Messages sent to the dead-letter topic."}),
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_orders_total",
+			Help: "Orders written, by status and reason (rejected by the DB after Redis admitted: a drift signal)."},
+			[]string{"status", "reason"}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_redelivered_total",
+			Help: "Grab events that already had an order (redelivery after a crash or rebalance)."}),
+		settleErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_settle_errors_total",
+			Help: "Batches whose outcomes could not be written to Redis (the reconciler settles them)."}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_consumer_lag",
+			Help: "Messages behind the partition's high watermark after the last batch."}, []string{"partition"}),
+		outboxPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_consumer_outbox_pending",
+			Help: "Order events written but not yet published (as of the relay's last look)."}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_order_events_published_total",
+			Help: "Order events published to the order topic."}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_order_events_recovered_total",
+			Help: "Order events found already on the topic after a crash or an ambiguous produce error, marked instead of re-published."}),
+	}
+	reg.MustRegister(m.batchSize, m.txLatency, m.conflicts, m.retries, m.compensated, m.deadLetters, m.orders,
+		m.redeliveries, m.settleErrors, m.lag, m.outboxPending, m.published, m.recovered)
+	return m
+}

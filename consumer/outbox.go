@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// outboxStore is what the relay needs from the outbox tables.
+type outboxStore interface {
+	Pending(ctx context.Context, limit int) ([]store.OutboxEvent, error)
+	CountPending(ctx context.Context) (int64, error)
+	MarkPublished(ctx context.Context, ids []int64, at time.Time) error
+	MarkFound(ctx context.Context, eventIDs []string, at time.Time) (int64, error)
+	Checkpoints(ctx context.Context, topic string) (map[int]int64, error)
+	SetCheckpoints(ctx context.Context, topic string, next map[int]int64) error
+}
+
+type singleActor interface {
+	Do(ctx context.Context, work func(ctx context.Context, fence int64) error) (bool, error)
+}
+
+// outboxRelay publishes order events from the outbox to the order topic: one event per
+// order, at least once, and in practice exactly once. One relay acts at a time (a Redis
+// lease). Before publishing after a start or an ambiguous produce error (kafka-go may
+// report an error for a batch that was written) it reads the topic from its checkpoint to
+// the end and marks the events already there instead of publishing them again.
+type outboxRelay struct {
+	outbox   outboxStore
+	writer   producer
+	brokers  []string
+	topic    string
+	lease    singleActor
+	batch    int
+	idle     time.Duration // poll interval when there is nothing to publish
+	wake     chan struct{}
+	metrics  *metrics
+	log      *slog.Logger
+	now      func() time.Time
+	lastMark time.Time
+}
+
+const eventIDHeader = "event-id"
+
+// Kick wakes the relay after new outbox rows were committed (never blocks).
+func (r *outboxRelay) Kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run relays until ctx ends. When another consumer instance holds the lease it waits.
+func (r *outboxRelay) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		acquired, err := r.lease.Do(ctx, func(ctx context.Context, _ int64) error { return r.relay(ctx) })
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.log.Warn("order event relay stopped; restarting", "error", err.Error())
+		}
+		wait := time.Second
+		if acquired {
+			wait = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// relay runs while the lease is held; it returns on an error so the next round starts with
+// a recovery scan.
+func (r *outboxRelay) relay(ctx context.Context) error {
+	if err := r.recover(ctx); err != nil {
+		return err
+	}
+	for {
+		n, err := r.publishBatch(ctx)
+		if err != nil {
+			return err
+		}
+		if time.Since(r.lastMark) > 5*time.Second {
+			if err := r.checkpoint(ctx); err != nil {
+				return err
+			}
+		}
+		if n == r.batch {
+			continue // more is waiting
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-time.After(r.idle):
+		}
+	}
+}
+
+// publishBatch publishes the oldest pending events and marks them.
+func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
+	events, err := r.outbox.Pending(ctx, r.batch)
+	if err != nil || len(events) == 0 {
+		return 0, err
+	}
+	msgs := make([]kafka.Message, len(events))
+	ids := make([]int64, len(events))
+	for i, e := range events {
+		msgs[i] = kafka.Message{Key: []byte(e.Key), Value: e.Payload,
+			Headers: []kafka.Header{{Key: eventIDHeader, Value: []byte(e.EventID)}, {Key: "schema", Value: []byte("order.v1")}}}
+		ids[i] = e.ID
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = r.writer.WriteMessages(wctx, msgs...)
+	cancel()
+	if err != nil {
+		// Some of the batch may be on the topic: the recovery scan sorts it out.
+		return 0, fmt.Errorf("publish %d order events: %w", len(msgs), err)
+	}
+	if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), ids, r.now()); err != nil {
+		return 0, err
+	}
+	r.metrics.published.Add(float64(len(ids)))
+	return len(events), nil
+}
+
+// checkpoint records the topic's end offsets. Everything below them was published by this
+// relay (it holds the lease) and marked, since marking follows every successful produce in
+// this same goroutine.
+func (r *outboxRelay) checkpoint(ctx context.Context) error {
+	ends, err := r.endOffsets(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.outbox.SetCheckpoints(ctx, r.topic, ends); err != nil {
+		return err
+	}
+	if n, err := r.outbox.CountPending(ctx); err == nil {
+		r.metrics.outboxPending.Set(float64(n))
+	}
+	r.lastMark = time.Now()
+	return nil
+}
+
+// recover reads every partition from its checkpoint to its end and marks the events found
+// there as published, then moves the checkpoints to the end.
+func (r *outboxRelay) recover(ctx context.Context) error {
+	from, err := r.outbox.Checkpoints(ctx, r.topic)
+	if err != nil {
+		return err
+	}
+	ends, err := r.endOffsets(ctx)
+	if err != nil {
+		return err
+	}
+	var found []string
+	for p, end := range ends {
+		start := from[p]
+		if start >= end {
+			continue
+		}
+		ids, err := r.readEventIDs(ctx, p, start, end)
+		if err != nil {
+			return err
+		}
+		found = append(found, ids...)
+	}
+	for i := 0; i < len(found); i += 1000 {
+		n, err := r.outbox.MarkFound(ctx, found[i:min(i+1000, len(found))], r.now())
+		if err != nil {
+			return err
+		}
+		r.metrics.recovered.Add(float64(n))
+		if n > 0 {
+			r.log.Info("order events already on the topic marked, not re-published", "count", n)
+		}
+	}
+	return r.checkpoint(ctx)
+}
+
+// endOffsets returns every partition's end offset, retrying briefly while leadership
+// settles (right after a topic is created or a broker restarted).
+func (r *outboxRelay) endOffsets(ctx context.Context) (map[int]int64, error) {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		var ends map[int]int64
+		if ends, err = r.listEnds(ctx); err == nil {
+			return ends, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil, err
+}
+
+func (r *outboxRelay) listEnds(ctx context.Context) (map[int]int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(r.brokers...), Timeout: 10 * time.Second}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{r.topic}})
+	if err != nil {
+		return nil, fmt.Errorf("order topic metadata: %w", err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
+		return nil, fmt.Errorf("order topic %s: %v", r.topic, md.Topics)
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, p := range md.Topics[0].Partitions {
+		req.Topics[r.topic] = append(req.Topics[r.topic], kafka.LastOffsetOf(p.ID))
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("order topic end offsets: %w", err)
+	}
+	ends := map[int]int64{}
+	for _, po := range resp.Topics[r.topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("order topic partition %d end offset: %w", po.Partition, po.Error)
+		}
+		ends[po.Partition] = po.LastOffset
+	}
+	return ends, nil
+}
+
+// readEventIDs returns the event ids of partition p's messages in [from, end).
+func (r *outboxRelay) readEventIDs(ctx context.Context, p int, from, end int64) ([]string, error) {
+	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: r.brokers, Topic: r.topic, Partition: p,
+		MaxWait: 100 * time.Millisecond, MaxBytes: 8 << 20})
+	defer rd.Close()
+	if err := rd.SetOffset(from); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var ids []string
+	for {
+		m, err := rd.ReadMessage(rctx)
+		if err != nil {
+			return nil, fmt.Errorf("scan order topic partition %d at %d: %w", p, from, err)
+		}
+		for _, h := range m.Headers {
+			if h.Key == eventIDHeader {
+				ids = append(ids, string(h.Value))
+			}
+		}
+		if m.Offset >= end-1 {
+			return ids, nil
+		}
+		if m.Offset < from {
+			return nil, errors.New("order topic scan went backwards")
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// persister writes one session×prize batch of grabs as orders in one transaction.
+type persister interface {
+	Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error)
+}
+
+// settler records outcomes in the Redis gate.
+type settler interface {
+	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
+}
+
+type producer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// processor turns one fetched batch of grab messages into orders. It returns nil when every
+// message is accounted for (persisted, compensated or dead-lettered), so the caller may
+// commit the offsets; an error means "do not commit" (shutdown while MySQL or Kafka was
+// unreachable), and the batch is delivered again later.
+type processor struct {
+	orders       persister
+	gate         settler
+	compensation producer
+	deadLetter   producer
+	policy       retryPolicy
+	metrics      *metrics
+	log          *slog.Logger
+	now          func() time.Time
+	onPersisted  func() // wakes the outbox relay
+}
+
+type prizeKey struct{ session, prize int64 }
+
+type group struct {
+	key   prizeKey
+	grabs []seckill.Grab
+	msgs  []kafka.Message
+}
+
+// Process handles msgs, which come from one partition in offset order.
+func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
+	var groups []*group
+	index := map[prizeKey]*group{}
+	for _, m := range msgs {
+		g, err := event.DecodeGrab(m.Value)
+		if err != nil {
+			if err := p.sendDeadLetter(ctx, err, m); err != nil {
+				return err
+			}
+			continue
+		}
+		k := prizeKey{g.SessionID, g.PrizeID}
+		if index[k] == nil {
+			index[k] = &group{key: k}
+			groups = append(groups, index[k])
+		}
+		index[k].grabs = append(index[k].grabs, g)
+		index[k].msgs = append(index[k].msgs, m)
+	}
+	var settle []stock.SettleBatch
+	for _, g := range groups {
+		res, err := p.persist(ctx, g)
+		if err != nil {
+			return err
+		}
+		if res != nil {
+			settle = append(settle, settlement(g.key, res))
+		}
+	}
+	if len(settle) > 0 && p.onPersisted != nil {
+		p.onPersisted()
+	}
+	// Orders are committed; Redis only learns the outcome. If it is down, polls answer
+	// "queued" until the reconciler settles the reservations against MySQL.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if _, err := p.gate.Settle(sctx, settle); err != nil {
+		p.metrics.settleErrors.Inc()
+		p.log.Warn("settle outcomes in redis failed; the reconciler will", "error", err.Error())
+	}
+	return nil
+}
+
+// persist runs the tiered retry for one group. It returns the result, or nil when the
+// group was compensated or dead-lettered instead, or an error when it must not be committed.
+func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult, error) {
+	for failed := 1; ; failed++ {
+		// A transaction that started finishes even if shutdown began meanwhile.
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		start := time.Now()
+		res, err := p.orders.Persist(tctx, g.key.session, g.key.prize, g.grabs, p.now())
+		cancel()
+		p.metrics.txLatency.Observe(time.Since(start).Seconds())
+		if err == nil {
+			p.metrics.batchSize.Observe(float64(len(g.grabs)))
+			p.count(res)
+			return &res, nil
+		}
+		act, delay := p.policy.decide(failed, err)
+		if act == retryNow || act == retryLater || act == compensate {
+			p.metrics.conflicts.Inc()
+		}
+		switch act {
+		case deadLetter:
+			for _, m := range g.msgs {
+				if err := p.sendDeadLetter(ctx, err, m); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		case compensate:
+			if err := p.sendCompensation(ctx, err, failed, g); err != nil {
+				return nil, err
+			}
+			return nil, nil
+		}
+		p.metrics.retries.WithLabelValues(act.String()).Inc()
+		if act == waitForDB {
+			p.log.Warn("mysql unavailable; waiting", "session_id", g.key.session, "prize_id", g.key.prize,
+				"attempt", failed, "delay", delay.String(), "error", err.Error())
+		}
+		if delay > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("stopped while retrying session %d prize %d: %w", g.key.session, g.key.prize, err)
+			case <-time.After(delay):
+			}
+		} else if ctx.Err() != nil && act == waitForDB {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (p *processor) count(res store.PersistResult) {
+	p.metrics.redeliveries.Add(float64(res.Existing))
+	for _, o := range res.Outcomes {
+		if !o.Before {
+			p.metrics.orders.WithLabelValues(string(o.Status), string(o.Reason)).Inc()
+		}
+	}
+}
+
+func settlement(k prizeKey, res *store.PersistResult) stock.SettleBatch {
+	b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize, Items: make([]stock.Settlement, len(res.Outcomes))}
+	for i, o := range res.Outcomes {
+		b.Items[i] = stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID, OrderID: o.OrderID, Reason: string(o.Reason)}
+	}
+	return b
+}
+
+func origin(m kafka.Message) []kafka.Header {
+	return []kafka.Header{
+		{Key: "origin-topic", Value: []byte(m.Topic)},
+		{Key: "origin-partition", Value: []byte(strconv.Itoa(m.Partition))},
+		{Key: "origin-offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
+	}
+}
+
+// sendDeadLetter publishes a message that can never be processed, with why and where it
+// came from. It retries until Kafka acknowledges or ctx ends (then the batch is not
+// committed and comes back).
+func (p *processor) sendDeadLetter(ctx context.Context, cause error, m kafka.Message) error {
+	dl := kafka.Message{Key: m.Key, Value: m.Value,
+		Headers: append(origin(m), kafka.Header{Key: "error", Value: []byte(cause.Error())})}
+	if err := p.produce(ctx, p.deadLetter, dl); err != nil {
+		return fmt.Errorf("dead-letter offset %d: %w", m.Offset, err)
+	}
+	p.metrics.deadLetters.Inc()
+	p.log.Warn("dead-lettered", "partition", m.Partition, "offset", m.Offset, "error", cause.Error())
+	return nil
+}
+
+// sendCompensation hands a group whose retries ran out to the compensation topic; the
+// reconciler replays it. Only after Kafka acknowledged may the offsets be committed.
+func (p *processor) sendCompensation(ctx context.Context, cause error, attempts int, g *group) error {
+	out := make([]kafka.Message, len(g.msgs))
+	for i, m := range g.msgs {
+		out[i] = kafka.Message{Key: m.Key, Value: m.Value, Headers: append(origin(m),
+			kafka.Header{Key: "error", Value: []byte(cause.Error())},
+			kafka.Header{Key: "attempts", Value: []byte(strconv.Itoa(attempts))})}
+	}
+	if err := p.produce(ctx, p.compensation, out...); err != nil {
+		return fmt.Errorf("compensate session %d prize %d: %w", g.key.session, g.key.prize, err)
+	}
+	p.metrics.compensated.Add(float64(len(out)))
+	p.log.Warn("retries exhausted; compensating", "session_id", g.key.session, "prize_id", g.key.prize,
+		"events", len(out), "attempts", attempts, "error", cause.Error())
+	return nil
+}
+
+func (p *processor) produce(ctx context.Context, w producer, msgs ...kafka.Message) error {
+	backoff := 100 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := w.WriteMessages(wctx, msgs...)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		p.log.Warn("produce failed; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

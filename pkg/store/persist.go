@@ -1,0 +1,315 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// ErrNoStockRow is returned for grabs on a session×prize the database does not know: no
+// retry can help, the events are poison.
+var ErrNoStockRow = errors.New("no stock row for this session and prize")
+
+// Outcome is what became of one grab.
+type Outcome struct {
+	Grab    seckill.Grab
+	OrderID int64
+	Status  seckill.OrderStatus
+	Reason  seckill.Reason
+	Before  bool // the order existed before this call (a redelivery)
+}
+
+// PersistResult is what Persist did for one session×prize batch.
+type PersistResult struct {
+	Outcomes  []Outcome // one per distinct request id, in event order
+	Succeeded int       // new succeeded orders
+	Rejected  int       // new rejected orders
+	Existing  int       // redelivered request ids that already had an order
+	Version   int64     // the stock row's version after the update
+}
+
+// Persist turns grabs of one session×prize into orders in one transaction:
+//   - request ids that already have an order are skipped (redelivery is normal);
+//   - the stock row's left_stock and version are read;
+//   - new grabs are accepted in event order up to left_stock, each taking a per-user slot;
+//     a user at the per-user limit gets a rejected order (reason limit), the rest beyond
+//     the stock a rejected order (reason sold_out);
+//   - one conditional UPDATE takes the accepted count off left_stock if the version is
+//     still the one read; 0 rows matched is seckill.ErrConflict;
+//   - one multi-row INSERT stores the orders and one their outbox events.
+//
+// The UPDATE runs before the INSERT on purpose: it takes the stock row's exclusive lock
+// first, so the orders' foreign-key check (a shared lock on the same row) cannot deadlock
+// with a concurrent writer upgrading from shared to exclusive.
+//
+// Every call is one fresh transaction: a retry after a conflict re-reads the version.
+func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (PersistResult, error) {
+	grabs = dedupe(grabs)
+	var res PersistResult
+	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res = PersistResult{}
+		existing, err := existingOrders(tx, grabs)
+		if err != nil {
+			return err
+		}
+		var st stockRow
+		if err := first(tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &st); err != nil {
+			if errors.Is(err, seckill.ErrNotFound) {
+				return fmt.Errorf("session %d prize %d: %w", sessionID, prizeID, ErrNoStockRow)
+			}
+			return fmt.Errorf("read stock: %w", err)
+		}
+		if o.afterRead != nil {
+			o.afterRead(ctx, sessionID, prizeID)
+		}
+		var fresh []seckill.Grab
+		for _, g := range grabs {
+			if _, ok := existing[g.RequestID]; !ok {
+				fresh = append(fresh, g)
+			}
+		}
+		held, err := userCounts(tx, sessionID, prizeID, fresh)
+		if err != nil {
+			return err
+		}
+
+		rows := make([]orderRow, 0, len(fresh))
+		accepted := 0
+		for _, g := range fresh {
+			row := orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: sessionID, PrizeID: prizeID,
+				PerUserLimit: st.PerUserLimit, AdmittedAt: g.AdmittedAt.UTC(), CreatedAt: now.UTC()}
+			switch {
+			case held[g.UserID] >= st.PerUserLimit:
+				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonLimit)
+			case accepted >= st.LeftStock:
+				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonSoldOut)
+			default:
+				held[g.UserID]++
+				slot := held[g.UserID]
+				row.Status, row.Slot = string(seckill.OrderSucceeded), &slot
+				accepted++
+			}
+			rows = append(rows, row)
+		}
+
+		res.Version = st.Version
+		if accepted > 0 {
+			upd := tx.Exec(`UPDATE session_stocks SET left_stock = left_stock - ?, version = version + 1, updated_at = ?
+				WHERE id = ? AND version = ? AND left_stock >= ?`, accepted, now.UTC(), st.ID, st.Version, accepted)
+			if upd.Error != nil {
+				return fmt.Errorf("update stock: %w", upd.Error)
+			}
+			// clientFoundRows=true: RowsAffected counts matched rows, so 0 means the version
+			// moved (or the stock shrank) since the read: a conflict, never "nothing to do".
+			if upd.RowsAffected != 1 {
+				return fmt.Errorf("session %d prize %d version %d: %w", sessionID, prizeID, st.Version, seckill.ErrConflict)
+			}
+			res.Version = st.Version + 1
+		}
+		if len(rows) > 0 {
+			if err := tx.Create(&rows).Error; err != nil {
+				return fmt.Errorf("insert orders: %w", err)
+			}
+			// Ids come from a re-read rather than from the auto-increment arithmetic gorm
+			// assumes, which interleaved auto-increment locking does not guarantee.
+			ids, err := orderIDs(tx, rows)
+			if err != nil {
+				return err
+			}
+			outbox := make([]outboxRow, len(rows))
+			for i := range rows {
+				rows[i].ID = ids[rows[i].RequestID]
+				ev := event.NewOrderEvent(rows[i].domain())
+				payload, err := json.Marshal(ev)
+				if err != nil {
+					return fmt.Errorf("encode order event: %w", err)
+				}
+				outbox[i] = outboxRow{EventID: ev.EventID, OrderID: rows[i].ID, MsgKey: rows[i].RequestID,
+					Payload: string(payload), CreatedAt: now.UTC()}
+			}
+			if err := tx.Create(&outbox).Error; err != nil {
+				return fmt.Errorf("insert outbox: %w", err)
+			}
+		}
+
+		byRID := make(map[string]orderRow, len(rows))
+		for _, r := range rows {
+			byRID[r.RequestID] = r
+		}
+		for _, g := range grabs {
+			if e, ok := existing[g.RequestID]; ok {
+				res.Existing++
+				res.Outcomes = append(res.Outcomes, Outcome{Grab: g, OrderID: e.ID, Status: seckill.OrderStatus(e.Status),
+					Reason: seckill.Reason(e.Reason), Before: true})
+				continue
+			}
+			r := byRID[g.RequestID]
+			if r.Status == string(seckill.OrderSucceeded) {
+				res.Succeeded++
+			} else {
+				res.Rejected++
+			}
+			res.Outcomes = append(res.Outcomes, Outcome{Grab: g, OrderID: r.ID, Status: seckill.OrderStatus(r.Status),
+				Reason: seckill.Reason(r.Reason)})
+		}
+		return nil
+	})
+	if err != nil {
+		return PersistResult{}, err
+	}
+	return res, nil
+}
+
+// dedupe keeps the first grab of each request id, in order.
+func dedupe(grabs []seckill.Grab) []seckill.Grab {
+	seen := make(map[string]bool, len(grabs))
+	out := grabs[:0:0]
+	for _, g := range grabs {
+		if !seen[g.RequestID] {
+			seen[g.RequestID] = true
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func requestIDs(grabs []seckill.Grab) []string {
+	ids := make([]string, len(grabs))
+	for i, g := range grabs {
+		ids[i] = g.RequestID
+	}
+	return ids
+}
+
+func existingOrders(tx *gorm.DB, grabs []seckill.Grab) (map[string]orderRow, error) {
+	out := map[string]orderRow{}
+	if len(grabs) == 0 {
+		return out, nil
+	}
+	var rows []orderRow
+	if err := tx.Where("request_id IN ?", requestIDs(grabs)).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read existing orders: %w", err)
+	}
+	for _, r := range rows {
+		out[r.RequestID] = r
+	}
+	return out, nil
+}
+
+// userCounts returns how many succeeded orders each user of grabs already holds.
+func userCounts(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab) (map[string]int, error) {
+	out := map[string]int{}
+	if len(grabs) == 0 {
+		return out, nil
+	}
+	users := make([]string, 0, len(grabs))
+	seen := map[string]bool{}
+	for _, g := range grabs {
+		if !seen[g.UserID] {
+			seen[g.UserID] = true
+			users = append(users, g.UserID)
+		}
+	}
+	var rows []struct {
+		UserID string
+		N      int
+	}
+	err := tx.Raw(`SELECT user_id, COUNT(*) AS n FROM orders
+		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND user_id IN ? GROUP BY user_id`,
+		sessionID, prizeID, users).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read per-user counts: %w", err)
+	}
+	for _, r := range rows {
+		out[r.UserID] = r.N
+	}
+	return out, nil
+}
+
+func orderIDs(tx *gorm.DB, rows []orderRow) (map[string]int64, error) {
+	rids := make([]string, len(rows))
+	for i, r := range rows {
+		rids[i] = r.RequestID
+	}
+	var got []struct {
+		ID        int64
+		RequestID string
+	}
+	if err := tx.Raw("SELECT id, request_id FROM orders WHERE request_id IN ?", rids).Scan(&got).Error; err != nil {
+		return nil, fmt.Errorf("read order ids: %w", err)
+	}
+	out := make(map[string]int64, len(got))
+	for _, g := range got {
+		out[g.RequestID] = g.ID
+	}
+	return out, nil
+}
+
+// PersistOne is the naive strategy the batched path is measured against: one transaction,
+// one conditional UPDATE and one INSERT per order (no outbox). Benchmarks and the hot-row
+// comparison use it; the consumer does not.
+func (o *Orders) PersistOne(ctx context.Context, g seckill.Grab, now time.Time) (bool, error) {
+	ok := false
+	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var st stockRow
+		if err := first(tx.Where("session_id = ? AND prize_id = ?", g.SessionID, g.PrizeID), &st); err != nil {
+			return err
+		}
+		if st.LeftStock < 1 {
+			return nil
+		}
+		upd := tx.Exec(`UPDATE session_stocks SET left_stock = left_stock - 1, version = version + 1
+			WHERE id = ? AND version = ? AND left_stock >= 1`, st.ID, st.Version)
+		if upd.Error != nil {
+			return upd.Error
+		}
+		if upd.RowsAffected != 1 {
+			return seckill.ErrConflict
+		}
+		slot := 1
+		ok = true
+		return tx.Create(&orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: g.SessionID, PrizeID: g.PrizeID,
+			Status: string(seckill.OrderSucceeded), PerUserLimit: st.PerUserLimit, Slot: &slot,
+			AdmittedAt: g.AdmittedAt, CreatedAt: now}).Error
+	})
+	return ok, err
+}
+
+// IsUnavailable reports whether err means MySQL could not be reached (as opposed to a
+// conflict or a bad batch): the caller should wait and retry without giving up.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		// 1053 server shutdown, 1927 connection killed, 2006/2013 gone away / lost.
+		return me.Number == 1053 || me.Number == 1927 || me.Number == 2006 || me.Number == 2013
+	}
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
+}
+
+// IsTransient reports a contention error worth retrying in a new transaction: an
+// optimistic-lock conflict, a deadlock (1213) or a lock wait timeout (1205).
+func IsTransient(err error) bool {
+	if errors.Is(err, seckill.ErrConflict) {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
