@@ -97,7 +97,7 @@ func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
 func (e *env) processor(t *testing.T, orders persister) *processor {
 	return &processor{orders: orders, gate: e.gate,
 		compensation: e.writer(t, e.topics.Compensation.Name), deadLetter: e.writer(t, e.topics.DeadLetter.Name),
-		policy: retryPolicy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, jitter: fullJitter},
+		policy:  retryPolicy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, jitter: fullJitter},
 		metrics: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler), now: time.Now}
 }
 
