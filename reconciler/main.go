@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
@@ -79,15 +80,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	catalog := store.NewCatalog(db, time.Now)
+	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
+	if err != nil {
+		return err
+	}
+	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name)
+	if err != nil {
+		return err
+	}
+	defer grabs.Close()
+	deadLetters, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name)
+	if err != nil {
+		return err
+	}
+	defer deadLetters.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d := &deps{
+		gate: gate, orders: store.NewOrders(db), catalog: catalog, lag: kafkaAdmin, grabs: grabs, deadLtr: deadLetters,
+		brokers: cfg.KafkaBrokers, topics: cfg.Topics, group: cfg.ConsumerGroup, compGroup: cfg.CompensationGroup,
+		grace: cfg.KeyGrace, stale: cfg.StaleAfter, catchUp: cfg.CatchUpWait,
+		metrics: newReconcilerMetrics(reg), log: log, now: time.Now,
+	}
+	comp := &compensationJob{deps: d}
+	var lastBacklog int64
 	r := &runner{
 		lease:   lease.New(rdb, cfg.LeaseName, cfg.LeaseTTL),
 		metrics: newRunnerMetrics(reg),
 		now:     time.Now,
+		// Order matters: replay compensation before judging reservations stale, rebuild lost
+		// keys before measuring drift, report sessions last.
 		jobs: []job{
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
+			backlogTap{job: comp, backlog: &lastBacklog},
+			rebuildJob{deps: d},
+			staleJob{deps: d, compensationBacklog: func() int64 { return lastBacklog }},
+			driftJob{deps: d},
+			lifecycleJob{deps: d},
 		},
 	}
 	if *once {
@@ -108,7 +138,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	})
 
 	log.Info("reconciler starting", "http_addr", cfg.HTTPAddr, "interval", cfg.Interval.String(),
-		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String())
+		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
+		"catch_up_wait", cfg.CatchUpWait.String(), "consumer_group", cfg.ConsumerGroup, "lease", cfg.LeaseName)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
@@ -144,4 +175,20 @@ func schedule(ctx context.Context, r *runner, every time.Duration, log *slog.Log
 		case <-t.C:
 		}
 	}
+}
+
+// backlogTap passes a job through and remembers the compensation backlog it left, so the
+// stale job does not re-publish what is merely waiting on the compensation topic.
+type backlogTap struct {
+	job
+	backlog *int64
+}
+
+func (b backlogTap) Run(ctx context.Context, fence int64) (result, error) {
+	res, err := b.job.Run(ctx, fence)
+	*b.backlog = res.Summary["backlog"]
+	if err != nil && res.Summary == nil {
+		*b.backlog = 1 // unknown: be careful
+	}
+	return res, err
 }

@@ -19,12 +19,12 @@ type preheatJob struct {
 
 func (preheatJob) Name() string { return "preheat" }
 
-func (j preheatJob) Run(ctx context.Context, _ int64) (map[string]int64, error) {
+func (j preheatJob) Run(ctx context.Context, _ int64) (result, error) {
 	results, err := j.preheater.Due(ctx, j.lead)
 	sum := map[string]int64{"sessions": int64(len(results)), "keys_loaded": 0, "keys_kept": 0}
 	for _, r := range results {
 		sum["keys_loaded"] += int64(len(r.Loaded))
 		sum["keys_kept"] += int64(len(r.Kept))
 	}
-	return sum, err
+	return result{Summary: sum}, err
 }

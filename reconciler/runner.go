@@ -13,12 +13,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// job is one piece of reconciliation work. It returns a summary of what it did (counters a
-// person and a machine can read) and an error when it could not finish; fence is the lease's
-// fencing number for this run.
+// job is one piece of reconciliation work. It returns what it did and an error when it
+// could not finish (or found a problem it could not fix); fence is the lease's fencing
+// number for this run.
 type job interface {
 	Name() string
-	Run(ctx context.Context, fence int64) (map[string]int64, error)
+	Run(ctx context.Context, fence int64) (result, error)
+}
+
+// result is a job's account of one run: counters a person and a machine can read, and
+// optional rows (the lifecycle job's final session reports).
+type result struct {
+	Summary map[string]int64
+	Details []any
 }
 
 // leaser runs work while holding the single-actor lease.
@@ -30,6 +37,7 @@ type leaser interface {
 type jobReport struct {
 	Name    string           `json:"name"`
 	Summary map[string]int64 `json:"summary"`
+	Details []any            `json:"details,omitempty"`
 	Error   string           `json:"error,omitempty"`
 }
 
@@ -86,8 +94,8 @@ func (r *runner) runOnce(ctx context.Context) (report, error) {
 		defer r.metrics.held.Set(0)
 		rep.Lease, rep.Fence = "held", fence
 		for _, j := range r.jobs {
-			sum, err := j.Run(ctx, fence)
-			jr := jobReport{Name: j.Name(), Summary: sum}
+			res, err := j.Run(ctx, fence)
+			jr := jobReport{Name: j.Name(), Summary: res.Summary, Details: res.Details}
 			if jr.Summary == nil {
 				jr.Summary = map[string]int64{}
 			}
@@ -147,5 +155,14 @@ func (rep report) print(w io.Writer, asJSON bool) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Name, result, strings.Join(parts, " "))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, j := range rep.Jobs {
+		for _, d := range j.Details {
+			b, _ := json.Marshal(d)
+			fmt.Fprintf(w, "  %s: %s\n", j.Name, b)
+		}
+	}
+	return nil
 }

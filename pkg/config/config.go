@@ -143,6 +143,11 @@ type Reconciler struct {
 	PreheatLead time.Duration
 	LeaseName   string        // the single-actor lease; instances sharing it take turns
 	LeaseTTL    time.Duration // renewed every third of it while held
+
+	ConsumerGroup     string        // the order consumers' group, whose lag says what is in flight
+	CompensationGroup string        // the reconciler's own group on the compensation topic
+	StaleAfter        time.Duration // a reservation older than this without an order is stale
+	CatchUpWait       time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
 }
 
 // LoadReconciler reads the reconciler's configuration.
@@ -155,6 +160,11 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		PreheatLead: r.duration("SECKILL_PREHEAT_LEAD", 5*time.Minute, 0, 24*time.Hour),
 		LeaseName:   r.str("SECKILL_RECONCILER_LEASE", "seckill-reconciler"),
 		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
+
+		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		CompensationGroup: r.str("SECKILL_COMPENSATION_GROUP", "seckill-compensation-replay"),
+		StaleAfter:        r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
+		CatchUpWait:       r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
 	}
 	return c, r.err()
 }

@@ -143,3 +143,63 @@ func (a *Admin) DeleteTopics(ctx context.Context, names ...string) error {
 	}
 	return nil
 }
+
+// PartitionOf returns the partition a key lands on among n partitions, with the same
+// balancer the writers use (so the reconciler can ask about one prize's partition).
+func PartitionOf(key []byte, n int) int {
+	parts := make([]int, n)
+	for i := range parts {
+		parts[i] = i
+	}
+	return (&kafka.Hash{}).Balance(kafka.Message{Key: key}, parts...)
+}
+
+// Lag returns, per partition of topic, how many messages the group has not committed yet.
+func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, error) {
+	parts := make([]int, t.Partitions)
+	first := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	last := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range parts {
+		parts[p] = p
+		first.Topics[t.Name] = append(first.Topics[t.Name], kafka.FirstOffsetOf(p))
+		last.Topics[t.Name] = append(last.Topics[t.Name], kafka.LastOffsetOf(p))
+	}
+	committed, err := a.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{t.Name: parts}})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", group, err)
+	}
+	if committed.Error != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", group, committed.Error)
+	}
+	starts, err := a.client.ListOffsets(ctx, first)
+	if err != nil {
+		return nil, fmt.Errorf("first offsets of %s: %w", t.Name, err)
+	}
+	ends, err := a.client.ListOffsets(ctx, last)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", t.Name, err)
+	}
+	startOf := map[int]int64{}
+	for _, p := range starts.Topics[t.Name] {
+		startOf[p.Partition] = p.FirstOffset
+	}
+	pos := map[int]int64{}
+	for _, p := range committed.Topics[t.Name] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("committed offset of %s/%d: %w", t.Name, p.Partition, p.Error)
+		}
+		pos[p.Partition] = p.CommittedOffset
+	}
+	lag := make(map[int]int64, t.Partitions)
+	for _, p := range ends.Topics[t.Name] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("end offset of %s/%d: %w", t.Name, p.Partition, p.Error)
+		}
+		at, ok := pos[p.Partition]
+		if !ok || at < 0 {
+			at = startOf[p.Partition] // nothing committed: everything retained is ahead
+		}
+		lag[p.Partition] = max(0, p.LastOffset-at)
+	}
+	return lag, nil
+}

@@ -299,3 +299,75 @@ func first(q *gorm.DB, dest any) error {
 	}
 	return err
 }
+
+// Stock returns one session×prize's stock row.
+func (c *Catalog) Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error) {
+	var row stockRow
+	if err := first(c.db.WithContext(ctx).Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &row); err != nil {
+		return seckill.Stock{}, fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return row.domain(), nil
+}
+
+// Record appends an audit entry.
+func (c *Catalog) Record(ctx context.Context, e AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = c.now().UTC()
+	}
+	row := auditRow{At: e.At, Actor: e.Actor, Action: e.Action, SessionID: e.SessionID, PrizeID: e.PrizeID,
+		BeforeValue: e.Before, AfterValue: e.After, Detail: e.Detail}
+	if err := c.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("audit %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+// SessionReport is the final account of one session×prize.
+type SessionReport struct {
+	SessionID      int64 `json:"session_id"`
+	PrizeID        int64 `json:"prize_id"`
+	Total          int   `json:"total"`
+	Sold           int   `json:"sold"`
+	Left           int   `json:"left"`
+	Rejected       int   `json:"rejected"`
+	DriftCorrected int   `json:"drift_corrected"`
+}
+
+type reportRow struct {
+	SessionID      int64 `gorm:"primaryKey"`
+	PrizeID        int64 `gorm:"primaryKey"`
+	Total          int
+	Sold           int
+	LeftStock      int
+	Rejected       int
+	DriftCorrected int
+	ReportedAt     time.Time
+}
+
+func (reportRow) TableName() string { return "session_reports" }
+
+// SaveReport stores a session×prize's final report once; it returns false when one existed.
+func (c *Catalog) SaveReport(ctx context.Context, r SessionReport) (bool, error) {
+	res := c.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&reportRow{
+		SessionID: r.SessionID, PrizeID: r.PrizeID, Total: r.Total, Sold: r.Sold, LeftStock: r.Left,
+		Rejected: r.Rejected, DriftCorrected: r.DriftCorrected, ReportedAt: c.now().UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("save report: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// Reported reports whether a session×prize has its final report.
+func (c *Catalog) Reported(ctx context.Context, sessionID, prizeID int64) (bool, error) {
+	var n int64
+	err := c.db.WithContext(ctx).Model(&reportRow{}).Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Count(&n).Error
+	return n > 0, err
+}
+
+// DriftCorrections counts the reconciler's stock corrections of a session×prize.
+func (c *Catalog) DriftCorrections(ctx context.Context, sessionID, prizeID int64) (int, error) {
+	var n int64
+	err := c.db.WithContext(ctx).Model(&auditRow{}).
+		Where("session_id = ? AND prize_id = ? AND action = 'correct_redis_stock'", sessionID, prizeID).Count(&n).Error
+	return int(n), err
+}

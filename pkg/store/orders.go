@@ -65,3 +65,60 @@ func (o *Orders) ByRequestID(ctx context.Context, requestID string) (seckill.Ord
 	}
 	return row.domain(), nil
 }
+
+// Existing returns the orders that exist for the given request ids.
+func (o *Orders) Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error) {
+	out := make(map[string]seckill.Order, len(requestIDs))
+	for i := 0; i < len(requestIDs); i += 1000 {
+		var rows []orderRow
+		chunk := requestIDs[i:min(i+1000, len(requestIDs))]
+		if err := o.db.WithContext(ctx).Where("request_id IN ?", chunk).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("orders by request id: %w", err)
+		}
+		for _, r := range rows {
+			out[r.RequestID] = r.domain()
+		}
+	}
+	return out, nil
+}
+
+// ForStock returns every order of a session×prize.
+func (o *Orders) ForStock(ctx context.Context, sessionID, prizeID int64) ([]seckill.Order, error) {
+	var rows []orderRow
+	if err := o.db.WithContext(ctx).Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("orders of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	out := make([]seckill.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// Counts is how many orders a session×prize has by outcome.
+type Counts struct {
+	Succeeded int
+	Rejected  int
+}
+
+// CountsFor returns a session×prize's order counts.
+func (o *Orders) CountsFor(ctx context.Context, sessionID, prizeID int64) (Counts, error) {
+	var rows []struct {
+		Status string
+		N      int
+	}
+	err := o.db.WithContext(ctx).Raw(`SELECT status, COUNT(*) AS n FROM orders WHERE session_id = ? AND prize_id = ? GROUP BY status`,
+		sessionID, prizeID).Scan(&rows).Error
+	if err != nil {
+		return Counts{}, fmt.Errorf("order counts: %w", err)
+	}
+	var c Counts
+	for _, r := range rows {
+		if r.Status == string(seckill.OrderSucceeded) {
+			c.Succeeded = r.N
+		} else {
+			c.Rejected = r.N
+		}
+	}
+	return c, nil
+}
