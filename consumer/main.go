@@ -48,7 +48,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer store.Close(db)
-	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword)
+	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword, cfg.RedisTimeout)
 	if err != nil {
 		return err
 	}

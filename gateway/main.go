@@ -115,7 +115,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword)
+	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword, cfg.RedisTimeout)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/harness"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -35,7 +36,7 @@ type recEnv struct {
 	session  int64
 	prize    int64
 	ctx      context.Context
-	consumer *stacktest.Proc
+	consumer *harness.Proc
 	seq      int
 }
 

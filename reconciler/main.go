@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer store.Close(db)
-	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword)
+	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword, cfg.RedisTimeout)
 	if err != nil {
 		return err
 	}

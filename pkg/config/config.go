@@ -21,6 +21,7 @@ const (
 type Common struct {
 	RedisAddr       string
 	RedisPassword   string
+	RedisTimeout    time.Duration // read timeout of one Redis call (go-redis retries after it)
 	MySQLDSN        string
 	KafkaBrokers    []string
 	Topics          event.Topics
@@ -33,6 +34,7 @@ func readCommon(r *reader) Common {
 	c := Common{
 		RedisAddr:       r.str("SECKILL_REDIS_ADDR", DefaultRedisAddr),
 		RedisPassword:   r.getenv("SECKILL_REDIS_PASSWORD"),
+		RedisTimeout:    r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
 		MySQLDSN:        r.str("SECKILL_MYSQL_DSN", DefaultMySQLDSN),
 		KafkaBrokers:    r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
 		Topics:          event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),

@@ -71,7 +71,7 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 // Redis connects to the stack's Redis. Tests keep to keys under their own prefix (ID).
 func Redis(tb testing.TB) *redis.Client {
 	tb.Helper()
-	rdb, err := stock.Connect(Context(tb, 5*time.Second), RedisAddr(), os.Getenv("SECKILL_REDIS_PASSWORD"))
+	rdb, err := stock.Connect(Context(tb, 5*time.Second), RedisAddr(), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second)
 	if err != nil {
 		unavailable(tb, "redis", err)
 	}

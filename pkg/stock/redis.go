@@ -10,13 +10,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Connect returns a Redis client for the gate and checks that the server answers.
-func Connect(ctx context.Context, addr, password string) (*redis.Client, error) {
+// Connect returns a Redis client for the gate and checks that the server answers. A reply
+// slower than readTimeout is retried by go-redis (up to 3 times), which the gate's scripts
+// are built to survive.
+func Connect(ctx context.Context, addr, password string, readTimeout time.Duration) (*redis.Client, error) {
+	if readTimeout <= 0 {
+		readTimeout = time.Second
+	}
 	rdb := redis.NewClient(&redis.Options{
 		Addr:         addr,
 		Password:     password,
 		DialTimeout:  2 * time.Second,
-		ReadTimeout:  time.Second,
+		ReadTimeout:  readTimeout,
 		WriteTimeout: time.Second,
 		PoolSize:     64,
 		MinIdleConns: 8,

@@ -1,0 +1,341 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// Result is one scenario's row in the chaos table.
+type Result struct {
+	Scenario   string
+	Seed       uint64
+	Requests   int
+	Accepted   int // distinct request ids answered 202
+	Orders     int // succeeded orders
+	Rejected   int // rejected orders
+	Oversold   int
+	Duplicates int // request ids stored twice, users over the limit, order events not exactly once
+	Lost       int // 202s without a final, readable outcome
+	Drift      int // Σ|Redis left − MySQL left| after the reconciler ran
+	Duration   time.Duration
+	Problems   []string
+}
+
+// OK reports whether every invariant held.
+func (r Result) OK() bool {
+	return r.Oversold == 0 && r.Duplicates == 0 && r.Lost == 0 && r.Drift == 0 && len(r.Problems) == 0
+}
+
+func (r *Result) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// Drain waits until nothing is in flight: consumer and compensation lag 0, no pending
+// reservation in Redis, no unpublished order event.
+func (c *Cluster) Drain(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last string
+	for {
+		state, err := c.inFlight(ctx)
+		if err == nil && state == "" {
+			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = state
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not drained after %s: %s", d, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) inFlight(ctx context.Context) (string, error) {
+	var parts []string
+	for _, q := range []struct {
+		group string
+		topic event.Topic
+	}{{c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab}, {c.Env["SECKILL_COMPENSATION_GROUP"], c.Topics.Compensation}} {
+		lag, err := c.Admin.Lag(ctx, q.group, q.topic)
+		if err != nil {
+			return "", err
+		}
+		var n int64
+		for _, l := range lag {
+			n += l
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s lag %d", q.topic.Name, n))
+		}
+	}
+	snaps, err := c.snapshots(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range snaps {
+		if s.Pending > 0 {
+			parts = append(parts, fmt.Sprintf("prize %d: %d reservations pending", s.PrizeID, s.Pending))
+		}
+	}
+	pending, err := store.NewOutbox(c.DB).CountPending(ctx)
+	if err != nil {
+		return "", err
+	}
+	if pending > 0 {
+		parts = append(parts, fmt.Sprintf("%d order events unpublished", pending))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
+	ids := make([][2]int64, len(c.Prizes))
+	for i, p := range c.Prizes {
+		ids[i] = [2]int64{c.Session.ID, p.ID}
+	}
+	gate, err := stock.NewGate(ctx, c.Redis)
+	if err != nil {
+		return nil, err
+	}
+	return gate.Snapshots(ctx, ids)
+}
+
+// Verify checks I1–I4 and the order topic against the recorded answers.
+func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) error {
+	res.Requests = len(answers)
+	limit := c.opts.Limit
+
+	// I1: per session×prize, orders ≤ stock and total = left + succeeded.
+	dbLeft := map[int64]int{}
+	for _, p := range c.Prizes {
+		var row struct {
+			Total, LeftStock int
+		}
+		if err := c.DB.WithContext(ctx).Raw("SELECT total, left_stock FROM session_stocks WHERE session_id = ? AND prize_id = ?",
+			c.Session.ID, p.ID).Scan(&row).Error; err != nil {
+			return err
+		}
+		counts, err := store.NewOrders(c.DB).CountsFor(ctx, c.Session.ID, p.ID)
+		if err != nil {
+			return err
+		}
+		res.Orders += counts.Succeeded
+		res.Rejected += counts.Rejected
+		dbLeft[p.ID] = row.LeftStock
+		if counts.Succeeded > row.Total {
+			res.Oversold += counts.Succeeded - row.Total
+			res.problem("I1 prize %d: %d orders for stock %d", p.ID, counts.Succeeded, row.Total)
+		}
+		if row.Total != row.LeftStock+counts.Succeeded {
+			res.problem("I1 prize %d: total %d != left %d + succeeded %d", p.ID, row.Total, row.LeftStock, counts.Succeeded)
+		}
+	}
+
+	// I2: no request id twice, no user over the limit.
+	var dupIDs []string
+	if err := c.DB.WithContext(ctx).Raw("SELECT request_id FROM orders GROUP BY request_id HAVING COUNT(*) > 1").Scan(&dupIDs).Error; err != nil {
+		return err
+	}
+	var overLimit []struct {
+		UserID  string
+		PrizeID int64
+		N       int
+	}
+	if err := c.DB.WithContext(ctx).Raw(`SELECT user_id, prize_id, COUNT(*) AS n FROM orders WHERE status = 'succeeded'
+		GROUP BY session_id, prize_id, user_id HAVING COUNT(*) > ?`, limit).Scan(&overLimit).Error; err != nil {
+		return err
+	}
+	res.Duplicates += len(dupIDs) + len(overLimit)
+	if len(dupIDs) > 0 {
+		res.problem("I2 request ids stored twice: %v", first(dupIDs, 10))
+	}
+	for i, o := range overLimit {
+		if i == 10 {
+			break
+		}
+		res.problem("I2 user %s holds %d orders of prize %d (limit %d)", o.UserID, o.N, o.PrizeID, limit)
+	}
+
+	// I3: every 202 ended succeeded or rejected-with-reason, in MySQL and through the API.
+	accepted := map[string]Answer{}
+	for _, a := range answers {
+		if a.Code == 202 && a.RequestID != "" {
+			accepted[a.RequestID] = a
+		}
+	}
+	res.Accepted = len(accepted)
+	rids := make([]string, 0, len(accepted))
+	for rid := range accepted {
+		rids = append(rids, rid)
+	}
+	sort.Strings(rids)
+	orders, err := store.NewOrders(c.DB).Existing(ctx, rids)
+	if err != nil {
+		return err
+	}
+	var lost []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan string)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for rid := range work {
+				a := accepted[rid]
+				why := ""
+				if _, ok := orders[rid]; !ok {
+					why = "no order in MySQL"
+				} else if tok, err := c.Token(userName(a.User)); err != nil {
+					why = err.Error()
+				} else if st, reason, err := Poll(ctx, "http://"+c.GatewayAddr, tok, rid); err != nil {
+					why = "status: " + err.Error()
+				} else if st != "succeeded" && !(st == "rejected" && reason != "") {
+					why = "status " + st
+				}
+				if why != "" {
+					mu.Lock()
+					lost = append(lost, rid+" ("+why+")")
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, rid := range rids {
+		work <- rid
+	}
+	close(work)
+	wg.Wait()
+	sort.Strings(lost)
+	res.Lost = len(lost)
+	if len(lost) > 0 {
+		res.problem("I3 accepted but not final: %v", first(lost, 10))
+	}
+
+	// I4: Redis equals MySQL, nothing pending.
+	snaps, err := c.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range snaps {
+		d := int(s.Left) - dbLeft[s.PrizeID]
+		if !s.Loaded {
+			d = dbLeft[s.PrizeID] + 1
+			res.problem("I4 prize %d: keys missing in Redis", s.PrizeID)
+		}
+		if d != 0 {
+			res.Drift += abs(d)
+			res.problem("I4 prize %d: redis left %d, mysql left %d", s.PrizeID, s.Left, dbLeft[s.PrizeID])
+		}
+		if s.Pending != 0 {
+			res.problem("I4 prize %d: %d reservations still pending", s.PrizeID, s.Pending)
+		}
+	}
+
+	// Exactly one order event per order on the order topic.
+	msgs, err := ReadTopic(ctx, c.Brokers, c.Topics.Order)
+	if err != nil {
+		return err
+	}
+	perOrder := map[int64]int{}
+	for _, m := range msgs {
+		ev, err := event.DecodeOrderEvent(m.Value)
+		if err != nil {
+			res.problem("order topic: %v", err)
+			continue
+		}
+		perOrder[ev.OrderID]++
+	}
+	var total int64
+	c.DB.WithContext(ctx).Table("orders").Count(&total)
+	var twice []string
+	for id, n := range perOrder {
+		if n != 1 {
+			twice = append(twice, fmt.Sprintf("order %d ×%d", id, n))
+		}
+	}
+	res.Duplicates += len(twice)
+	if len(twice) > 0 {
+		res.problem("order events not exactly once: %v", first(twice, 10))
+	}
+	if int64(len(perOrder)) != total {
+		res.Lost += int(total) - len(perOrder)
+		res.problem("order topic has events for %d orders, MySQL has %d", len(perOrder), total)
+	}
+	return nil
+}
+
+func userName(i int) string { return fmt.Sprintf("crowd-%d", i) }
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("… %d more", len(s)-n))
+	}
+	return s
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// ReadTopic reads every message a topic holds now.
+func ReadTopic(ctx context.Context, brokers []string, t event.Topic) ([]kafka.Message, error) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := 0; p < t.Partitions; p++ {
+		req.Topics[t.Name] = append(req.Topics[t.Name], kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of %s: %w", t.Name, err)
+	}
+	var out []kafka.Message
+	for _, po := range resp.Topics[t.Name] {
+		if po.Error != nil {
+			return nil, po.Error
+		}
+		if po.LastOffset <= po.FirstOffset {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: t.Name, Partition: po.Partition,
+			MaxWait: 50 * time.Millisecond, MaxBytes: 8 << 20})
+		if err := r.SetOffset(po.FirstOffset); err != nil {
+			r.Close()
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for {
+			m, err := r.ReadMessage(rctx)
+			if err != nil {
+				cancel()
+				r.Close()
+				return nil, fmt.Errorf("read %s/%d: %w", t.Name, po.Partition, err)
+			}
+			out = append(out, m)
+			if m.Offset >= po.LastOffset-1 {
+				break
+			}
+		}
+		cancel()
+		r.Close()
+	}
+	return out, nil
+}

@@ -1,0 +1,370 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill-pipeline/seckill/pkg/auth"
+	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/preheat"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// Options shape one cluster.
+type Options struct {
+	Bin        string // folder with the built deployables (Build)
+	Stocks     []int  // stock per prize
+	Limit      int    // per-user limit
+	Consumers  int    // consumer processes
+	GatewayEnv map[string]string
+	Log        io.Writer
+}
+
+// Cluster is one isolated pipeline on the local stack: its own MySQL database, topics,
+// consumer groups, lease and Redis keys, with the three deployables as processes.
+type Cluster struct {
+	opts    Options
+	ID      string
+	DSN     string
+	DB      *gorm.DB
+	Redis   *redis.Client
+	Brokers []string
+	Topics  event.Topics
+	Admin   *event.Admin
+	Session seckill.Session
+	Prizes  []seckill.Prize
+	Signer  *auth.Signer
+	Env     map[string]string
+
+	GatewayAddr string
+	Gateway     *Proc
+	Consumers   []*Proc
+	Reconciler  *Proc
+
+	base *gorm.DB
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func randomID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// NewCluster creates the database, topics and an activity whose only session opens two
+// seconds from now with the given prizes, preheats it, and starts the processes.
+func NewCluster(ctx context.Context, o Options) (*Cluster, error) {
+	c := &Cluster{opts: o, ID: randomID(),
+		Brokers: strings.Split(env("SECKILL_KAFKA_BROKERS", config.DefaultKafkaBrokers), ",")}
+	if err := c.setup(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) logf(format string, args ...any) {
+	if c.opts.Log != nil {
+		fmt.Fprintf(c.opts.Log, format+"\n", args...)
+	}
+}
+
+func (c *Cluster) setup(ctx context.Context) error {
+	var err error
+	baseDSN := env("SECKILL_MYSQL_DSN", config.DefaultMySQLDSN)
+	if c.base, err = store.Open(ctx, baseDSN); err != nil {
+		return err
+	}
+	cfg, err := mysql.ParseDSN(baseDSN)
+	if err != nil {
+		return err
+	}
+	cfg.DBName = "seckill_chaos_" + c.ID
+	if err := c.base.Exec("CREATE DATABASE `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin").Error; err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	c.DSN = cfg.FormatDSN()
+	if c.DB, err = store.Open(ctx, c.DSN); err != nil {
+		return err
+	}
+	if _, err := store.Migrate(ctx, c.DB); err != nil {
+		return err
+	}
+	// Ids far from any demo's, so Redis keys never collide.
+	for _, t := range []string{"sessions", "prizes"} {
+		if err := c.DB.Exec(fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", t, 2_000_000_000+time.Now().UnixNano()%1_000_000_000)).Error; err != nil {
+			return err
+		}
+	}
+	if c.Redis, err = stock.Connect(ctx, env("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second); err != nil {
+		return err
+	}
+	if c.Admin, err = event.NewAdmin(c.Brokers); err != nil {
+		return err
+	}
+	c.Topics = event.DefaultTopics("chaos" + c.ID)
+	if err := c.Admin.EnsureTopics(ctx, c.Topics.All()...); err != nil {
+		return err
+	}
+
+	now := time.Now().UTC()
+	start := now.Add(2 * time.Second).Truncate(time.Millisecond)
+	act := seckill.Activity{Name: "chaos " + c.ID, WindowStart: start, WindowEnd: start.Add(30 * time.Minute),
+		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit}
+	for i, s := range c.opts.Stocks {
+		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s})
+	}
+	cat := store.NewCatalog(c.DB, time.Now)
+	created, err := cat.CreateActivity(ctx, act)
+	if err != nil {
+		return err
+	}
+	c.Prizes = created.Prizes
+	sessions, err := cat.Sessions(ctx, created.ID)
+	if err != nil {
+		return err
+	}
+	c.Session = sessions[0]
+	gate, err := stock.NewGate(ctx, c.Redis)
+	if err != nil {
+		return err
+	}
+	if _, err := preheat.New(cat, gate, time.Hour, time.Now).Session(ctx, c.Session.ID); err != nil {
+		return err
+	}
+
+	secret := "chaos-jwt-secret-" + c.ID + "-0123456789abcdef"
+	c.Signer = auth.NewSigner([]byte(secret), "seckill", "seckill-gateway")
+	c.Env = map[string]string{
+		"SECKILL_MYSQL_DSN":          c.DSN,
+		"SECKILL_TOPIC_PREFIX":       "chaos" + c.ID,
+		"SECKILL_CONSUMER_GROUP":     "chaos-orders-" + c.ID,
+		"SECKILL_COMPENSATION_GROUP": "chaos-comp-" + c.ID,
+		"SECKILL_RECONCILER_LEASE":   "chaos-lease-" + c.ID,
+		"SECKILL_ADMIN_TOKEN":        "chaos-admin-token-" + c.ID,
+		"SECKILL_JWT_SECRET":         secret,
+		"SECKILL_RATE_PER_IP":        "0", // the whole crowd comes from 127.0.0.1
+		"SECKILL_STALE_AFTER":        "2s",
+		"SECKILL_RECONCILE_INTERVAL": "1s",
+		"SECKILL_CATCHUP_WAIT":       "3s",
+		"SECKILL_LEASE_TTL":          "3s",
+		"SECKILL_LOG_LEVEL":          "warn",
+		"SECKILL_BATCH_WAIT":         "2ms",
+	}
+	if c.GatewayAddr, err = FreeAddr(); err != nil {
+		return err
+	}
+	if err := c.StartGateway(ctx); err != nil {
+		return err
+	}
+	for i := 0; i < c.opts.Consumers; i++ {
+		p, err := c.startConsumer(ctx)
+		if err != nil {
+			return err
+		}
+		c.Consumers = append(c.Consumers, p)
+	}
+	if c.Reconciler, err = c.StartReconciler(ctx); err != nil {
+		return err
+	}
+	// Wait for the session to open.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(start)):
+	}
+	return nil
+}
+
+func (c *Cluster) procEnv(extra map[string]string) map[string]string {
+	out := make(map[string]string, len(c.Env)+len(extra))
+	for k, v := range c.Env {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+func waitHealthy(ctx context.Context, p *Proc, url string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if p.Exited() {
+			return fmt.Errorf("%s exited during start-up:\n%s", p.Name, tail(p.Output(), 20))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s:\n%s", p.Name, d, tail(p.Output(), 20))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StartGateway starts (or restarts) the gateway on its fixed address.
+func (c *Cluster) StartGateway(ctx context.Context) error {
+	adminAddr, err := FreeAddr()
+	if err != nil {
+		return err
+	}
+	extra := map[string]string{"SECKILL_GATEWAY_ADDR": c.GatewayAddr, "SECKILL_ADMIN_ADDR": adminAddr}
+	for k, v := range c.opts.GatewayEnv {
+		extra[k] = v
+	}
+	p, err := Start("gateway", filepath.Join(c.opts.Bin, "gateway"), c.procEnv(extra))
+	if err != nil {
+		return err
+	}
+	c.Gateway = p
+	// /readyz: Redis and Kafka answer; the process also loaded the schedule before listening.
+	return waitHealthy(ctx, p, "http://"+c.GatewayAddr+"/readyz", 30*time.Second)
+}
+
+func (c *Cluster) startConsumer(ctx context.Context) (*Proc, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := Start("consumer", filepath.Join(c.opts.Bin, "consumer"), c.procEnv(map[string]string{"SECKILL_CONSUMER_ADDR": addr}))
+	if err != nil {
+		return nil, err
+	}
+	return p, waitHealthy(ctx, p, "http://"+addr+"/healthz", 30*time.Second)
+}
+
+// RestartConsumer replaces consumer i with a fresh process (the old one must be dead).
+func (c *Cluster) RestartConsumer(ctx context.Context, i int) error {
+	p, err := c.startConsumer(ctx)
+	if err != nil {
+		return err
+	}
+	c.Consumers[i] = p
+	return nil
+}
+
+// StartReconciler starts a reconciler in scheduler mode.
+func (c *Cluster) StartReconciler(ctx context.Context) (*Proc, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := Start("reconciler", filepath.Join(c.opts.Bin, "reconciler"), c.procEnv(map[string]string{"SECKILL_RECONCILER_ADDR": addr}))
+	if err != nil {
+		return nil, err
+	}
+	return p, waitHealthy(ctx, p, "http://"+addr+"/healthz", 30*time.Second)
+}
+
+// ReconcileOnce runs `reconciler --once --json` to completion and returns its output.
+func (c *Cluster) ReconcileOnce(ctx context.Context) (string, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return "", err
+	}
+	p, err := Start("reconciler-once", filepath.Join(c.opts.Bin, "reconciler"),
+		c.procEnv(map[string]string{"SECKILL_RECONCILER_ADDR": addr, "SECKILL_CATCHUP_WAIT": "20s"}), "--once", "--json")
+	if err != nil {
+		return "", err
+	}
+	err = p.Wait(90 * time.Second)
+	if err != nil && !p.Exited() {
+		p.Kill()
+	}
+	return p.Output(), err
+}
+
+// Stop stops the deployables (SIGTERM, then SIGKILL).
+func (c *Cluster) Stop() {
+	for _, p := range append([]*Proc{c.Gateway, c.Reconciler}, c.Consumers...) {
+		if p != nil && !p.Exited() {
+			_ = p.Stop(20 * time.Second)
+		}
+	}
+}
+
+// Close stops everything and removes the cluster's database, topics and keys.
+func (c *Cluster) Close() {
+	c.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.Redis != nil {
+		for _, p := range c.Prizes {
+			k := stock.KeysFor(c.Session.ID, p.ID)
+			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
+		}
+		c.Redis.Del(ctx, "lease:{chaos-lease-"+c.ID+"}", "lease:{chaos-lease-"+c.ID+"}:fence")
+		_ = c.Redis.Close()
+	}
+	if c.Admin != nil && c.Topics.Grab.Name != "" {
+		var names []string
+		for _, t := range c.Topics.All() {
+			names = append(names, t.Name)
+		}
+		_ = c.Admin.DeleteTopics(ctx, names...)
+	}
+	if c.DB != nil {
+		_ = store.Close(c.DB)
+	}
+	if c.base != nil {
+		_ = c.base.Exec("DROP DATABASE IF EXISTS `seckill_chaos_" + c.ID + "`").Error
+		_ = store.Close(c.base)
+	}
+}
+
+// Token signs a token for a crowd user.
+func (c *Cluster) Token(user string) (string, error) {
+	return c.Signer.Token(user, time.Now(), 2*time.Hour)
+}
+
+var errTimeout = errors.New("deadline passed")

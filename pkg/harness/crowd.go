@@ -1,0 +1,168 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Click is one grab a crowd member makes: who, which prize, with which Idempotency-Key.
+// Repeat clicks reuse an earlier click's key (a double click or a client retry).
+type Click struct {
+	User  int
+	Prize int // index into the cluster's prizes
+	Key   string
+}
+
+// Plan draws a seeded crowd: requests clicks by users users over the prizes, of which
+// repeatFrac repeat an earlier click with the same key.
+func Plan(seed uint64, requests, users, prizes int, repeatFrac float64) []Click {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	out := make([]Click, 0, requests)
+	for i := 0; i < requests; i++ {
+		if i > 0 && rng.Float64() < repeatFrac {
+			out = append(out, out[rng.IntN(len(out))])
+			continue
+		}
+		out = append(out, Click{User: rng.IntN(users), Prize: rng.IntN(prizes), Key: fmt.Sprintf("k%d-%08d", seed%100000, i)})
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// Answer is the last HTTP answer a click got after its client retries.
+type Answer struct {
+	Click
+	Code      int    // 0: never answered (network errors until the retry budget ran out)
+	RequestID string // from a 202
+	Status    string // queued / succeeded / rejected (202) or the error code (4xx/5xx)
+	Attempts  int
+}
+
+// Crowd fires clicks at a gateway.
+type Crowd struct {
+	Target      string
+	Concurrency int
+	RetryBudget time.Duration // how long one click keeps retrying 503/429/network errors
+	Tokens      func(user int) string
+	Prizes      []int64
+	Session     int64
+}
+
+var crowdClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512}}
+
+// Fire sends every click and returns the answers in click order. onProgress is called with
+// the number of clicks finished so far (for fault triggers).
+func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done int)) []Answer {
+	answers := make([]Answer, len(clicks))
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	for range c.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(clicks) {
+					return
+				}
+				answers[i] = c.click(ctx, clicks[i])
+				if onProgress != nil {
+					onProgress(int(done.Add(1)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
+func (c *Crowd) click(ctx context.Context, k Click) Answer {
+	a := Answer{Click: k}
+	url := fmt.Sprintf("%s/api/v1/sessions/%d/prizes/%d/grab", c.Target, c.Session, c.Prizes[k.Prize])
+	deadline := time.Now().Add(c.RetryBudget)
+	backoff := 50 * time.Millisecond
+	for {
+		a.Attempts++
+		code, body, retryAfter, err := c.post(ctx, url, c.Tokens(k.User), k.Key)
+		if err == nil {
+			a.Code = code
+			switch code {
+			case http.StatusAccepted:
+				a.RequestID, _ = body["request_id"].(string)
+				a.Status, _ = body["status"].(string)
+				return a
+			case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+				a.Status, _ = body["error"].(string)
+			default:
+				a.Status, _ = body["error"].(string)
+				return a
+			}
+		}
+		// Retry with the same Idempotency-Key: safe by construction.
+		wait := backoff
+		if retryAfter > 0 {
+			wait = min(retryAfter, 2*time.Second)
+		}
+		if time.Now().Add(wait).After(deadline) || ctx.Err() != nil {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return a
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (c *Crowd) post(ctx context.Context, url, token, key string) (int, map[string]any, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := crowdClient.Do(req)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	var ra time.Duration
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		ra = time.Duration(s) * time.Second
+	}
+	return resp.StatusCode, body, ra, nil
+}
+
+// Poll reads one grab's status as its owner sees it.
+func Poll(ctx context.Context, target, token, requestID string) (string, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/grabs/"+requestID, nil)
+	if err != nil {
+		return "", "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := crowdClient.Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != http.StatusOK {
+		return "", "", fmt.Errorf("status %d %v", resp.StatusCode, body)
+	}
+	st, _ := body["status"].(string)
+	reason, _ := body["reason"].(string)
+	return st, reason, nil
+}

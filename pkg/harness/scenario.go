@@ -1,0 +1,260 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// Crowd sizes; the short suite in `make test` uses a smaller one.
+type Size struct {
+	Requests    int
+	Users       int
+	Stocks      []int
+	Concurrency int
+}
+
+// Full is the crowd of the chaos suite: 20,000 grabs from 5,000 users on three prizes.
+var Full = Size{Requests: 20000, Users: 5000, Stocks: []int{100, 1000, 5000}, Concurrency: 64}
+
+// Small is the crowd of the short suite.
+var Small = Size{Requests: 6000, Users: 1500, Stocks: []int{50, 300, 1500}, Concurrency: 32}
+
+// Scenario is one row of the failure matrix.
+type Scenario struct {
+	Name       string
+	Short      bool    // part of `make test`
+	Repeats    float64 // fraction of clicks that repeat an earlier click's key
+	Consumers  int
+	At         float64 // fraction of the crowd after which During starts
+	GatewayEnv func(seed uint64) (map[string]string, func(), error)
+	Before     func(ctx context.Context, e *Env) error
+	During     func(ctx context.Context, e *Env) error
+}
+
+// Env is what a scenario's hooks can act on.
+type Env struct {
+	Cluster *Cluster
+	Servers Servers
+	Log     io.Writer
+	stop    chan struct{} // closed when the crowd finished
+}
+
+// CrowdDone is closed when the crowd has finished.
+func (e *Env) CrowdDone() <-chan struct{} { return e.stop }
+
+// Scenarios is the failure matrix of DESIGN.md.
+func Scenarios() []Scenario {
+	killGateway := func(ctx context.Context, e *Env) error {
+		e.Cluster.Gateway.Kill()
+		return e.Cluster.StartGateway(ctx)
+	}
+	killConsumer := func(i int) func(ctx context.Context, e *Env) error {
+		return func(ctx context.Context, e *Env) error {
+			e.Cluster.Consumers[i].Kill()
+			return e.Cluster.RestartConsumer(ctx, i)
+		}
+	}
+	restart := func(name string) func(ctx context.Context, e *Env) error {
+		return func(ctx context.Context, e *Env) error {
+			if err := e.Servers.Kill(name); err != nil {
+				return err
+			}
+			return e.Servers.Up(ctx, nil)
+		}
+	}
+	return []Scenario{
+		{Name: "happy path", Short: true, Repeats: 0.1, Consumers: 2},
+		{Name: "repeat clicks and retries", Repeats: 0.4, Consumers: 2},
+		{Name: "kill -9 gateway mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.4, During: killGateway},
+		{Name: "kill -9 consumer mid-batch twice", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3,
+			During: func(ctx context.Context, e *Env) error {
+				if err := killConsumer(0)(ctx, e); err != nil {
+					return err
+				}
+				time.Sleep(700 * time.Millisecond)
+				return killConsumer(1)(ctx, e)
+			}},
+		{Name: "kill -9 and restart Kafka", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("kafka")},
+		{Name: "SIGSTOP Kafka for 10s", Repeats: 0.1, Consumers: 2, At: 0.4,
+			During: func(ctx context.Context, e *Env) error {
+				if err := e.Servers.Signal("kafka", syscall.SIGSTOP); err != nil {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+				}
+				return e.Servers.Signal("kafka", syscall.SIGCONT)
+			}},
+		{Name: "kill -9 and restart Redis (AOF)", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("redis")},
+		{Name: "Redis data loss (FLUSHALL)", Repeats: 0.1, Consumers: 2, At: 0.4,
+			During: func(ctx context.Context, e *Env) error { return e.Cluster.Redis.FlushAll(ctx).Err() }},
+		{Name: "kill -9 and restart MariaDB", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("mariadb")},
+		{Name: "optimistic-lock conflict storm", Repeats: 0.1, Consumers: 2, At: 0.05,
+			During: func(ctx context.Context, e *Env) error {
+				// An extra writer bumps every stock row's version as fast as it can until the
+				// crowd is over: consumers conflict, retry, compensate; the reconciler replays.
+				for {
+					select {
+					case <-e.stop:
+						return nil
+					case <-ctx.Done():
+						return nil
+					default:
+					}
+					e.Cluster.DB.Exec("UPDATE session_stocks SET version = version + 1 WHERE session_id = ?", e.Cluster.Session.ID)
+				}
+			}},
+		{Name: "drift injected into Redis", Short: true, Repeats: 0.1, Consumers: 2,
+			Before: func(ctx context.Context, e *Env) error {
+				c := e.Cluster
+				up := stock.KeysFor(c.Session.ID, c.Prizes[0].ID).Meta   // Redis too high: more admitted than MySQL has
+				down := stock.KeysFor(c.Session.ID, c.Prizes[1].ID).Meta // Redis too low: less sold than there is
+				if err := c.Redis.HIncrBy(ctx, up, "left", 30).Err(); err != nil {
+					return err
+				}
+				return c.Redis.HIncrBy(ctx, down, "left", -100).Err()
+			}},
+		{Name: "slow and lost Redis replies (go-redis retries)", Repeats: 0.1, Consumers: 2,
+			GatewayEnv: func(seed uint64) (map[string]string, func(), error) {
+				p, err := NewProxy(env("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), seed, 0.03, 400*time.Millisecond)
+				if err != nil {
+					return nil, nil, err
+				}
+				return map[string]string{"SECKILL_REDIS_ADDR": p.Addr(), "SECKILL_REDIS_TIMEOUT": "150ms"}, func() { p.Close() }, nil
+			}},
+		{Name: "reconciler killed mid-run, two at once", Repeats: 0.1, Consumers: 2, At: 0.5,
+			During: func(ctx context.Context, e *Env) error {
+				second, err := e.Cluster.StartReconciler(ctx)
+				if err != nil {
+					return err
+				}
+				time.Sleep(1500 * time.Millisecond)
+				e.Cluster.Reconciler.Kill()
+				e.Cluster.Reconciler = second
+				return nil
+			}},
+	}
+}
+
+// Run runs one scenario end to end and returns its row; the error is for the harness
+// itself failing (not an invariant).
+func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, log io.Writer) (Result, error) {
+	res := Result{Scenario: sc.Name, Seed: seed}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, 150*time.Second)
+	defer cancel()
+	servers := LocalServers()
+
+	gwEnv := map[string]string{}
+	if sc.GatewayEnv != nil {
+		extra, closeFn, err := sc.GatewayEnv(seed)
+		if err != nil {
+			return res, err
+		}
+		defer closeFn()
+		gwEnv = extra
+	}
+	c, err := NewCluster(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log})
+	if err != nil {
+		return res, fmt.Errorf("cluster: %w", err)
+	}
+	defer c.Close()
+	e := &Env{Cluster: c, Servers: servers, Log: log, stop: make(chan struct{})}
+	if sc.Before != nil {
+		if err := sc.Before(ctx, e); err != nil {
+			return res, fmt.Errorf("before: %w", err)
+		}
+	}
+
+	tokens := make([]string, size.Users)
+	for i := range tokens {
+		if tokens[i], err = c.Token(userName(i)); err != nil {
+			return res, err
+		}
+	}
+	prizes := make([]int64, len(c.Prizes))
+	for i, p := range c.Prizes {
+		prizes[i] = p.ID
+	}
+	crowd := &Crowd{Target: "http://" + c.GatewayAddr, Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
+		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID}
+	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
+
+	var faultErr error
+	var faultWG sync.WaitGroup
+	var once sync.Once
+	trigger := int(sc.At * float64(len(clicks)))
+	onProgress := func(done int) {
+		if sc.During == nil || done < trigger {
+			return
+		}
+		once.Do(func() {
+			faultWG.Add(1)
+			go func() {
+				defer faultWG.Done()
+				faultErr = sc.During(ctx, e)
+			}()
+		})
+	}
+	phase := time.Now()
+	answers := crowd.Fire(ctx, clicks, onProgress)
+	close(e.stop)
+	faultWG.Wait()
+	fmt.Fprintf(log, "  crowd: %d clicks in %s\n", len(clicks), time.Since(phase).Round(time.Millisecond))
+	if faultErr != nil {
+		res.problem("fault injection: %v", faultErr)
+	}
+	// Any consumer the fault left dead is restarted: the promise is about recovery.
+	for i, p := range c.Consumers {
+		if p.Exited() {
+			if err := c.RestartConsumer(ctx, i); err != nil {
+				return res, err
+			}
+		}
+	}
+
+	phase = time.Now()
+	if err := c.Drain(ctx, 60*time.Second); err != nil {
+		res.problem("drain: %v", err)
+	}
+	fmt.Fprintf(log, "  drain: %s\n", time.Since(phase).Round(time.Millisecond))
+	if c.Reconciler != nil {
+		_ = c.Reconciler.Stop(20 * time.Second)
+	}
+	if out, err := c.ReconcileOnce(ctx); err != nil {
+		var exit interface{ ExitCode() int }
+		if !errors.As(err, &exit) {
+			return res, fmt.Errorf("reconciler --once: %w", err)
+		}
+		res.problem("reconciler --once exited %d: %s", exit.ExitCode(), tail(out, 3))
+	}
+	if err := c.Verify(ctx, answers, &res); err != nil {
+		return res, fmt.Errorf("verify: %w", err)
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// Table formats results as the chaos table.
+func Table(w io.Writer, rows []Result) {
+	fmt.Fprintf(w, "%-48s %20s %8s %6s %6s %8s %8s %10s %5s %6s %8s\n",
+		"scenario", "seed", "requests", "202s", "orders", "rejected", "oversold", "duplicates", "lost", "drift", "duration")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-48s %20d %8d %6d %6d %8d %8d %10d %5d %6d %7.1fs\n", r.Scenario, r.Seed, r.Requests, r.Accepted,
+			r.Orders, r.Rejected, r.Oversold, r.Duplicates, r.Lost, r.Drift, r.Duration.Seconds())
+	}
+	for _, r := range rows {
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "FAIL %s (seed %d): %s\n", r.Scenario, r.Seed, p)
+		}
+	}
+}
