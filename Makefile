@@ -6,7 +6,7 @@ GO ?= go
 STACK := deploy/local/stack
 STATE ?= $(CURDIR)/.state
 
-.PHONY: run test stack-up stack-down stack-status build vet unit clean
+.PHONY: run test chaos hotrow bench stack-up stack-down stack-status build vet unit clean
 
 stack-up:
 	$(STACK) up
@@ -25,9 +25,19 @@ vet:
 	$(GO) vet ./...
 
 # Unit and integration tests together, all under the race detector; integration tests find
-# the stack through the SECKILL_* variables the stack writes to .state/env.
+# the stack through the SECKILL_* variables the stack writes to .state/env. Then the short
+# chaos set (happy path and three fast faults), alone, so its crowd does not slow the others.
 test: stack-up vet
 	set -a && source $(STATE)/env && set +a && $(GO) test -race -count=1 -timeout 20m ./...
+	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos -short
+
+# The whole failure matrix of DESIGN.md (about 5 minutes); fails on any violated invariant.
+chaos: stack-up
+	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+
+# Hot-row persistence: the consumer's batched transaction vs one transaction per order.
+hotrow: stack-up
+	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/hotrow
 
 # Tests that need no servers (integration tests skip when the stack is absent and CI unset).
 unit:

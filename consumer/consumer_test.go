@@ -15,7 +15,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -331,11 +330,12 @@ func TestOrderEventsExactlyOncePerOrder(t *testing.T) {
 	}
 	out := &failingMark{Outbox: store.NewOutbox(e.db)}
 	relay := &outboxRelay{outbox: out, writer: e.writer(t, e.topics.Order.Name), brokers: e.brokers,
-		topic: e.topics.Order.Name, lease: lease.New(e.rdb, "t-"+stacktest.ID(t), 5*time.Second), batch: 100,
+		topic: e.topics.Order.Name, lock: mysqlRelayLock{db: e.db, name: "t-" + stacktest.ID(t)}, batch: 100,
 		idle: 20 * time.Millisecond, wake: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry()),
 		log: slog.New(slog.DiscardHandler), now: time.Now}
 	// First round: publishes, then fails to record it.
-	if err := relay.relay(e.ctx); err == nil {
+	alwaysHeld := func(context.Context) error { return nil }
+	if err := relay.relay(e.ctx, alwaysHeld); err == nil {
 		t.Fatal("injected failure not reported")
 	}
 	// Second round (a restarted relay): must find the events on the topic, not re-send.
@@ -351,7 +351,7 @@ func TestOrderEventsExactlyOncePerOrder(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	if err := relay.relay(rctx); err != nil && rctx.Err() == nil {
+	if err := relay.relay(rctx, alwaysHeld); err != nil && rctx.Err() == nil {
 		t.Fatal(err)
 	}
 	events := readAll(t, e.brokers, e.topics.Order.Name, e.topics.Order.Partitions)

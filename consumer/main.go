@@ -21,7 +21,6 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -87,7 +86,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	relay := &outboxRelay{
 		outbox: store.NewOutbox(db), writer: writers[cfg.Topics.Order.Name], brokers: cfg.KafkaBrokers,
-		topic: cfg.Topics.Order.Name, lease: lease.New(rdb, "seckill-order-relay:"+cfg.Topics.Order.Name, 10*time.Second),
+		topic: cfg.Topics.Order.Name, lock: mysqlRelayLock{db: db, name: "seckill.order-relay." + cfg.Topics.Order.Name},
 		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
 	}
 	proc := &processor{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -22,13 +23,31 @@ type outboxStore interface {
 	SetCheckpoints(ctx context.Context, topic string, next map[int]int64) error
 }
 
-type singleActor interface {
-	Do(ctx context.Context, work func(ctx context.Context, fence int64) error) (bool, error)
+// relayLock makes one relay act at a time.
+type relayLock interface {
+	// Acquire takes the lock if free and returns a check that fails once it was lost, and a
+	// release; ok is false while another relay holds it.
+	Acquire(ctx context.Context) (held func(context.Context) error, release func(), ok bool, err error)
+}
+
+// mysqlRelayLock is a MySQL named lock: the relay's exclusivity lives in the same server as
+// the outbox it drains, so losing Redis data (FLUSHALL) cannot let two relays publish at once.
+type mysqlRelayLock struct {
+	db   *gorm.DB
+	name string
+}
+
+func (m mysqlRelayLock) Acquire(ctx context.Context) (func(context.Context) error, func(), bool, error) {
+	l, ok, err := store.TryLock(ctx, m.db, m.name)
+	if err != nil || !ok {
+		return nil, nil, ok, err
+	}
+	return l.Held, func() { l.Release(context.Background()) }, true, nil
 }
 
 // outboxRelay publishes order events from the outbox to the order topic: one event per
-// order, at least once, and in practice exactly once. One relay acts at a time (a Redis
-// lease). Before publishing after a start or an ambiguous produce error (kafka-go may
+// order, at least once, and in practice exactly once. One relay acts at a time (a MySQL
+// named lock, checked before every batch). Before publishing after a start or an ambiguous produce error (kafka-go may
 // report an error for a batch that was written) it reads the topic from its checkpoint to
 // the end and marks the events already there instead of publishing them again.
 type outboxRelay struct {
@@ -36,7 +55,7 @@ type outboxRelay struct {
 	writer   producer
 	brokers  []string
 	topic    string
-	lease    singleActor
+	lock     relayLock
 	batch    int
 	idle     time.Duration // poll interval when there is nothing to publish
 	wake     chan struct{}
@@ -56,10 +75,14 @@ func (r *outboxRelay) Kick() {
 	}
 }
 
-// Run relays until ctx ends. When another consumer instance holds the lease it waits.
+// Run relays until ctx ends. When another consumer instance holds the lock it waits.
 func (r *outboxRelay) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		acquired, err := r.lease.Do(ctx, func(ctx context.Context, _ int64) error { return r.relay(ctx) })
+		held, release, acquired, err := r.lock.Acquire(ctx)
+		if acquired {
+			err = r.relay(ctx, held)
+			release()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -78,13 +101,16 @@ func (r *outboxRelay) Run(ctx context.Context) error {
 	return nil
 }
 
-// relay runs while the lease is held; it returns on an error so the next round starts with
-// a recovery scan.
-func (r *outboxRelay) relay(ctx context.Context) error {
+// relay runs while the lock is held; it returns on an error (or the lock lost) so the next
+// round starts with a recovery scan.
+func (r *outboxRelay) relay(ctx context.Context, held func(context.Context) error) error {
 	if err := r.recover(ctx); err != nil {
 		return err
 	}
 	for {
+		if err := held(ctx); err != nil {
+			return err
+		}
 		n, err := r.publishBatch(ctx)
 		if err != nil {
 			return err
@@ -134,7 +160,7 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 }
 
 // checkpoint records the topic's end offsets. Everything below them was published by this
-// relay (it holds the lease) and marked, since marking follows every successful produce in
+// relay (it holds the lock) and marked, since marking follows every successful produce in
 // this same goroutine.
 func (r *outboxRelay) checkpoint(ctx context.Context) error {
 	ends, err := r.endOffsets(ctx)

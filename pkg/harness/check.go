@@ -21,6 +21,7 @@ type Result struct {
 	Seed       uint64
 	Requests   int
 	Accepted   int // distinct request ids answered 202
+	Retried    int // clicks that needed client retries (the fault was felt)
 	Orders     int // succeeded orders
 	Rejected   int // rejected orders
 	Oversold   int
@@ -118,6 +119,11 @@ func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
 // Verify checks I1–I4 and the order topic against the recorded answers.
 func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) error {
 	res.Requests = len(answers)
+	for _, a := range answers {
+		if a.Attempts > 1 {
+			res.Retried++
+		}
+	}
 	limit := c.opts.Limit
 
 	// I1: per session×prize, orders ≤ stock and total = left + succeeded.

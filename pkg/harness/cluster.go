@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -366,5 +365,3 @@ func (c *Cluster) Close() {
 func (c *Cluster) Token(user string) (string, error) {
 	return c.Signer.Token(user, time.Now(), 2*time.Hour)
 }
-
-var errTimeout = errors.New("deadline passed")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -246,11 +247,12 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 
 // Table formats results as the chaos table.
 func Table(w io.Writer, rows []Result) {
-	fmt.Fprintf(w, "%-48s %20s %8s %6s %6s %8s %8s %10s %5s %6s %8s\n",
-		"scenario", "seed", "requests", "202s", "orders", "rejected", "oversold", "duplicates", "lost", "drift", "duration")
+	fmt.Fprintf(w, "| %-46s | %10s | %8s | %7s | %5s | %6s | %8s | %8s | %10s | %4s | %5s | %8s |\n",
+		"scenario", "seed", "requests", "retried", "202s", "orders", "rejected", "oversold", "duplicates", "lost", "drift", "duration")
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", 12))
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-48s %20d %8d %6d %6d %8d %8d %10d %5d %6d %7.1fs\n", r.Scenario, r.Seed, r.Requests, r.Accepted,
-			r.Orders, r.Rejected, r.Oversold, r.Duplicates, r.Lost, r.Drift, r.Duration.Seconds())
+		fmt.Fprintf(w, "| %-46s | %10d | %8d | %7d | %5d | %6d | %8d | %8d | %10d | %4d | %5d | %7.1fs |\n", r.Scenario, r.Seed,
+			r.Requests, r.Retried, r.Accepted, r.Orders, r.Rejected, r.Oversold, r.Duplicates, r.Lost, r.Drift, r.Duration.Seconds())
 	}
 	for _, r := range rows {
 		for _, p := range r.Problems {
