@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,11 @@ func (a *admin) register(mux *http.ServeMux) {
 	route("POST /admin/v1/sessions/{id}/close", a.closeSession)
 	route("PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", a.adjustStock)
 	route("GET /admin/v1/sessions/{id}/audit", a.sessionAudit)
+	// Profiles for diagnosing a slow sale, behind the same credential.
+	route("GET /debug/pprof/", pprof.Index)
+	route("GET /debug/pprof/profile", pprof.Profile)
+	route("GET /debug/pprof/trace", pprof.Trace)
+	route("GET /debug/pprof/symbol", pprof.Symbol)
 }
 
 // authorized checks "Authorization: Bearer <token>" in constant time (hashing both sides

@@ -15,15 +15,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/auth"
+	"github.com/seckill-pipeline/seckill/pkg/load"
 )
 
 func main() {
@@ -102,28 +100,6 @@ func or(v, def string) string {
 	return v
 }
 
-// Result is one request's outcome.
-type Result struct {
-	Status  int
-	Latency time.Duration
-	Err     bool
-}
-
-// Summary is what a run measured.
-type Summary struct {
-	Mode         string         `json:"mode"`
-	Requests     int            `json:"requests"`
-	Errors       int            `json:"errors"`
-	Seconds      float64        `json:"seconds"`
-	ThroughputPS float64        `json:"throughput_per_s"`
-	P50ms        float64        `json:"p50_ms"`
-	P90ms        float64        `json:"p90_ms"`
-	P99ms        float64        `json:"p99_ms"`
-	P999ms       float64        `json:"p999_ms"`
-	MaxMs        float64        `json:"max_ms"`
-	Codes        map[string]int `json:"codes"`
-}
-
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	o, err := parse(args, getenv)
 	if err != nil {
@@ -142,148 +118,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: o.concurrency * 2, MaxIdleConnsPerHost: o.concurrency * 2, IdleConnTimeout: time.Minute},
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.maxDuration)
-	defer cancel()
-
-	results := make([]Result, o.requests)
-	var next, done atomic.Int64
-	fire := func(i int) {
+	sum := load.Run(ctx, load.Options{Requests: o.requests, Concurrency: o.concurrency, Rate: o.rate,
+		MaxDuration: o.maxDuration, Progress: stderr}, func(ctx context.Context, i int) (int, error) {
 		prize := o.prizes[i%len(o.prizes)]
-		req, _ := http.NewRequestWithContext(ctx, "POST",
+		req, err := http.NewRequestWithContext(ctx, "POST",
 			fmt.Sprintf("%s/api/v1/sessions/%d/prizes/%d/grab", o.target, o.session, prize), nil)
+		if err != nil {
+			return 0, err
+		}
 		req.Header.Set("Authorization", "Bearer "+tokens[i%o.users])
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%08d", o.keyPrefix, i))
-		start := time.Now()
 		resp, err := client.Do(req)
-		r := Result{Latency: time.Since(start)}
 		if err != nil {
-			r.Err = true
-		} else {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			r.Status = resp.StatusCode
+			return 0, err
 		}
-		results[i] = r
-		done.Add(1)
-	}
-
-	stopProgress := progress(stderr, &done, o.requests)
-	start := time.Now()
-	var wg sync.WaitGroup
-	mode := "closed"
-	if o.rate == 0 {
-		for range o.concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					i := int(next.Add(1) - 1)
-					if i >= o.requests {
-						return
-					}
-					fire(i)
-				}
-			}()
-		}
-	} else {
-		mode = "open"
-		sem := make(chan struct{}, o.concurrency)
-		// Request i is due at start + i/rate. Sleeping until each due time (and firing at
-		// once when behind) keeps the offered rate exact even when a ticker could not fire
-		// that often on a loaded box.
-		interval := time.Duration(float64(time.Second) / o.rate)
-	loop:
-		for i := 0; i < o.requests; i++ {
-			if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-				select {
-				case <-ctx.Done():
-					break loop
-				case <-time.After(wait):
-				}
-			} else if ctx.Err() != nil {
-				break loop
-			}
-			select {
-			case sem <- struct{}{}:
-			default:
-				results[i] = Result{Err: true} // the generator itself saturated: count it, never wait
-				done.Add(1)
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				fire(i)
-			}()
-		}
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	stopProgress()
-	sum := summarize(mode, results[:done.Load()], elapsed)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	})
 	if o.asJSON {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
-	fmt.Fprintf(stdout, "%s loop: %d requests in %.2fs = %.0f/s; latency p50 %.2fms p90 %.2fms p99 %.2fms p99.9 %.2fms max %.2fms; errors %d; codes %v\n",
-		sum.Mode, sum.Requests, sum.Seconds, sum.ThroughputPS, sum.P50ms, sum.P90ms, sum.P99ms, sum.P999ms, sum.MaxMs, sum.Errors, sum.Codes)
+	fmt.Fprintln(stdout, sum)
 	return nil
-}
-
-func summarize(mode string, rs []Result, elapsed time.Duration) Summary {
-	s := Summary{Mode: mode, Requests: len(rs), Seconds: elapsed.Seconds(), Codes: map[string]int{}}
-	lat := make([]float64, 0, len(rs))
-	for _, r := range rs {
-		if r.Err {
-			s.Errors++
-			continue
-		}
-		s.Codes[strconv.Itoa(r.Status)]++
-		lat = append(lat, float64(r.Latency.Microseconds())/1000)
-	}
-	if elapsed > 0 {
-		s.ThroughputPS = float64(len(lat)) / elapsed.Seconds()
-	}
-	sort.Float64s(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
-	}
-	s.P50ms, s.P90ms, s.P99ms, s.P999ms = pct(.5), pct(.9), pct(.99), pct(.999)
-	if len(lat) > 0 {
-		s.MaxMs = lat[len(lat)-1]
-	}
-	return s
-}
-
-// progress draws a bar on stderr when it is a terminal; it returns a function that stops it.
-func progress(w io.Writer, done *atomic.Int64, total int) func() {
-	f, ok := w.(*os.File)
-	if !ok {
-		return func() {}
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return func() {}
-	}
-	stop := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			n := int(done.Load())
-			bar := strings.Repeat("#", n*30/total) + strings.Repeat(".", 30-n*30/total)
-			fmt.Fprintf(f, "\r[%s] %d/%d", bar, n, total)
-			select {
-			case <-stop:
-				fmt.Fprintln(f)
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(stop); <-finished }
 }

@@ -93,6 +93,15 @@ type Proxy struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	delayed int
+	armed   bool
+}
+
+// Arm starts (or stops) delaying replies; a new proxy forwards without delay, so the
+// client starts up normally.
+func (p *Proxy) Arm(on bool) {
+	p.mu.Lock()
+	p.armed = on
+	p.mu.Unlock()
 }
 
 // NewProxy listens on loopback and forwards to target.
@@ -122,7 +131,7 @@ func (p *Proxy) Close() error { return p.ln.Close() }
 func (p *Proxy) hold() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.rng.Float64() < p.frac {
+	if p.armed && p.rng.Float64() < p.frac {
 		p.delayed++
 		return true
 	}
