@@ -175,10 +175,8 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 	if left != 4 || l2 != left || v2 != version {
 		t.Fatalf("stock %d/v%d after first delivery, %d/v%d after redelivery; want 4 and unchanged", left, version, l2, v2)
 	}
-	var outbox int64
-	e.db.Table("order_outbox").Count(&outbox)
-	if outbox != 6 {
-		t.Fatalf("%d outbox events, want 6", outbox)
+	if pending, _ := store.NewOutbox(e.db).CountPending(e.ctx); pending != 6 {
+		t.Fatalf("%d order events to publish, want 6 (one per order, none for redeliveries)", pending)
 	}
 	// Redis: every reservation settled into an outcome.
 	snap, _ := e.gate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}})

@@ -252,7 +252,7 @@ func (b *bench) startStrategyServer(ctx context.Context, c *harness.Cluster) (*h
 func (b *bench) trivialAndGateway(ctx context.Context, rep *report) error {
 	b.logf("== trivial handler and gateway")
 	// Admission alone: the gateway with Redis and Kafka; the consumers are measured below.
-	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{50_000_000}, Limit: 1, Consumers: 0,
+	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0,
 		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000"}})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	batch := fs.Int("batch", 200, "grabs per transaction in batched mode")
 	workers := fs.Int("workers", 1, "concurrent writers in per-order mode (1 = one writer per prize, as the consumer)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the batched mode to this file")
+	skipPerOrder := fs.Bool("batched-only", false, "measure the batched mode only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,6 +111,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	var results []Result
 	// Batched: one writer, as one consumer worker owns a prize.
 	gs := grabs(act.Prizes[0].ID)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	var conflicts int64
 	for i := 0; i < len(gs); i += *batch {
@@ -122,6 +134,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	results = append(results, result(fmt.Sprintf("batched (%d per tx, outbox included)", *batch), len(gs), time.Since(start), conflicts))
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if *skipPerOrder {
+		fmt.Fprintf(stdout, "%+v\n", results[0])
+		return nil
+	}
 
 	// One transaction per order: conditional UPDATE + INSERT.
 	gs = grabs(act.Prizes[1].ID)

@@ -13,7 +13,7 @@ import (
 // configuration but its secrets.
 const (
 	DefaultRedisAddr    = "127.0.0.1:16379"
-	DefaultMySQLDSN     = "seckill:seckill@tcp(127.0.0.1:13306)/seckill?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4"
+	DefaultMySQLDSN     = "seckill:seckill@tcp(127.0.0.1:13306)/seckill?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4&interpolateParams=true"
 	DefaultKafkaBrokers = "127.0.0.1:19092"
 )
 
@@ -131,7 +131,7 @@ func LoadConsumer(getenv func(string) string) (Consumer, error) {
 		Common:    readCommon(r),
 		HTTPAddr:  r.str("SECKILL_CONSUMER_ADDR", "127.0.0.1:8082"),
 		GroupID:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		BatchSize: r.integer("SECKILL_BATCH_SIZE", 200, 1, 10000),
+		BatchSize: r.integer("SECKILL_BATCH_SIZE", 500, 1, 10000),
 		BatchWait: r.duration("SECKILL_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
 	}
 	return c, r.err()

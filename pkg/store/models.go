@@ -95,15 +95,3 @@ type auditRow struct {
 }
 
 func (auditRow) TableName() string { return "audit_log" }
-
-type outboxRow struct {
-	ID          int64 `gorm:"primaryKey"`
-	EventID     string
-	OrderID     int64
-	MsgKey      string
-	Payload     string
-	CreatedAt   time.Time
-	PublishedAt *time.Time
-}
-
-func (outboxRow) TableName() string { return "order_outbox" }

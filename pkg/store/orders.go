@@ -22,6 +22,8 @@ type orderRow struct {
 	Slot         *int
 	AdmittedAt   time.Time
 	CreatedAt    time.Time
+	// EventPublishedAt is set once the order's event is on the order topic.
+	EventPublishedAt *time.Time
 }
 
 func (orderRow) TableName() string { return "orders" }

@@ -2,22 +2,27 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
 )
 
 // OutboxEvent is an order event waiting to be published.
 type OutboxEvent struct {
-	ID      int64
+	ID      int64 // the order id
 	EventID string
 	Key     string
 	Payload []byte
 }
 
-// Outbox reads and marks the order events written by Persist.
+// Outbox reads and stamps the order events still to publish. The orders table is the
+// outbox: Persist writes every order with event_published_at NULL.
 type Outbox struct {
 	db *gorm.DB
 }
@@ -25,49 +30,63 @@ type Outbox struct {
 // NewOutbox returns an Outbox on db.
 func NewOutbox(db *gorm.DB) *Outbox { return &Outbox{db: db} }
 
-// Pending returns up to limit unpublished events, oldest first.
+// Pending returns up to limit orders whose event is unpublished, oldest first, as events.
 func (o *Outbox) Pending(ctx context.Context, limit int) ([]OutboxEvent, error) {
-	var rows []outboxRow
-	if err := o.db.WithContext(ctx).Where("published_at IS NULL").Order("id").Limit(limit).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("pending outbox: %w", err)
+	var rows []orderRow
+	if err := o.db.WithContext(ctx).Where("event_published_at IS NULL").Order("id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("pending order events: %w", err)
 	}
 	out := make([]OutboxEvent, len(rows))
 	for i, r := range rows {
-		out[i] = OutboxEvent{ID: r.ID, EventID: r.EventID, Key: r.MsgKey, Payload: []byte(r.Payload)}
+		ev := event.NewOrderEvent(r.domain())
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode order event: %w", err)
+		}
+		out[i] = OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload}
 	}
 	return out, nil
 }
 
-// CountPending returns how many events wait to be published (a metric).
+// CountPending returns how many order events wait to be published (a metric).
 func (o *Outbox) CountPending(ctx context.Context) (int64, error) {
 	var n int64
-	err := o.db.WithContext(ctx).Model(&outboxRow{}).Where("published_at IS NULL").Count(&n).Error
+	err := o.db.WithContext(ctx).Model(&orderRow{}).Where("event_published_at IS NULL").Count(&n).Error
 	return n, err
 }
 
-// MarkPublished marks events (by outbox id) as published.
+// MarkPublished stamps orders (by id) whose events were published.
 func (o *Outbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	err := o.db.WithContext(ctx).Model(&outboxRow{}).Where("id IN ? AND published_at IS NULL", ids).
-		Update("published_at", at.UTC()).Error
+	err := o.db.WithContext(ctx).Model(&orderRow{}).Where("id IN ? AND event_published_at IS NULL", ids).
+		Update("event_published_at", at.UTC()).Error
 	if err != nil {
-		return fmt.Errorf("mark outbox published: %w", err)
+		return fmt.Errorf("stamp order events published: %w", err)
 	}
 	return nil
 }
 
-// MarkFound marks events found on the topic (by event id) as published and returns how
-// many rows that changed.
+// MarkFound stamps the orders of events found on the topic (by event id) and returns how
+// many it changed.
 func (o *Outbox) MarkFound(ctx context.Context, eventIDs []string, at time.Time) (int64, error) {
-	if len(eventIDs) == 0 {
+	rids := make([]string, 0, len(eventIDs))
+	for _, id := range eventIDs {
+		// "order:<request id>:<status>"
+		if rest, ok := strings.CutPrefix(id, "order:"); ok {
+			if i := strings.LastIndex(rest, ":"); i > 0 {
+				rids = append(rids, rest[:i])
+			}
+		}
+	}
+	if len(rids) == 0 {
 		return 0, nil
 	}
-	res := o.db.WithContext(ctx).Model(&outboxRow{}).Where("event_id IN ? AND published_at IS NULL", eventIDs).
-		Update("published_at", at.UTC())
+	res := o.db.WithContext(ctx).Model(&orderRow{}).Where("request_id IN ? AND event_published_at IS NULL", rids).
+		Update("event_published_at", at.UTC())
 	if res.Error != nil {
-		return 0, fmt.Errorf("mark outbox found: %w", res.Error)
+		return 0, fmt.Errorf("stamp found order events: %w", res.Error)
 	}
 	return res.RowsAffected, nil
 }
@@ -81,7 +100,7 @@ type checkpointRow struct {
 func (checkpointRow) TableName() string { return "outbox_checkpoints" }
 
 // Checkpoints returns, per partition of topic, the offset below which every message's
-// outbox row is marked published.
+// order is stamped published.
 func (o *Outbox) Checkpoints(ctx context.Context, topic string) (map[int]int64, error) {
 	var rows []checkpointRow
 	if err := o.db.WithContext(ctx).Where("topic = ?", topic).Find(&rows).Error; err != nil {

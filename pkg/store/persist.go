@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
-	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
@@ -48,7 +46,8 @@ type PersistResult struct {
 //     the stock a rejected order (reason sold_out);
 //   - one conditional UPDATE takes the accepted count off left_stock if the version is
 //     still the one read; 0 rows matched is seckill.ErrConflict;
-//   - one multi-row INSERT stores the orders and one their outbox events.
+//   - one multi-row INSERT stores the orders, each with its order event still to publish
+//     (the orders table is the transactional outbox).
 //
 // The UPDATE runs before the INSERT on purpose: it takes the stock row's exclusive lock
 // first, so the orders' foreign-key check (a shared lock on the same row) cannot deadlock
@@ -123,24 +122,13 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 				return fmt.Errorf("insert orders: %w", err)
 			}
 			// Ids come from a re-read rather than from the auto-increment arithmetic gorm
-			// assumes, which interleaved auto-increment locking does not guarantee.
+			// assumes, which MySQL 8's interleaved auto-increment locking does not guarantee.
 			ids, err := orderIDs(tx, rows)
 			if err != nil {
 				return err
 			}
-			outbox := make([]outboxRow, len(rows))
 			for i := range rows {
 				rows[i].ID = ids[rows[i].RequestID]
-				ev := event.NewOrderEvent(rows[i].domain())
-				payload, err := json.Marshal(ev)
-				if err != nil {
-					return fmt.Errorf("encode order event: %w", err)
-				}
-				outbox[i] = outboxRow{EventID: ev.EventID, OrderID: rows[i].ID, MsgKey: rows[i].RequestID,
-					Payload: string(payload), CreatedAt: now.UTC()}
-			}
-			if err := tx.Create(&outbox).Error; err != nil {
-				return fmt.Errorf("insert outbox: %w", err)
 			}
 		}
 

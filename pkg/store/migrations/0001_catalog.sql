@@ -77,9 +77,13 @@ CREATE TABLE IF NOT EXISTS orders (
   slot           INT NULL,
   admitted_at    DATETIME(6) NOT NULL,
   created_at     DATETIME(6) NOT NULL,
+  -- The orders table is also the transactional outbox of order events: NULL until the
+  -- order's event is on the order topic (see 0002 and consumer/outbox.go).
+  event_published_at DATETIME(6) NULL,
   UNIQUE KEY uq_order_request (request_id),
   UNIQUE KEY uq_order_user_slot (session_id, prize_id, user_id, slot),
   KEY ix_order_stock (session_id, prize_id, status),
+  KEY ix_order_unpublished (event_published_at, id),
   CONSTRAINT fk_order_limit FOREIGN KEY (session_id, prize_id, per_user_limit)
     REFERENCES session_stocks (session_id, prize_id, per_user_limit),
   CONSTRAINT ck_order_outcome CHECK (
