@@ -123,10 +123,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := stock.CheckPolicy(ctx, rdb); err != nil {
 		return err
 	}
-	gate, err := stock.NewGate(ctx, rdb)
+	// Concurrent grabs share Redis round trips (pipelines of up to 64 scripts, 4 in flight).
+	gate, err := stock.NewGate(ctx, rdb, stock.WithCoalescing(64, 4))
 	if err != nil {
 		return err
 	}
+	defer gate.Close() // after the HTTP servers stopped (defers run in reverse)
 	db, err := store.Open(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -20,6 +21,8 @@ const method = "HS256"
 type Verifier struct {
 	secret []byte
 	parser *jwt.Parser
+	now    func() time.Time
+	cache  *tokenCache
 }
 
 // NewVerifier returns a Verifier for tokens signed with secret by issuer for audience.
@@ -29,6 +32,8 @@ func NewVerifier(secret []byte, issuer, audience string, now func() time.Time) (
 	}
 	return &Verifier{
 		secret: secret,
+		now:    now,
+		cache:  newTokenCache(100_000),
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{method}),
 			jwt.WithExpirationRequired(),
@@ -44,8 +49,14 @@ func NewVerifier(secret []byte, issuer, audience string, now func() time.Time) (
 // ErrInvalid wraps every reason a token is refused.
 var ErrInvalid = errors.New("invalid token")
 
-// User verifies a token and returns its subject, the user id.
+// User verifies a token and returns its subject, the user id. A token verified before is
+// answered from a bounded cache until its expiry: a crowd retrying and polling presents the
+// same token many times, and parsing it is a large part of a grab's CPU. Only tokens that
+// passed every check are cached, keyed by the whole token (signature included).
 func (v *Verifier) User(token string) (string, error) {
+	if user, ok := v.cache.get(token, v.now()); ok {
+		return user, nil
+	}
 	claims := &jwt.RegisteredClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.secret, nil })
 	if err != nil {
@@ -54,7 +65,49 @@ func (v *Verifier) User(token string) (string, error) {
 	if !seckill.ValidUserID(claims.Subject) {
 		return "", fmt.Errorf("%w: subject is not a valid user id", ErrInvalid)
 	}
+	v.cache.put(token, claims.Subject, claims.ExpiresAt.Time)
 	return claims.Subject, nil
+}
+
+// tokenCache remembers verified tokens in two generations of at most max entries each:
+// when the current one is full the older one is dropped, so memory stays bounded.
+type tokenCache struct {
+	mu        sync.Mutex
+	max       int
+	cur, prev map[string]cachedUser
+}
+
+type cachedUser struct {
+	user string
+	exp  time.Time
+}
+
+func newTokenCache(max int) *tokenCache {
+	return &tokenCache{max: max, cur: map[string]cachedUser{}, prev: map[string]cachedUser{}}
+}
+
+func (c *tokenCache) get(token string, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cur[token]
+	if !ok {
+		if e, ok = c.prev[token]; ok {
+			c.cur[token] = e
+		}
+	}
+	if !ok || !now.Before(e.exp) {
+		return "", false
+	}
+	return e.user, true
+}
+
+func (c *tokenCache) put(token, user string, exp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.cur) >= c.max {
+		c.prev, c.cur = c.cur, make(map[string]cachedUser, len(c.cur))
+	}
+	c.cur[token] = cachedUser{user: user, exp: exp}
 }
 
 // Signer issues user tokens (for the demo, tests, the load generator and the invariant

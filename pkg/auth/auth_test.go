@@ -96,3 +96,33 @@ func TestSignerRoundTrip(t *testing.T) {
 		t.Fatal("short secret accepted")
 	}
 }
+
+// A cached token still expires: the cache never outlives the token's exp.
+func TestCachedTokenExpires(t *testing.T) {
+	clock := now
+	v, _ := NewVerifier(secret, "seckill", "seckill-gateway", func() time.Time { return clock })
+	tok := sign(t, jwt.SigningMethodHS256, secret, with("exp", now.Add(time.Minute).Unix()))
+	for range 2 { // the second answer comes from the cache
+		if u, err := v.User(tok); err != nil || u != "alice" {
+			t.Fatalf("%q %v", u, err)
+		}
+	}
+	clock = now.Add(2 * time.Minute)
+	if _, err := v.User(tok); err == nil {
+		t.Fatal("expired token accepted from the cache")
+	}
+	// A tampered copy of a cached token is a different key: it is verified, and refused.
+	if _, err := v.User(tok[:len(tok)-2] + "xx"); err == nil {
+		t.Fatal("tampered token accepted")
+	}
+}
+
+func TestTokenCacheBounded(t *testing.T) {
+	c := newTokenCache(10)
+	for i := range 100 {
+		c.put(string(rune('a'+i%26))+string(rune(i)), "u", now.Add(time.Hour))
+	}
+	if len(c.cur) > 10 || len(c.prev) > 10 {
+		t.Fatalf("cache grew to %d + %d", len(c.cur), len(c.prev))
+	}
+}

@@ -94,11 +94,13 @@ type Gate struct {
 	load    *redis.Script
 	adjust  *redis.Script
 	settle  *redis.Script
+
+	coalesce *coalescer // nil: one EVALSHA round trip per Reserve
 }
 
 // NewGate returns a gate on rdb and loads its scripts, so the first grab pays no SCRIPT
 // LOAD; EVALSHA falls back to EVAL on NOSCRIPT (e.g. after a Redis restart).
-func NewGate(ctx context.Context, rdb redis.UniversalClient) (*Gate, error) {
+func NewGate(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Gate, error) {
 	g := &Gate{
 		rdb:     rdb,
 		reserve: redis.NewScript(reserveSrc),
@@ -111,16 +113,21 @@ func NewGate(ctx context.Context, rdb redis.UniversalClient) (*Gate, error) {
 			return nil, fmt.Errorf("load gate scripts: %w", err)
 		}
 	}
+	for _, opt := range opts {
+		opt(g)
+	}
+	if g.coalesce != nil {
+		g.coalesce.run()
+	}
 	return g, nil
 }
 
 // Reserve runs the admission script for one grab. A retry of the same request id (by
 // go-redis after a lost reply, or by the client) returns Seen and deducts nothing.
 func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
-	k := KeysFor(gr.SessionID, gr.PrizeID)
-	res, err := g.reserve.Run(ctx, g.rdb, k.all(), gr.RequestID, gr.UserID, gr.AdmittedAt.UnixMilli()).Slice()
+	res, err := g.reserveCall(ctx, gr)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("reserve %s: %w", gr.RequestID, err)
+		return Verdict{}, err
 	}
 	if len(res) != 3 {
 		return Verdict{}, fmt.Errorf("reserve %s: unexpected reply %v", gr.RequestID, res)

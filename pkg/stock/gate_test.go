@@ -23,14 +23,15 @@ func testSession(t *testing.T) int64 {
 	return n
 }
 
-func newGate(t *testing.T) (*stock.Gate, *redis.Client, context.Context) {
+func newGate(t *testing.T, opts ...stock.Option) (*stock.Gate, *redis.Client, context.Context) {
 	t.Helper()
 	rdb := stacktest.Redis(t)
 	ctx := stacktest.Context(t, 60*time.Second)
-	g, err := stock.NewGate(ctx, rdb)
+	g, err := stock.NewGate(ctx, rdb, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	return g, rdb, ctx
 }
 
@@ -98,9 +99,15 @@ func TestReserveVerdicts(t *testing.T) {
 	}
 }
 
-// 500 concurrent grabs on stock 100: exactly 100 admitted and stock never below zero.
+// 500 concurrent grabs on stock 100: exactly 100 admitted and stock never below zero,
+// one EVALSHA per call and with concurrent calls coalesced into pipelines.
 func TestReserveConcurrentExactlyStock(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+	t.Run("one round trip each", func(t *testing.T) { concurrentExactlyStock(t) })
+	t.Run("coalesced", func(t *testing.T) { concurrentExactlyStock(t, stock.WithCoalescing(32, 4)) })
+}
+
+func concurrentExactlyStock(t *testing.T, opts ...stock.Option) {
+	g, rdb, ctx := newGate(t, opts...)
 	sid := testSession(t)
 	load(t, g, rdb, ctx, sid, 7, 100, 1)
 	var admitted, soldOut atomic.Int64

@@ -68,16 +68,22 @@ func newSlowReplyProxy(t *testing.T, target string, delay time.Duration) *slowRe
 // is idempotent on the request id, so the retry returns the first verdict and the stock is
 // deducted exactly once.
 func TestLostReplyRetryDoesNotDoubleDeduct(t *testing.T) {
+	t.Run("one round trip each", func(t *testing.T) { lostReply(t) })
+	t.Run("coalesced pipeline", func(t *testing.T) { lostReply(t, stock.WithCoalescing(32, 2)) })
+}
+
+func lostReply(t *testing.T, opts ...stock.Option) {
 	direct := stacktest.Redis(t)
 	proxy := newSlowReplyProxy(t, stacktest.RedisAddr(), 600*time.Millisecond)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), ReadTimeout: 150 * time.Millisecond,
 		MaxRetries: 3, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := stacktest.Context(t, 30*time.Second)
-	g, err := stock.NewGate(ctx, rdb)
+	g, err := stock.NewGate(ctx, rdb, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	sid := testSession(t)
 	load(t, g, direct, ctx, sid, 1, 10, 1)
 
