@@ -299,6 +299,13 @@ func (j staleJob) Run(ctx context.Context, _ int64) (result, error) {
 			continue
 		}
 		sum["stale"] += int64(len(old))
+		// While events of this prize may still be on their way (consumer lag, compensation
+		// backlog), old reservations are neither settled nor re-published: the consumer will
+		// do both. Checking them against MySQL every run would only load the database.
+		if flight.pending(s.stock.SessionID, s.stock.PrizeID) > 0 || j.compensationBacklog() > 0 {
+			sum["in_flight"] += int64(len(old))
+			continue
+		}
 		rids := make([]string, len(old))
 		for i, r := range old {
 			rids[i] = r.RequestID
@@ -325,10 +332,6 @@ func (j staleJob) Run(ctx context.Context, _ int64) (result, error) {
 			j.metrics.settled.Add(float64(n))
 		}
 		if len(missing) == 0 {
-			continue
-		}
-		if flight.pending(s.stock.SessionID, s.stock.PrizeID) > 0 || j.compensationBacklog() > 0 {
-			sum["in_flight"] += int64(len(missing))
 			continue
 		}
 		msgs := make([]kafka.Message, 0, len(missing))
