@@ -101,6 +101,26 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	defer cancel()
 	context.AfterFunc(ctx, cancel)
 	lag := c.metrics.lag.WithLabelValues(strconv.Itoa(partition))
+	// Offsets are committed after the batches they cover were persisted, at most every
+	// commitEvery while busy (a commit is a Kafka round trip the hot path need not wait for
+	// each batch) and at once when the partition goes idle or the worker stops. A crash in
+	// between only redelivers batches the database already has, which it dedupes.
+	const commitEvery = 100 * time.Millisecond
+	var pending int64 = -1
+	lastCommit := time.Now()
+	commit := func() bool {
+		if pending < 0 {
+			return true
+		}
+		if err := gen.CommitOffsets(map[string]map[int]int64{c.topic: {partition: pending}}); err != nil {
+			// The generation ended: the next owner gets these batches again.
+			c.log.Warn("commit failed", "partition", partition, "offset", pending, "error", err.Error())
+			return false
+		}
+		pending, lastCommit = -1, time.Now()
+		return true
+	}
+	defer commit()
 	for {
 		batch := c.fetch(stop, r)
 		if len(batch) > 0 {
@@ -111,14 +131,12 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 				return
 			}
 			last := batch[len(batch)-1]
-			err := gen.CommitOffsets(map[string]map[int]int64{c.topic: {partition: last.Offset + 1}})
-			if err != nil {
-				// The generation ended: the next owner gets the batch again and the database
-				// dedupes it by request id.
-				c.log.Warn("commit failed", "partition", partition, "offset", last.Offset+1, "error", err.Error())
+			pending = last.Offset + 1
+			lag.Set(float64(max(0, last.HighWaterMark-last.Offset-1)))
+			idle := last.HighWaterMark <= last.Offset+1
+			if (idle || time.Since(lastCommit) >= commitEvery) && !commit() {
 				return
 			}
-			lag.Set(float64(max(0, last.HighWaterMark-last.Offset-1)))
 		}
 		if stop.Err() != nil {
 			return

@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dir := fs.String("out", filepath.Join("results", time.Now().UTC().Format("20060102T150405Z")), "results folder")
 	quick := fs.Bool("quick", false, "smaller runs (a smoke test of the bench itself)")
 	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB twice)")
+	only := fs.String("only", "", "run only these steps: ceiling,gateway,strategies,persistence")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	b.only = *only
 	defer b.close()
 	started := time.Now()
 	rep, err := b.all(ctx)

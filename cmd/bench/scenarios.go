@@ -44,6 +44,7 @@ type report struct {
 }
 
 type bench struct {
+	only   string // comma-separated steps to run ("" = all)
 	out    io.Writer
 	quick  bool
 	binlog bool
@@ -84,9 +85,15 @@ func (b *bench) n(full int) int {
 
 func (b *bench) all(ctx context.Context) (report, error) {
 	rep := report{Machine: machine(ctx)}
-	steps := []func(context.Context, *report) error{b.ceiling, b.trivialAndGateway, b.strategies, b.persistence}
+	steps := []struct {
+		name string
+		run  func(context.Context, *report) error
+	}{{"ceiling", b.ceiling}, {"gateway", b.trivialAndGateway}, {"strategies", b.strategies}, {"persistence", b.persistence}}
 	for _, step := range steps {
-		if err := step(ctx, &rep); err != nil {
+		if b.only != "" && !strings.Contains(b.only, step.name) {
+			continue
+		}
+		if err := step.run(ctx, &rep); err != nil {
 			return rep, err
 		}
 	}
@@ -431,7 +438,7 @@ type hotRow struct {
 }
 
 func (b *bench) hotrow(ctx context.Context, orders int) ([]hotRow, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(b.bin, "hotrow"), "-json", "-orders", strconv.Itoa(orders), "-batch", "200")
+	cmd := exec.CommandContext(ctx, filepath.Join(b.bin, "hotrow"), "-json", "-orders", strconv.Itoa(orders), "-batch", "500")
 	cmd.Env = os.Environ()
 	out, err := cmd.Output()
 	if err != nil {
@@ -457,7 +464,7 @@ func (b *bench) persistence(ctx context.Context, rep *report) error {
 		if err != nil {
 			return err
 		}
-		sc := &scenario{Name: "persistence, one hot row, batched (200/tx) vs one tx per order (" + mode + ")",
+		sc := &scenario{Name: "persistence, one hot row, batched (500/tx) vs one tx per order (" + mode + ")",
 			ThroughputPS: rows[0].PerSecond, Ratios: map[string]float64{"batched_over_one_update_per_order": rows[0].PerSecond / rows[1].PerSecond},
 			Extra: map[string]any{"one_tx_per_order_per_s": rows[1].PerSecond}}
 		b.logf("  %s: batched %.0f/s, per order %.0f/s", mode, rows[0].PerSecond, rows[1].PerSecond)

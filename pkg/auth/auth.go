@@ -3,6 +3,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,7 +34,7 @@ func NewVerifier(secret []byte, issuer, audience string, now func() time.Time) (
 	return &Verifier{
 		secret: secret,
 		now:    now,
-		cache:  newTokenCache(100_000),
+		cache:  newTokenCache(50_000),
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{method}),
 			jwt.WithExpirationRequired(),
@@ -70,11 +71,12 @@ func (v *Verifier) User(token string) (string, error) {
 }
 
 // tokenCache remembers verified tokens in two generations of at most max entries each:
-// when the current one is full the older one is dropped, so memory stays bounded.
+// when the current one is full the older one is dropped, so memory stays bounded. Keys are
+// the tokens' SHA-256, not the tokens: a fraction of the memory, and no credential kept.
 type tokenCache struct {
 	mu        sync.Mutex
 	max       int
-	cur, prev map[string]cachedUser
+	cur, prev map[[sha256.Size]byte]cachedUser
 }
 
 type cachedUser struct {
@@ -83,16 +85,17 @@ type cachedUser struct {
 }
 
 func newTokenCache(max int) *tokenCache {
-	return &tokenCache{max: max, cur: map[string]cachedUser{}, prev: map[string]cachedUser{}}
+	return &tokenCache{max: max, cur: map[[sha256.Size]byte]cachedUser{}, prev: map[[sha256.Size]byte]cachedUser{}}
 }
 
 func (c *tokenCache) get(token string, now time.Time) (string, bool) {
+	k := sha256.Sum256([]byte(token))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.cur[token]
+	e, ok := c.cur[k]
 	if !ok {
-		if e, ok = c.prev[token]; ok {
-			c.cur[token] = e
+		if e, ok = c.prev[k]; ok {
+			c.cur[k] = e
 		}
 	}
 	if !ok || !now.Before(e.exp) {
@@ -102,12 +105,13 @@ func (c *tokenCache) get(token string, now time.Time) (string, bool) {
 }
 
 func (c *tokenCache) put(token, user string, exp time.Time) {
+	k := sha256.Sum256([]byte(token))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.cur) >= c.max {
-		c.prev, c.cur = c.cur, make(map[string]cachedUser, len(c.cur))
+		c.prev, c.cur = c.cur, make(map[[sha256.Size]byte]cachedUser, len(c.cur))
 	}
-	c.cur[token] = cachedUser{user: user, exp: exp}
+	c.cur[k] = cachedUser{user: user, exp: exp}
 }
 
 // Signer issues user tokens (for the demo, tests, the load generator and the invariant

@@ -55,21 +55,20 @@ func EncodeGrab(g seckill.Grab) (kafka.Message, error) {
 
 // DecodeGrab parses a grab event and checks it is complete and consistent.
 func DecodeGrab(value []byte) (seckill.Grab, error) {
-	var probe struct {
+	// One pass: V is a pointer so "no version" and "version 0" differ; the version is
+	// checked before any other field is trusted.
+	var e struct {
 		V *int `json:"v"`
+		grabEvent
 	}
-	if err := json.Unmarshal(value, &probe); err != nil {
-		return seckill.Grab{}, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if probe.V == nil {
-		return seckill.Grab{}, fmt.Errorf("%w: no schema version", ErrMalformed)
-	}
-	if *probe.V != GrabV1 {
-		return seckill.Grab{}, fmt.Errorf("%w: %d", ErrUnknownVersion, *probe.V)
-	}
-	var e grabEvent
 	if err := json.Unmarshal(value, &e); err != nil {
 		return seckill.Grab{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if e.V == nil {
+		return seckill.Grab{}, fmt.Errorf("%w: no schema version", ErrMalformed)
+	}
+	if *e.V != GrabV1 {
+		return seckill.Grab{}, fmt.Errorf("%w: %d", ErrUnknownVersion, *e.V)
 	}
 	sid, pid, _, err := seckill.ParseRequestID(e.RequestID)
 	switch {

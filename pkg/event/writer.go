@@ -20,7 +20,7 @@ func NewWriter(brokers []string, topic string) (*kafka.Writer, error) {
 		Topic:                  topic,
 		Balancer:               &kafka.Hash{},
 		RequiredAcks:           kafka.RequireAll,
-		BatchTimeout:           2 * time.Millisecond,
+		BatchTimeout:           time.Millisecond,
 		BatchSize:              500,
 		MaxAttempts:            5,
 		WriteBackoffMin:        10 * time.Millisecond,
