@@ -35,6 +35,10 @@ test: stack-up vet
 chaos: stack-up
 	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
+# Benchmarks (about 5 minutes): results.json, results.md and chart.png under results/<time>/.
+bench: stack-up
+	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/bench $(BENCH_FLAGS)
+
 # Hot-row persistence: the consumer's batched transaction vs one transaction per order.
 hotrow: stack-up
 	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/hotrow

@@ -42,11 +42,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "smaller runs (a smoke test of the bench itself)")
 	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB twice)")
 	only := fs.String("only", "", "run only these steps: ceiling,gateway,strategies,persistence")
+	render := fs.String("render", "", "re-render results.md and chart.png from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *serve == "strategies" {
 		return serveStrategies(ctx, *addr, *dsn, *redisAddr, os.Getenv("SECKILL_JWT_SECRET"))
+	}
+	if *render != "" {
+		js, err := os.ReadFile(filepath.Join(*render, "results.json"))
+		if err != nil {
+			return err
+		}
+		var rep report
+		if err := json.Unmarshal(js, &rep); err != nil {
+			return err
+		}
+		return write(*render, rep, out)
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err

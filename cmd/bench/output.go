@@ -15,8 +15,8 @@ import (
 
 func (r report) markdown() string {
 	var b strings.Builder
-	b.WriteString("| scenario | throughput/s | p50 ms | p99 ms | p99.9 ms | oversold | ratios and notes |\n|---|---:|---:|---:|---:|---:|---|\n")
-	for _, s := range r.Scenarios {
+	b.WriteString("| # | scenario | throughput/s | p50 ms | p99 ms | p99.9 ms | oversold | ratios and notes |\n|---:|---|---:|---:|---:|---:|---:|---|\n")
+	for i, s := range r.Scenarios {
 		var notes []string
 		keys := make([]string, 0, len(s.Ratios))
 		for k := range s.Ratios {
@@ -37,7 +37,7 @@ func (r report) markdown() string {
 				}
 			}
 		}
-		b.WriteString(fmt.Sprintf("| %s | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", s.Name, s.ThroughputPS, s.P50ms, s.P99ms, s.P999ms,
+		b.WriteString(fmt.Sprintf("| %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", i+1, s.Name, s.ThroughputPS, s.P50ms, s.P99ms, s.P999ms,
 			s.Oversold, strings.Join(notes, "; ")))
 	}
 	keys := make([]string, 0, len(r.Machine))
