@@ -73,7 +73,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		writers[t] = w
 	}
 	// The order topic is keyed by request id: all events of one order on one partition.
-	writers[cfg.Topics.Order.Name].BatchSize = 1000
+	// kafka-go has no idempotent producer, so a write that times out may still land later
+	// (the broker was only paused) and a retry of it would land twice. The relay's writer
+	// therefore never retries by itself and waits long for an answer: a broker pause ends in
+	// one late acknowledgement, and only a real outage reaches the relay's recovery scan.
+	orders := writers[cfg.Topics.Order.Name]
+	orders.BatchSize, orders.MaxAttempts = 1000, 1
+	orders.WriteTimeout, orders.ReadTimeout = 30*time.Second, 30*time.Second
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

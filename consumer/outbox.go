@@ -145,7 +145,7 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 			Headers: []kafka.Header{{Key: eventIDHeader, Value: []byte(e.EventID)}, {Key: "schema", Value: []byte("order.v1")}}}
 		ids[i] = e.ID
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	err = r.writer.WriteMessages(wctx, msgs...)
 	cancel()
 	if err != nil {
