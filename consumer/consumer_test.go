@@ -37,30 +37,11 @@ type env struct {
 // newEnv creates a session×prize with dbStock in MySQL and redisStock loaded in Redis.
 func newEnv(t *testing.T, dbStock, redisStock, limit int) *env {
 	t.Helper()
-	dsn, db := stacktest.Migrated(t)
-	rdb := stacktest.Redis(t)
-	stacktest.CleanupKeys(t, rdb, db)
+	op := stacktest.NewOpenPrize(t, dbStock, redisStock, limit)
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 90*time.Second)
-	now := time.Now().UTC()
-	cat := store.NewCatalog(db, func() time.Time { return now })
-	act, err := cat.CreateActivity(ctx, seckill.Activity{Name: "consumer test", WindowStart: now.Add(-time.Minute),
-		WindowEnd: now.Add(time.Hour), Interval: time.Hour, SessionLength: time.Hour, PerUserLimit: limit,
-		Prizes: []seckill.Prize{{Name: "p", StockPerSession: dbStock}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions, _ := cat.Sessions(ctx, act.ID)
-	gate, err := stock.NewGate(ctx, rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := seckill.Stock{SessionID: sessions[0].ID, PrizeID: act.Prizes[0].ID, Total: redisStock, Left: redisStock, PerUserLimit: limit}
-	if _, err := gate.Load(ctx, []seckill.Stock{st}, now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	return &env{dsn: dsn, db: db, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
-		session: sessions[0].ID, prize: act.Prizes[0].ID, ctx: ctx}
+	return &env{dsn: op.DSN, db: op.DB, rdb: op.Redis, gate: op.Gate, brokers: brokers, topics: topics,
+		session: op.SessionID, prize: op.PrizeID, ctx: ctx}
 }
 
 // admit reserves n grabs in Redis (users u0..u(n-1)) and returns their grab messages.

@@ -19,7 +19,6 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
-	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // recEnv is an open session×prize on the real stack, with its own topics, consumer group
@@ -42,33 +41,14 @@ type recEnv struct {
 
 func newRecEnv(t *testing.T, dbStock, limit int) *recEnv {
 	t.Helper()
-	dsn, db := stacktest.Migrated(t)
-	rdb := stacktest.Redis(t)
-	stacktest.CleanupKeys(t, rdb, db)
+	op := stacktest.NewOpenPrize(t, dbStock, dbStock, limit)
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 3*time.Minute)
-	now := time.Now().UTC()
-	cat := storeCatalog(db, now)
-	act, err := cat.CreateActivity(ctx, seckill.Activity{Name: "reconciler test", WindowStart: now.Add(-time.Minute),
-		WindowEnd: now.Add(time.Hour), Interval: time.Hour, SessionLength: time.Hour, PerUserLimit: limit,
-		Prizes: []seckill.Prize{{Name: "p", StockPerSession: dbStock}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions, _ := cat.Sessions(ctx, act.ID)
-	gate, err := stock.NewGate(ctx, rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := seckill.Stock{SessionID: sessions[0].ID, PrizeID: act.Prizes[0].ID, Total: dbStock, Left: dbStock, PerUserLimit: limit}
-	if _, err := gate.Load(ctx, []seckill.Stock{st}, now.Add(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
 	id := stacktest.ID(t)
-	e := &recEnv{t: t, dsn: dsn, db: db, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
-		session: st.SessionID, prize: st.PrizeID, ctx: ctx,
+	e := &recEnv{t: t, dsn: op.DSN, db: op.DB, rdb: op.Redis, gate: op.Gate, brokers: brokers, topics: topics,
+		session: op.SessionID, prize: op.PrizeID, ctx: ctx,
 		env: map[string]string{
-			"SECKILL_MYSQL_DSN":          dsn,
+			"SECKILL_MYSQL_DSN":          op.DSN,
 			"SECKILL_TOPIC_PREFIX":       strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
 			"SECKILL_CONSUMER_GROUP":     "t-orders-" + id,
 			"SECKILL_COMPENSATION_GROUP": "t-comp-" + id,
@@ -446,8 +426,4 @@ func TestKilledMidRunNextRunFinishes(t *testing.T) {
 	if e.redisLeft() != 8 || e.dbLeft() != 8 {
 		t.Fatalf("redis left %d, db left %d, want 8", e.redisLeft(), e.dbLeft())
 	}
-}
-
-func storeCatalog(db *gorm.DB, now time.Time) *store.Catalog {
-	return store.NewCatalog(db, func() time.Time { return now })
 }

@@ -94,6 +94,14 @@ type Proxy struct {
 	rng     *rand.Rand
 	delayed int
 	armed   bool
+	next    bool
+}
+
+// HoldNext holds back the very next reply, armed or not (a deterministic lost reply).
+func (p *Proxy) HoldNext() {
+	p.mu.Lock()
+	p.next = true
+	p.mu.Unlock()
 }
 
 // Arm starts (or stops) delaying replies; a new proxy forwards without delay, so the
@@ -131,7 +139,8 @@ func (p *Proxy) Close() error { return p.ln.Close() }
 func (p *Proxy) hold() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.armed && p.rng.Float64() < p.frac {
+	if p.next || (p.armed && p.rng.Float64() < p.frac) {
+		p.next = false
 		p.delayed++
 		return true
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -226,4 +227,45 @@ func CleanupKeys(tb testing.TB, rdb *redis.Client, db *gorm.DB) {
 			rdb.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
 		}
 	})
+}
+
+// OpenPrize is the one prize of a fresh test activity whose only session is open now, with
+// redisStock loaded into the gate (dbStock in MySQL: the two differ to test drift).
+type OpenPrize struct {
+	DSN       string
+	DB        *gorm.DB
+	Redis     *redis.Client
+	Gate      *stock.Gate
+	SessionID int64
+	PrizeID   int64
+}
+
+// NewOpenPrize creates it on a migrated test database; its keys are removed at the end.
+func NewOpenPrize(tb testing.TB, dbStock, redisStock, limit int) *OpenPrize {
+	tb.Helper()
+	dsn, db := Migrated(tb)
+	rdb := Redis(tb)
+	CleanupKeys(tb, rdb, db)
+	ctx := Context(tb, 30*time.Second)
+	now := time.Now().UTC()
+	cat := store.NewCatalog(db, func() time.Time { return now })
+	act, err := cat.CreateActivity(ctx, seckill.Activity{Name: "test sale", WindowStart: now.Add(-time.Minute),
+		WindowEnd: now.Add(time.Hour), Interval: time.Hour, SessionLength: time.Hour, PerUserLimit: limit,
+		Prizes: []seckill.Prize{{Name: "p", StockPerSession: dbStock}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sessions, err := cat.Sessions(ctx, act.ID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st := seckill.Stock{SessionID: sessions[0].ID, PrizeID: act.Prizes[0].ID, Total: redisStock, Left: redisStock, PerUserLimit: limit}
+	if _, err := gate.Load(ctx, []seckill.Stock{st}, now.Add(2*time.Hour)); err != nil {
+		tb.Fatal(err)
+	}
+	return &OpenPrize{DSN: dsn, DB: db, Redis: rdb, Gate: gate, SessionID: st.SessionID, PrizeID: st.PrizeID}
 }

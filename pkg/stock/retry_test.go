@@ -1,68 +1,15 @@
 package stock_test
 
 import (
-	"io"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-pipeline/seckill/pkg/harness"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
-
-// slowReplyProxy forwards TCP to Redis and, when armed, holds back the next reply longer
-// than the client's read timeout: the command ran in Redis, but the client never hears.
-type slowReplyProxy struct {
-	ln    net.Listener
-	arm   atomic.Bool
-	delay time.Duration
-}
-
-func newSlowReplyProxy(t *testing.T, target string, delay time.Duration) *slowReplyProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &slowReplyProxy{ln: ln, delay: delay}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 {
-						if p.arm.CompareAndSwap(true, false) {
-							time.Sleep(p.delay)
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return p
-}
 
 // go-redis retries a command whose reply timed out, EVALSHA included. The admission script
 // is idempotent on the request id, so the retry returns the first verdict and the stock is
@@ -74,8 +21,12 @@ func TestLostReplyRetryDoesNotDoubleDeduct(t *testing.T) {
 
 func lostReply(t *testing.T, opts ...stock.Option) {
 	direct := stacktest.Redis(t)
-	proxy := newSlowReplyProxy(t, stacktest.RedisAddr(), 600*time.Millisecond)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), ReadTimeout: 150 * time.Millisecond,
+	proxy, err := harness.NewProxy(stacktest.RedisAddr(), 1, 0, 600*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 150 * time.Millisecond,
 		MaxRetries: 3, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := stacktest.Context(t, 30*time.Second)
@@ -87,12 +38,12 @@ func lostReply(t *testing.T, opts ...stock.Option) {
 	sid := testSession(t)
 	load(t, g, direct, ctx, sid, 1, 10, 1)
 
-	proxy.arm.Store(true)
+	proxy.HoldNext()
 	v, err := g.Reserve(ctx, grab(sid, 1, "alice", "alice-key-0001"))
 	if err != nil {
 		t.Fatalf("reserve through a lost reply: %v", err)
 	}
-	if proxy.arm.Load() {
+	if proxy.Delayed() != 1 {
 		t.Fatal("the proxy never delayed a reply: the test did not exercise a retry")
 	}
 	// The first attempt admitted; the client only heard the retry's answer.
