@@ -57,13 +57,12 @@ type group struct {
 // Process handles msgs, which come from one partition in offset order.
 func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 	var groups []*group
+	var poison []poisonMsg
 	index := map[prizeKey]*group{}
 	for _, m := range msgs {
 		g, err := event.DecodeGrab(m.Value)
 		if err != nil {
-			if err := p.sendDeadLetter(ctx, err, m); err != nil {
-				return err
-			}
+			poison = append(poison, poisonMsg{cause: err, msg: m})
 			continue
 		}
 		k := prizeKey{g.SessionID, g.PrizeID}
@@ -73,6 +72,11 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 		}
 		index[k].grabs = append(index[k].grabs, g)
 		index[k].msgs = append(index[k].msgs, m)
+	}
+	// Dead letters of the whole batch go out in one produce, before the offsets can be
+	// committed: a flood of poison must not cost a Kafka round trip per message.
+	if err := p.sendDeadLetters(ctx, poison); err != nil {
+		return err
 	}
 	var settle []stock.SettleBatch
 	for _, g := range groups {
@@ -119,10 +123,12 @@ func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult
 		}
 		switch act {
 		case deadLetter:
-			for _, m := range g.msgs {
-				if err := p.sendDeadLetter(ctx, err, m); err != nil {
-					return nil, err
-				}
+			dls := make([]poisonMsg, len(g.msgs))
+			for i, m := range g.msgs {
+				dls[i] = poisonMsg{cause: err, msg: m}
+			}
+			if err := p.sendDeadLetters(ctx, dls); err != nil {
+				return nil, err
 			}
 			return nil, nil
 		case compensate:
@@ -173,17 +179,30 @@ func origin(m kafka.Message) []kafka.Header {
 	}
 }
 
-// sendDeadLetter publishes a message that can never be processed, with why and where it
-// came from. It retries until Kafka acknowledges or ctx ends (then the batch is not
-// committed and comes back).
-func (p *processor) sendDeadLetter(ctx context.Context, cause error, m kafka.Message) error {
-	dl := kafka.Message{Key: m.Key, Value: m.Value,
-		Headers: append(origin(m), kafka.Header{Key: "error", Value: []byte(cause.Error())})}
-	if err := p.produce(ctx, p.deadLetter, dl); err != nil {
-		return fmt.Errorf("dead-letter offset %d: %w", m.Offset, err)
+// poisonMsg is a message that can never be processed, and why.
+type poisonMsg struct {
+	cause error
+	msg   kafka.Message
+}
+
+// sendDeadLetters publishes messages that can never be processed, each with why and where
+// it came from, in one produce. It retries until Kafka acknowledges or ctx ends (then the
+// batch is not committed and comes back).
+func (p *processor) sendDeadLetters(ctx context.Context, dls []poisonMsg) error {
+	if len(dls) == 0 {
+		return nil
 	}
-	p.metrics.deadLetters.Inc()
-	p.log.Warn("dead-lettered", "partition", m.Partition, "offset", m.Offset, "error", cause.Error())
+	out := make([]kafka.Message, len(dls))
+	for i, d := range dls {
+		out[i] = kafka.Message{Key: d.msg.Key, Value: d.msg.Value,
+			Headers: append(origin(d.msg), kafka.Header{Key: "error", Value: []byte(d.cause.Error())})}
+	}
+	if err := p.produce(ctx, p.deadLetter, out...); err != nil {
+		return fmt.Errorf("dead-letter %d messages from offset %d: %w", len(dls), dls[0].msg.Offset, err)
+	}
+	p.metrics.deadLetters.Add(float64(len(dls)))
+	p.log.Warn("dead-lettered", "count", len(dls), "partition", dls[0].msg.Partition,
+		"first_offset", dls[0].msg.Offset, "error", dls[0].cause.Error())
 	return nil
 }
 
