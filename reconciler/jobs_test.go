@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -167,7 +168,7 @@ func (e *recEnv) redisLeft() int64 {
 func (e *recEnv) once() (report, error) {
 	e.t.Helper()
 	var out bytes.Buffer
-	err := run(e.ctx, []string{"--once", "--json"}, stacktest.Getenv(e.env), &out)
+	err := run(e.ctx, []string{"--once", "--json"}, stacktest.Getenv(e.env), &out, io.Discard)
 	var rep report
 	line := out.String()
 	if i := strings.LastIndex(strings.TrimSpace(line), "\n"); i >= 0 {

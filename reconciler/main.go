@@ -32,7 +32,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, errFoundProblems) {
 			os.Exit(2)
 		}
@@ -44,7 +44,9 @@ func main() {
 // errFoundProblems makes --once exit non-zero so a cron scheduler alerts.
 var errFoundProblems = errors.New("reconcile run found problems it could not fix")
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// run writes reports to stdout. Logs go to stdout too in scheduler mode (JSON lines for the
+// log pipeline) and to stderr with --once, so the report is all a cron job's stdout holds.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	once := fs.Bool("once", false, "run once, print the report and exit (for cron / Kubernetes CronJob)")
@@ -59,7 +61,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logOut := stdout
+	if *once {
+		logOut = stderr
+	}
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
 	db, err := store.Open(ctx, cfg.MySQLDSN)
 	if err != nil {

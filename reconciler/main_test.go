@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestReconcilerStartsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, getenv, &out) }()
+	go func() { done <- run(ctx, nil, getenv, &out, io.Discard) }()
 	stacktest.WaitHTTP(t, "http://"+addr+"/healthz", 20*time.Second)
 	stacktest.WaitHTTP(t, "http://"+addr+"/readyz", 20*time.Second)
 	cancel()
@@ -56,7 +57,7 @@ func TestOncePreheatsDueSessionsAndOneActs(t *testing.T) {
 		"SECKILL_RECONCILER_LEASE": "t-" + stacktest.ID(t)})
 
 	var out bytes.Buffer
-	if err := run(ctx, []string{"--once", "--json"}, getenv, &out); err != nil {
+	if err := run(ctx, []string{"--once", "--json"}, getenv, &out, io.Discard); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	var rep report
@@ -74,7 +75,7 @@ func TestOncePreheatsDueSessionsAndOneActs(t *testing.T) {
 		t.Fatal("second session preheated 30 minutes early")
 	}
 	out.Reset()
-	if err := run(ctx, []string{"--once"}, getenv, &out); err != nil {
+	if err := run(ctx, []string{"--once"}, getenv, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "keys_kept=2") || !strings.Contains(out.String(), "keys_loaded=0") {
@@ -105,7 +106,7 @@ func TestOnceBusyLeaseActsNot(t *testing.T) {
 	}
 	defer l.Release(ctx, h)
 	var out bytes.Buffer
-	if err := run(ctx, []string{"--once"}, stacktest.Getenv(map[string]string{"SECKILL_RECONCILER_LEASE": name}), &out); err != nil {
+	if err := run(ctx, []string{"--once"}, stacktest.Getenv(map[string]string{"SECKILL_RECONCILER_LEASE": name}), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "lease busy") {
