@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 // listeners, and stops cleanly when its context ends (what SIGTERM does in main).
 func TestGatewayStartsAndStops(t *testing.T) {
 	stacktest.Redis(t)
+	dsn, _ := stacktest.Migrated(t)
 	pub, adm := stacktest.FreeAddr(t), stacktest.FreeAddr(t)
 	getenv := stacktest.Getenv(map[string]string{
+		"SECKILL_MYSQL_DSN":    dsn,
 		"SECKILL_GATEWAY_ADDR": pub, "SECKILL_ADMIN_ADDR": adm,
 		"SECKILL_ADMIN_TOKEN": "test-admin-token-0123456789",
 		"SECKILL_JWT_SECRET":  "test-jwt-secret-0123456789-0123456789",
@@ -24,6 +27,7 @@ func TestGatewayStartsAndStops(t *testing.T) {
 	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, getenv, &out) }()
+	exitedEarly(t, done, &out)
 
 	for _, addr := range []string{pub, adm} {
 		stacktest.WaitHTTP(t, "http://"+addr+"/healthz", 20*time.Second)
@@ -51,6 +55,34 @@ func TestGatewayStartsAndStops(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("gateway did not stop within 20s")
+	}
+}
+
+// exitedEarly fails the test with run's error if it returns during start-up, instead of
+// letting a readiness wait time out without saying why.
+func exitedEarly(t *testing.T, done chan error, out *bytes.Buffer) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("run returned during start-up: %v\n%s", err, out.String())
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// A database without the schema is refused at start with a clear error (migrations are an
+// explicit step, never a side effect of starting).
+func TestGatewayRefusesUnmigratedDatabase(t *testing.T) {
+	stacktest.Redis(t)
+	dsn, _ := stacktest.MySQL(t)
+	getenv := stacktest.Getenv(map[string]string{
+		"SECKILL_MYSQL_DSN":    dsn,
+		"SECKILL_GATEWAY_ADDR": stacktest.FreeAddr(t), "SECKILL_ADMIN_ADDR": stacktest.FreeAddr(t),
+		"SECKILL_ADMIN_TOKEN": "test-admin-token-0123456789",
+		"SECKILL_JWT_SECRET":  "test-jwt-secret-0123456789-0123456789",
+	})
+	err := run(context.Background(), getenv, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "schedule") {
+		t.Fatalf("run on an unmigrated database: %v", err)
 	}
 }
 

@@ -18,8 +18,10 @@ import (
 
 func TestReconcilerStartsAndStops(t *testing.T) {
 	stacktest.Redis(t)
+	dsn, _ := stacktest.Migrated(t)
 	addr := stacktest.FreeAddr(t)
-	getenv := stacktest.Getenv(map[string]string{"SECKILL_RECONCILER_ADDR": addr, "SECKILL_RECONCILER_LEASE": "t-" + stacktest.ID(t)})
+	getenv := stacktest.Getenv(map[string]string{"SECKILL_RECONCILER_ADDR": addr, "SECKILL_MYSQL_DSN": dsn,
+		"SECKILL_RECONCILER_LEASE": "t-" + stacktest.ID(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	done := make(chan error, 1)
