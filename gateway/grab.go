@@ -216,8 +216,12 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	g := seckill.Grab{RequestID: seckill.RequestID(in.SessionID, in.PrizeID, in.Key), UserID: user,
 		SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
 
+	// The verdict is awaited even if the client goes away: once the script may have run,
+	// the gateway must know, so an admitted grab is always published.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
 	start := time.Now()
-	v, err := a.gate.Reserve(r.Context(), g)
+	v, err := a.gate.Reserve(rctx, g)
 	a.metrics.redis.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("reserve").Inc()
@@ -230,6 +234,12 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		a.metrics.grabs.WithLabelValues("admitted").Inc()
 		writeJSON(w, http.StatusAccepted, grabView{RequestID: g.RequestID, Status: "queued"})
 	case stock.Seen:
+		// Still queued: the first attempt may never have reached Kafka (its reply was lost
+		// and go-redis retried, or the client retried after a 503). Publishing again is
+		// harmless (the consumer dedupes by request id) and does not wait for the reconciler.
+		if v.State.State == "queued" {
+			a.publish(r.Context(), g)
+		}
 		a.metrics.grabs.WithLabelValues("repeat").Inc()
 		writeJSON(w, http.StatusAccepted, viewOf(g.RequestID, v.State))
 	case stock.Limit:

@@ -147,6 +147,9 @@ func (j compensationJob) replay(ctx context.Context, batch []kafka.Message, sum 
 			time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
 		}
 		if errors.Is(err, store.ErrNoStockRow) {
+			if err := j.deadLetterGrabs(ctx, groups[k], err); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
@@ -176,13 +179,35 @@ func (j compensationJob) replay(ctx context.Context, batch []kafka.Message, sum 
 	return nil
 }
 
+// deadLetterGrabs sends grabs that can never be persisted (no such stock row) to the
+// dead-letter topic, so they leave the compensation topic with a trace.
+func (j compensationJob) deadLetterGrabs(ctx context.Context, grabs []seckill.Grab, cause error) error {
+	msgs := make([]kafka.Message, 0, len(grabs))
+	for _, g := range grabs {
+		m, err := event.EncodeGrab(g)
+		if err != nil {
+			return err
+		}
+		m.Headers = append(m.Headers, kafka.Header{Key: "error", Value: []byte(cause.Error())},
+			kafka.Header{Key: "origin-topic", Value: []byte(j.topics.Compensation.Name)})
+		msgs = append(msgs, m)
+	}
+	if err := j.deadLtr.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("dead-letter %d compensation events: %w", len(msgs), err)
+	}
+	return nil
+}
+
 // ---------------------------------------------------------------- rebuild after loss
 
 // rebuildJob restores the keys of open sessions that Redis lost (restart without data,
 // FLUSHALL). Admission for those prizes is paused meanwhile (the gateway answers 503 while
 // the key is absent). It rebuilds only once the consumers caught up on the prize's
 // partition, so the database it copies holds every admitted grab that reached Kafka.
-type rebuildJob struct{ *deps }
+type rebuildJob struct {
+	*deps
+	compensationBacklog func() int64 // from this run's compensation job
+}
 
 func (rebuildJob) Name() string { return "rebuild" }
 
@@ -214,6 +239,12 @@ func (j rebuildJob) Run(ctx context.Context, _ int64) (result, error) {
 	sum["missing"] = int64(len(missing))
 	if len(missing) == 0 {
 		return result{Summary: sum}, nil
+	}
+	// Grabs waiting on the compensation topic are admitted but not in MySQL yet: rebuilding
+	// before they are replayed would hand their stock out a second time.
+	if j.compensationBacklog() > 0 {
+		sum["waiting_for_consumers"] = int64(len(missing))
+		return result{Summary: sum}, fmt.Errorf("%d session×prizes have no keys; waiting for the compensation backlog to be replayed", len(missing))
 	}
 	ready, err := waitCaughtUp(ctx, j.lag, j.group, j.topics.Grab, missing, j.catchUp)
 	if err != nil {
@@ -266,10 +297,7 @@ func (j rebuildJob) rebuild(ctx context.Context, s scope) error {
 // settled in Redis (the consumer could not reach Redis). One with no order and nothing in
 // flight on its partition was admitted but never reached Kafka (produce failed, gateway
 // killed): it is re-published, and the consumer dedupes if it was there after all.
-type staleJob struct {
-	*deps
-	compensationBacklog func() int64 // from this run's compensation job
-}
+type staleJob struct{ *deps }
 
 func (staleJob) Name() string { return "stale" }
 
@@ -299,10 +327,13 @@ func (j staleJob) Run(ctx context.Context, _ int64) (result, error) {
 			continue
 		}
 		sum["stale"] += int64(len(old))
-		// While events of this prize may still be on their way (consumer lag, compensation
-		// backlog), old reservations are neither settled nor re-published: the consumer will
-		// do both. Checking them against MySQL every run would only load the database.
-		if flight.pending(s.stock.SessionID, s.stock.PrizeID) > 0 || j.compensationBacklog() > 0 {
+		// While events of this prize may still be on their way (consumer lag), old
+		// reservations are neither settled nor re-published: the consumer will do both, and
+		// checking them against MySQL every run would only load the database. The
+		// compensation backlog is no reason to wait: re-publishing a grab that also sits
+		// there is harmless (request ids dedupe), and one stuck message must not stop every
+		// prize's recovery.
+		if flight.pending(s.stock.SessionID, s.stock.PrizeID) > 0 {
 			sum["in_flight"] += int64(len(old))
 			continue
 		}
@@ -394,15 +425,18 @@ func (j driftJob) Run(ctx context.Context, _ int64) (result, error) {
 			continue
 		}
 		sum["checked"]++
-		st, err := j.catalog.Stock(ctx, sid, pid)
-		if err != nil {
-			return result{Summary: sum}, err
-		}
 		rids := make([]string, len(v.Reserved))
 		for i, r := range v.Reserved {
 			rids[i] = r.RequestID
 		}
+		// Which reservations are orders is read before left_stock: an order committed in
+		// between then shows as pending and lowers left, so the expectation errs low (fewer
+		// admissions, corrected next run), never high (which could admit what MySQL refuses).
 		existing, err := j.orders.Existing(ctx, rids)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+		st, err := j.catalog.Stock(ctx, sid, pid)
 		if err != nil {
 			return result{Summary: sum}, err
 		}

@@ -120,8 +120,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		jobs: []job{
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
 			backlogTap{job: comp, backlog: &lastBacklog},
-			rebuildJob{deps: d},
-			staleJob{deps: d, compensationBacklog: func() int64 { return lastBacklog }},
+			rebuildJob{deps: d, compensationBacklog: func() int64 { return lastBacklog }},
+			staleJob{deps: d},
 			driftJob{deps: d},
 			lifecycleJob{deps: d},
 		},
@@ -184,7 +184,7 @@ func schedule(ctx context.Context, r *runner, every time.Duration, log *slog.Log
 }
 
 // backlogTap passes a job through and remembers the compensation backlog it left, so the
-// stale job does not re-publish what is merely waiting on the compensation topic.
+// rebuild job does not recreate keys while admitted grabs still wait on that topic.
 type backlogTap struct {
 	job
 	backlog *int64
