@@ -199,7 +199,10 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "the session has no such prize")
 		return
 	}
-	if a.soldOut.Flagged(in.SessionID, in.PrizeID, now) {
+	// The flag answers only requests that cannot be repeats: a client's Idempotency-Key may
+	// belong to a grab admitted before the sell-out (its 202 lost on the way), and that
+	// client must hear "queued" again, not "sold out". Keyed requests ask Redis.
+	if in.Key == "" && a.soldOut.Flagged(in.SessionID, in.PrizeID, now) {
 		a.metrics.soldOutHits.Inc()
 		a.metrics.grabs.WithLabelValues("sold_out").Inc()
 		writeError(w, http.StatusConflict, "sold_out", "sold out")

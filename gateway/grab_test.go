@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
@@ -172,7 +173,12 @@ func TestGrabAnswers(t *testing.T) {
 		t.Fatalf("generated request id %v: %v", gen.body["request_id"], err)
 	}
 	expect(t, "sold out", e.grab(t, e.open, e.prizeA, "carol", "carol-key-001"), 409, "sold_out")
-	expect(t, "sold out from the flag", e.grab(t, e.open, e.prizeA, "dave", "dave-key-0001"), 409, "sold_out")
+	expect(t, "sold out from the flag", e.grab(t, e.open, e.prizeA, "dave", ""), 409, "sold_out")
+	if hits := testutil.ToFloat64(e.api.metrics.soldOutHits); hits != 1 {
+		t.Fatalf("sold-out flag answered %v times, want 1", hits)
+	}
+	// A repeat of a grab admitted before the sell-out is not answered "sold out".
+	expect(t, "admitted key after sold out", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001"), 202, "")
 	expect(t, "not loaded", e.grab(t, e.open, e.prizeB, "alice", "alice-key-0003"), 503, "not_loaded")
 	expect(t, "not open yet", e.grab(t, e.later, e.prizeA, "alice", "alice-key-0004"), 409, "not_open")
 	expect(t, "unknown session", e.grab(t, seckill.Session{ID: 1}, e.prizeA, "alice", "alice-key-0005"), 409, "not_open")
