@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/harness"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -99,38 +100,14 @@ func (e *env) count(t *testing.T, where string, args ...any) int64 {
 	return n
 }
 
-// readAll reads every message of a topic (all partitions) currently there.
-func readAll(t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
+// readAll reads every message a topic holds now.
+func readAll(t *testing.T, brokers []string, topic event.Topic) []kafka.Message {
 	t.Helper()
-	ctx := stacktest.Context(t, 30*time.Second)
-	var out []kafka.Message
-	for p := range partitions {
-		conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 50 * time.Millisecond})
-		for {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, m)
-			if m.Offset >= last-1 {
-				break
-			}
-		}
-		r.Close()
+	msgs, err := harness.ReadTopic(stacktest.Context(t, 30*time.Second), brokers, topic)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return msgs
 }
 
 func TestRedeliveryChangesNothing(t *testing.T) {
@@ -217,7 +194,7 @@ func TestConflictStormCompensates(t *testing.T) {
 	if n := e.count(t, "1=1"); n != 0 {
 		t.Fatalf("%d orders written during a storm that never let a transaction through", n)
 	}
-	comp := readAll(t, e.brokers, e.topics.Compensation.Name, e.topics.Compensation.Partitions)
+	comp := readAll(t, e.brokers, e.topics.Compensation)
 	if len(comp) != 4 {
 		t.Fatalf("%d compensation events, want 4", len(comp))
 	}
@@ -226,12 +203,10 @@ func TestConflictStormCompensates(t *testing.T) {
 			t.Fatalf("compensation message %s headers %v: %v", m.Value, m.Headers, err)
 		}
 	}
-	if left, v := e.stock(t); left != 10 || v != uint64ToInt(bumps.Load()) {
+	if left, v := e.stock(t); left != 10 || v != bumps.Load() {
 		t.Fatalf("stock %d v%d: the storm's bumps only, no deduction", left, v)
 	}
 }
-
-func uint64ToInt(n int64) int64 { return n }
 
 func header(m kafka.Message, k string) string {
 	for _, h := range m.Headers {
@@ -278,7 +253,7 @@ func TestPoisonIsDeadLetteredAndGoodOnesPersist(t *testing.T) {
 	if n := e.count(t, "status = 'succeeded'"); n != 2 {
 		t.Fatalf("%d orders, want 2", n)
 	}
-	dl := readAll(t, e.brokers, e.topics.DeadLetter.Name, e.topics.DeadLetter.Partitions)
+	dl := readAll(t, e.brokers, e.topics.DeadLetter)
 	if len(dl) != 1 || string(dl[0].Value) != `{"v":9}` || header(dl[0], "origin-offset") != "7" ||
 		header(dl[0], "origin-topic") != e.topics.Grab.Name || header(dl[0], "error") == "" {
 		t.Fatalf("dead letters %v", dl)
@@ -333,7 +308,7 @@ func TestOrderEventsExactlyOncePerOrder(t *testing.T) {
 	if err := relay.relay(rctx, alwaysHeld); err != nil && rctx.Err() == nil {
 		t.Fatal(err)
 	}
-	events := readAll(t, e.brokers, e.topics.Order.Name, e.topics.Order.Partitions)
+	events := readAll(t, e.brokers, e.topics.Order)
 	byOrder := map[int64][]string{}
 	types := map[string]int{}
 	for _, m := range events {

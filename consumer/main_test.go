@@ -87,10 +87,10 @@ func TestConsumerEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("consumer did not stop within 30s")
 	}
-	if n := len(readAll(t, e.brokers, e.topics.DeadLetter.Name, 1)); n != 1 {
+	if n := len(readAll(t, e.brokers, e.topics.DeadLetter)); n != 1 {
 		t.Fatalf("%d dead letters, want 1", n)
 	}
-	if n := len(readAll(t, e.brokers, e.topics.Order.Name, e.topics.Order.Partitions)); n != 6 {
+	if n := len(readAll(t, e.brokers, e.topics.Order)); n != 6 {
 		t.Fatalf("%d order events, want 6", n)
 	}
 	if snap, _ := e.gate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}}); snap[0].Pending != 0 {

@@ -193,8 +193,8 @@ type backlogTap struct {
 func (b backlogTap) Run(ctx context.Context, fence int64) (result, error) {
 	res, err := b.job.Run(ctx, fence)
 	*b.backlog = res.Summary["backlog"]
-	if err != nil && res.Summary == nil {
-		*b.backlog = 1 // unknown: be careful
+	if err != nil {
+		*b.backlog = max(*b.backlog, 1) // unknown after an error: assume grabs still wait there
 	}
 	return res, err
 }

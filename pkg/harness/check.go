@@ -109,11 +109,7 @@ func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
 	for i, p := range c.Prizes {
 		ids[i] = [2]int64{c.Session.ID, p.ID}
 	}
-	gate, err := stock.NewGate(ctx, c.Redis)
-	if err != nil {
-		return nil, err
-	}
-	return gate.Snapshots(ctx, ids)
+	return c.Gate.Snapshots(ctx, ids)
 }
 
 // Verify checks I1–I4 and the order topic against the recorded answers.

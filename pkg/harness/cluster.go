@@ -47,6 +47,7 @@ type Cluster struct {
 	Brokers []string
 	Topics  event.Topics
 	Admin   *event.Admin
+	Gate    *stock.Gate
 	Session seckill.Session
 	Prizes  []seckill.Prize
 	Signer  *auth.Signer
@@ -157,11 +158,10 @@ func (c *Cluster) setup(ctx context.Context) error {
 		return err
 	}
 	c.Session = sessions[0]
-	gate, err := stock.NewGate(ctx, c.Redis)
-	if err != nil {
+	if c.Gate, err = stock.NewGate(ctx, c.Redis); err != nil {
 		return err
 	}
-	if _, err := preheat.New(cat, gate, time.Hour, time.Now).Session(ctx, c.Session.ID); err != nil {
+	if _, err := preheat.New(cat, c.Gate, time.Hour, time.Now).Session(ctx, c.Session.ID); err != nil {
 		return err
 	}
 
