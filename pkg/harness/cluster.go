@@ -113,7 +113,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 		return err
 	}
 	cfg.DBName = "seckill_chaos_" + c.ID
-	if err := c.base.Exec("CREATE DATABASE `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin").Error; err != nil {
+	if err := c.base.Exec("CREATE DATABASE `" + cfg.DBName + "`").Error; err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
 	c.DSN = cfg.FormatDSN()

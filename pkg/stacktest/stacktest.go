@@ -95,7 +95,7 @@ func MySQL(tb testing.TB) (string, *gorm.DB) {
 		tb.Fatalf("parse SECKILL_MYSQL_DSN: %v", err)
 	}
 	cfg.DBName = "seckill_t_" + ID(tb)
-	if err := base.WithContext(ctx).Exec("CREATE DATABASE `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin").Error; err != nil {
+	if err := base.WithContext(ctx).Exec("CREATE DATABASE `" + cfg.DBName + "`").Error; err != nil {
 		tb.Fatalf("create test database: %v", err)
 	}
 	tb.Cleanup(func() {

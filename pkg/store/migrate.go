@@ -138,5 +138,48 @@ func Migrate(ctx context.Context, db *gorm.DB) ([]int, error) {
 		}
 		applied = append(applied, m.Version)
 	}
+	if err := VerifyCollation(ctx, conn); err != nil {
+		return applied, err
+	}
 	return applied, nil
+}
+
+// identifierCollation is what every text column of the schema must compare with: bytes, so
+// "abc" and "ABC" are two request ids and "Bob" and "bob" two users, as they are in Redis.
+const identifierCollation = "utf8mb4_bin"
+
+// querier is the one call VerifyCollation needs (a *sql.Conn or *sql.DB).
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// VerifyCollation refuses a schema whose text columns do not all use utf8mb4_bin: a column
+// left on a server's case-insensitive default would merge identifiers that Redis keeps apart
+// (see migration 0004). It names every offending column.
+func VerifyCollation(ctx context.Context, q querier) error {
+	rows, err := q.QueryContext(ctx, `SELECT TABLE_NAME, COLUMN_NAME, COLLATION_NAME
+		FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND COLLATION_NAME IS NOT NULL
+		  AND COLLATION_NAME <> ? AND TABLE_NAME <> 'schema_migrations'
+		ORDER BY TABLE_NAME, ORDINAL_POSITION`, identifierCollation)
+	if err != nil {
+		return fmt.Errorf("verify collations: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var table, column, collation string
+		if err := rows.Scan(&table, &column, &collation); err != nil {
+			return fmt.Errorf("verify collations: %w", err)
+		}
+		bad = append(bad, fmt.Sprintf("%s.%s (%s)", table, column, collation))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("verify collations: %w", err)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("schema check: text columns must use %s, found %s; run `ALTER TABLE <t> CONVERT TO CHARACTER SET utf8mb4 COLLATE %s` or re-run migration 0004",
+			identifierCollation, strings.Join(bad, ", "), identifierCollation)
+	}
+	return nil
 }
