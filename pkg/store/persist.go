@@ -283,8 +283,15 @@ func IsUnavailable(err error) bool {
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
-		// 1053 server shutdown, 1927 connection killed, 2006/2013 gone away / lost.
-		return me.Number == 1053 || me.Number == 1927 || me.Number == 2006 || me.Number == 2013
+		// 1053 server shutdown, 1927 connection killed, 2006/2013 gone away / lost; and a
+		// server that cannot take writes for now: 1040 too many connections, 1290 running
+		// with --read-only (or another option that forbids the statement), 1836 read-only
+		// mode (a primary demoted during a failover). Retrying later is right for all.
+		switch me.Number {
+		case 1040, 1053, 1290, 1836, 1927, 2006, 2013:
+			return true
+		}
+		return false
 	}
 	var ne net.Error
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
