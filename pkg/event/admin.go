@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 )
 
-// Admin runs the few cluster-level calls the pipeline needs: probing readiness and
-// creating topics idempotently.
+// Admin runs the few cluster-level calls the pipeline needs: probing readiness, creating
+// topics idempotently, checking their partition counts, and reading offsets and lag.
 type Admin struct {
 	client *kafka.Client
 }
@@ -77,57 +78,27 @@ func (a *Admin) EnsureTopics(ctx context.Context, topics ...Topic) error {
 	return a.waitTopics(ctx, topics)
 }
 
-// waitTopics waits until every partition of every topic has a leader that answers, so a
-// producer or reader started right after does not race the controller ("not leader").
+// waitTopics waits until every partition of every topic has a leader that answers an
+// offsets request, so a producer or reader started right after does not race the
+// controller ("not leader").
 func (a *Admin) waitTopics(ctx context.Context, topics []Topic) error {
-	names := make([]string, len(topics))
-	offsets := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for i, t := range topics {
-		names[i] = t.Name
-		for p := 0; p < t.Partitions; p++ {
-			offsets.Topics[t.Name] = append(offsets.Topics[t.Name], kafka.LastOffsetOf(p))
-		}
-	}
 	for {
-		md, err := a.client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
-		if err == nil && topicsLed(md) && a.offsetsAnswer(ctx, offsets) {
+		ready := true
+		for _, t := range topics {
+			if _, err := a.Offsets(ctx, t.Name); err != nil {
+				ready = false
+				break
+			}
+		}
+		if ready {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("topics %v not ready: %w", names, ctx.Err())
+			return fmt.Errorf("topics %v not ready: %w", topics, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func (a *Admin) offsetsAnswer(ctx context.Context, req *kafka.ListOffsetsRequest) bool {
-	resp, err := a.client.ListOffsets(ctx, req)
-	if err != nil {
-		return false
-	}
-	for _, parts := range resp.Topics {
-		for _, p := range parts {
-			if p.Error != nil {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func topicsLed(md *kafka.MetadataResponse) bool {
-	for _, t := range md.Topics {
-		if t.Error != nil || len(t.Partitions) == 0 {
-			return false
-		}
-		for _, p := range t.Partitions {
-			if p.Error != nil || p.Leader.Host == "" {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // DeleteTopics removes topics (tests clean up their own topics with it).
@@ -144,25 +115,128 @@ func (a *Admin) DeleteTopics(ctx context.Context, names ...string) error {
 	return nil
 }
 
-// PartitionOf returns the partition a key lands on among n partitions, with the same
-// balancer the writers use (so the reconciler can ask about one prize's partition).
+// PartitionOf returns the partition a key lands on among n partitions (n >= 1): murmur2,
+// as NewWriter's balancer and the Java client's default partitioner place keyed messages
+// (toPositive(murmur2(key)) % n). The reconciler maps a session×prize to its partition with
+// it, so it is right only while the topic has n partitions: see CheckPartitions.
 func PartitionOf(key []byte, n int) int {
 	parts := make([]int, n)
 	for i := range parts {
 		parts[i] = i
 	}
-	return (&kafka.Hash{}).Balance(kafka.Message{Key: key}, parts...)
+	if key == nil {
+		key = []byte{} // a nil key is placed at random by writers; as a lookup it hashes as empty
+	}
+	return kafka.Murmur2Balancer{Consistent: true}.Balance(kafka.Message{Key: key}, parts...)
 }
 
-// Lag returns, per partition of topic, how many messages the group has not committed yet.
+// Partitions returns how many partitions the broker says topic has.
+func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
+	parts, err := a.partitionIDs(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return len(parts), nil
+}
+
+// CheckPartitions refuses topics whose partition count on the broker differs from the
+// configured one. Keys are placed by hashing over the partition count, so with another
+// count PartitionOf names the wrong partition for a session×prize (the reconciler would
+// read the lag of a partition the prize is not on), and a count changed while events are
+// in flight moves a prize to a second partition (two workers on one hot row, order lost).
+// Call it at start-up.
+func (a *Admin) CheckPartitions(ctx context.Context, topics ...Topic) error {
+	var bad []string
+	for _, t := range topics {
+		n, err := a.Partitions(ctx, t.Name)
+		if err != nil {
+			return err
+		}
+		if n != t.Partitions {
+			bad = append(bad, fmt.Sprintf("%s has %d partitions on the broker, configured %d", t.Name, n, t.Partitions))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("kafka topic partition counts differ from the configuration (keys would map to the wrong partitions): %s",
+			strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// partitionIDs returns topic's partition ids from a metadata request.
+func (a *Admin) partitionIDs(ctx context.Context, topic string) ([]int, error) {
+	md, err := a.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	if len(md.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics in the answer", topic, len(md.Topics))
+	}
+	t := md.Topics[0]
+	if t.Error != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, t.Error)
+	}
+	if len(t.Partitions) == 0 {
+		return nil, fmt.Errorf("metadata of %s: no partitions", topic)
+	}
+	ids := make([]int, len(t.Partitions))
+	for i, p := range t.Partitions {
+		if p.Error != nil {
+			return nil, fmt.Errorf("metadata of %s/%d: %w", topic, p.ID, p.Error)
+		}
+		ids[i] = p.ID
+	}
+	return ids, nil
+}
+
+// PartitionOffsets is a partition's retained log: First is its oldest offset, End the
+// offset its next message gets (the high watermark). End - First messages are there.
+type PartitionOffsets struct {
+	First, End int64
+}
+
+// Offsets returns the first and end offsets of every partition of topic, as the broker
+// lists them now (partitions come from the broker's metadata, not from configuration).
+// It is the pipeline's one way to list offsets: the order relay's checkpoints, the lag of a
+// group, and the test harness all read them here.
+func (a *Admin) Offsets(ctx context.Context, topic string) (map[int]PartitionOffsets, error) {
+	ids, err := a.partitionIDs(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, p := range ids {
+		req.Topics[topic] = append(req.Topics[topic], kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
+	}
+	resp, err := a.client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of %s: %w", topic, err)
+	}
+	out := make(map[int]PartitionOffsets, len(ids))
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		out[po.Partition] = PartitionOffsets{First: po.FirstOffset, End: po.LastOffset}
+	}
+	if len(out) != len(ids) {
+		return nil, fmt.Errorf("offsets of %s: %d of %d partitions answered", topic, len(out), len(ids))
+	}
+	return out, nil
+}
+
+// Lag returns, per partition of topic (as the broker lists them), how many messages the
+// group has not committed yet: end offset - committed offset, or everything retained when
+// the group committed nothing there. It reads the broker, so it stays true while the
+// group's consumers are stalled or gone.
 func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, error) {
-	parts := make([]int, t.Partitions)
-	first := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	last := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range parts {
-		parts[p] = p
-		first.Topics[t.Name] = append(first.Topics[t.Name], kafka.FirstOffsetOf(p))
-		last.Topics[t.Name] = append(last.Topics[t.Name], kafka.LastOffsetOf(p))
+	offs, err := a.Offsets(ctx, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]int, 0, len(offs))
+	for p := range offs {
+		parts = append(parts, p)
 	}
 	committed, err := a.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{t.Name: parts}})
 	if err != nil {
@@ -171,18 +245,6 @@ func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, 
 	if committed.Error != nil {
 		return nil, fmt.Errorf("committed offsets of %s: %w", group, committed.Error)
 	}
-	starts, err := a.client.ListOffsets(ctx, first)
-	if err != nil {
-		return nil, fmt.Errorf("first offsets of %s: %w", t.Name, err)
-	}
-	ends, err := a.client.ListOffsets(ctx, last)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", t.Name, err)
-	}
-	startOf := map[int]int64{}
-	for _, p := range starts.Topics[t.Name] {
-		startOf[p.Partition] = p.FirstOffset
-	}
 	pos := map[int]int64{}
 	for _, p := range committed.Topics[t.Name] {
 		if p.Error != nil {
@@ -190,16 +252,15 @@ func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, 
 		}
 		pos[p.Partition] = p.CommittedOffset
 	}
-	lag := make(map[int]int64, t.Partitions)
-	for _, p := range ends.Topics[t.Name] {
-		if p.Error != nil {
-			return nil, fmt.Errorf("end offset of %s/%d: %w", t.Name, p.Partition, p.Error)
+	lag := make(map[int]int64, len(offs))
+	for p, o := range offs {
+		// Nothing committed, or committed below what is retained: the group starts at the
+		// first retained message, so everything retained is ahead.
+		at, ok := pos[p]
+		if !ok || at < o.First {
+			at = o.First
 		}
-		at, ok := pos[p.Partition]
-		if !ok || at < 0 {
-			at = startOf[p.Partition] // nothing committed: everything retained is ahead
-		}
-		lag[p.Partition] = max(0, p.LastOffset-at)
+		lag[p] = max(0, o.End-at)
 	}
 	return lag, nil
 }

@@ -2,12 +2,14 @@ package event_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/harness"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 )
 
@@ -83,4 +85,147 @@ func partitions(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// Grab events land on exactly the partition PartitionOf names (the reconciler maps
+// session×prize to a partition with it) for many keys, as the broker stored them: both
+// those our writer produced and those a standard client produced (a producer with the Java
+// client's default partitioner for keyed messages, as a tool re-publishing events would).
+func TestPartitionOfMatchesBroker(t *testing.T) {
+	brokers, topics := stacktest.Kafka(t)
+	ctx := stacktest.Context(t, 60*time.Second)
+	ours, err := event.NewWriter(brokers, topics.Grab.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	standard := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topics.Grab.Name, Balancer: kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer standard.Close()
+	var msgs []kafka.Message
+	for s := int64(1); s <= 20; s++ {
+		for p := int64(1); p <= 10; p++ {
+			msgs = append(msgs, kafka.Message{Key: event.PartitionKey(s*7919, p), Value: []byte("ours")})
+		}
+	}
+	if err := ours.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	for i := range msgs {
+		msgs[i].Value = []byte("standard")
+	}
+	if err := standard.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := harness.ReadTopic(ctx, brokers, topics.Grab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2*len(msgs) {
+		t.Fatalf("read %d messages, wrote %d", len(got), 2*len(msgs))
+	}
+	used := map[int]bool{}
+	for _, m := range got {
+		used[m.Partition] = true
+		if want := event.PartitionOf(m.Key, topics.Grab.Partitions); m.Partition != want {
+			t.Errorf("key %s (%s writer) is on partition %d, PartitionOf says %d", m.Key, m.Value, m.Partition, want)
+		}
+	}
+	if len(used) != topics.Grab.Partitions {
+		t.Fatalf("%d keys used only partitions %v", len(msgs), used)
+	}
+}
+
+// Partitions reads the broker's count; CheckPartitions refuses a topic whose count differs
+// from the configured one (PartitionOf would map prizes to the wrong partitions).
+func TestCheckPartitions(t *testing.T) {
+	brokers, topics := stacktest.Kafka(t)
+	ctx := stacktest.Context(t, 30*time.Second)
+	admin, err := event.NewAdmin(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := admin.Partitions(ctx, topics.Grab.Name); err != nil || n != topics.Grab.Partitions {
+		t.Fatalf("Partitions = %d, %v; want %d", n, err, topics.Grab.Partitions)
+	}
+	if err := admin.CheckPartitions(ctx, topics.All()...); err != nil {
+		t.Fatalf("matching counts refused: %v", err)
+	}
+	wrong := topics.Grab
+	wrong.Partitions = 12
+	err = admin.CheckPartitions(ctx, topics.Order, wrong)
+	if err == nil || !strings.Contains(err.Error(), "has 6 partitions on the broker, configured 12") {
+		t.Fatalf("CheckPartitions with a wrong count: %v", err)
+	}
+	if err := admin.CheckPartitions(ctx, event.Topic{Name: topics.Grab.Name + ".missing", Partitions: 1}); err == nil {
+		t.Fatal("a missing topic passed the check")
+	}
+}
+
+// Offsets lists every partition's first and end offsets; Lag is end - committed, or
+// everything retained when the group committed nothing.
+func TestOffsetsAndLag(t *testing.T) {
+	brokers, topics := stacktest.Kafka(t)
+	ctx := stacktest.Context(t, 60*time.Second)
+	admin, err := event.NewAdmin(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := event.NewWriter(brokers, topics.Grab.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const n = 30
+	var msgs []kafka.Message
+	for i := range n {
+		msgs = append(msgs, kafka.Message{Key: event.PartitionKey(int64(i), 1), Value: []byte("x")})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	offs, err := admin.Offsets(ctx, topics.Grab.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, o := range offs {
+		total += o.End - o.First
+	}
+	if len(offs) != topics.Grab.Partitions || total != n {
+		t.Fatalf("offsets %v: %d partitions holding %d messages, want %d and %d", offs, len(offs), total, topics.Grab.Partitions, n)
+	}
+	group := "t-" + stacktest.ID(t)
+	lag, err := admin.Lag(ctx, group, topics.Grab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, o := range offs {
+		if lag[p] != o.End-o.First {
+			t.Fatalf("lag of a group that committed nothing: %v, offsets %v", lag, offs)
+		}
+	}
+	// Commit one partition's end through the group: its lag drops to 0, the others stay.
+	var full int
+	for p, o := range offs {
+		if o.End > 0 {
+			full = p
+			break
+		}
+	}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	if _, err := client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{topics.Grab.Name: {{Partition: full, Offset: offs[full].End}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if lag, err = admin.Lag(ctx, group, topics.Grab); err != nil || lag[full] != 0 {
+		t.Fatalf("lag after committing partition %d's end: %v, %v", full, lag, err)
+	}
+	var left int64
+	for _, l := range lag {
+		left += l
+	}
+	if left != n-(offs[full].End-offs[full].First) {
+		t.Fatalf("lag %v after committing partition %d", lag, full)
+	}
 }

@@ -2,23 +2,47 @@ package event
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 )
 
+// WriterOption changes one of the few writer settings a caller may choose. There is no
+// option for acks or the balancer: those are what the pipeline's promises rest on.
+type WriterOption func(*kafka.Writer)
+
+// WithBatchSize lets a writer put up to n messages in one produce request.
+func WithBatchSize(n int) WriterOption {
+	return func(w *kafka.Writer) { w.BatchSize = n }
+}
+
+// WithSingleAttempt makes the writer try a write once and wait up to timeout for the
+// broker's answer. kafka-go has no idempotent producer: a write that timed out may still
+// land (the broker was only paused), and retrying it would land it twice. A caller that
+// has its own way to find out what landed (the order relay's recovery scan) uses this.
+func WithSingleAttempt(timeout time.Duration) WriterOption {
+	return func(w *kafka.Writer) {
+		w.MaxAttempts = 1
+		w.WriteTimeout, w.ReadTimeout = timeout, timeout
+	}
+}
+
 // NewWriter returns a producer for one topic with the settings the pipeline's promises rest
-// on. kafka-go's zero Writer acknowledges nothing (acks=0) and waits up to a second to fill
-// a batch; here every write waits for all in-sync replicas, batches for a few milliseconds
-// only, and keys hash to partitions so one session×prize always lands on one partition.
-func NewWriter(brokers []string, topic string) (*kafka.Writer, error) {
+// on, and refuses (CheckWriter) anything else, so no composition root has to check again.
+// kafka-go's zero Writer acknowledges nothing (acks=0) and waits up to a second to fill a
+// batch; here every write waits for all in-sync replicas and batches for a few
+// milliseconds only. Keys are placed by murmur2, the Java client's partitioner for keyed
+// messages, so any standard client re-producing an event with its key lands on the same
+// partition, and PartitionOf can name it.
+func NewWriter(brokers []string, topic string, opts ...WriterOption) (*kafka.Writer, error) {
 	if len(brokers) == 0 || topic == "" {
 		return nil, errors.New("kafka writer: brokers and topic are required")
 	}
-	return &kafka.Writer{
+	w := &kafka.Writer{
 		Addr:                   kafka.TCP(brokers...),
 		Topic:                  topic,
-		Balancer:               &kafka.Hash{},
+		Balancer:               kafka.Murmur2Balancer{},
 		RequiredAcks:           kafka.RequireAll,
 		BatchTimeout:           time.Millisecond,
 		BatchSize:              500,
@@ -28,16 +52,31 @@ func NewWriter(brokers []string, topic string) (*kafka.Writer, error) {
 		ReadTimeout:            5 * time.Second,
 		WriteTimeout:           5 * time.Second,
 		AllowAutoTopicCreation: false,
-	}, nil
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	if err := CheckWriter(w); err != nil {
+		return nil, fmt.Errorf("kafka writer for %s: %w", topic, err)
+	}
+	return w, nil
 }
 
-// CheckWriter refuses a writer that could lose acknowledged events.
+// CheckWriter refuses a writer that could lose acknowledged events or place a key on
+// another partition than PartitionOf says. NewWriter runs it on every writer it builds;
+// callers of NewWriter need not.
 func CheckWriter(w *kafka.Writer) error {
 	if w.RequiredAcks != kafka.RequireAll {
 		return errors.New("kafka writer must use RequiredAcks=RequireAll (acks=all)")
 	}
 	if w.BatchTimeout <= 0 || w.BatchTimeout > 50*time.Millisecond {
 		return errors.New("kafka writer batch timeout must be a few milliseconds")
+	}
+	if _, ok := w.Balancer.(kafka.Murmur2Balancer); !ok {
+		return fmt.Errorf("kafka writer balancer is %T; keys must be placed by kafka.Murmur2Balancer (PartitionOf and the Java client agree with it)", w.Balancer)
+	}
+	if w.BatchSize < 1 || w.MaxAttempts < 1 || w.WriteTimeout <= 0 || w.ReadTimeout <= 0 {
+		return errors.New("kafka writer batch size, attempts and timeouts must be positive")
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -300,26 +302,23 @@ func abs(n int) int {
 
 // ReadTopic reads every message a topic holds now.
 func ReadTopic(ctx context.Context, brokers []string, t event.Topic) ([]kafka.Message, error) {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := 0; p < t.Partitions; p++ {
-		req.Topics[t.Name] = append(req.Topics[t.Name], kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
-	}
-	resp, err := client.ListOffsets(ctx, req)
+	admin, err := event.NewAdmin(brokers)
 	if err != nil {
-		return nil, fmt.Errorf("offsets of %s: %w", t.Name, err)
+		return nil, err
+	}
+	offs, err := admin.Offsets(ctx, t.Name)
+	if err != nil {
+		return nil, err
 	}
 	var out []kafka.Message
-	for _, po := range resp.Topics[t.Name] {
-		if po.Error != nil {
-			return nil, po.Error
-		}
-		if po.LastOffset <= po.FirstOffset {
+	for _, p := range slices.Sorted(maps.Keys(offs)) {
+		po := offs[p]
+		if po.End <= po.First {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: t.Name, Partition: po.Partition,
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: t.Name, Partition: p,
 			MaxWait: 50 * time.Millisecond, MaxBytes: 8 << 20})
-		if err := r.SetOffset(po.FirstOffset); err != nil {
+		if err := r.SetOffset(po.First); err != nil {
 			r.Close()
 			return nil, err
 		}
@@ -329,10 +328,10 @@ func ReadTopic(ctx context.Context, brokers []string, t event.Topic) ([]kafka.Me
 			if err != nil {
 				cancel()
 				r.Close()
-				return nil, fmt.Errorf("read %s/%d: %w", t.Name, po.Partition, err)
+				return nil, fmt.Errorf("read %s/%d: %w", t.Name, p, err)
 			}
 			out = append(out, m)
-			if m.Offset >= po.LastOffset-1 {
+			if m.Offset >= po.End-1 {
 				break
 			}
 		}
