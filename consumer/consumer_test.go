@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
@@ -76,10 +77,23 @@ func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
 }
 
 func (e *env) processor(t *testing.T, orders persister) *processor {
+	m := newMetrics(prometheus.NewRegistry())
+	dls, err := event.NewDeadLetters(e.writer(t, e.topics.DeadLetter.Name), m.deadLetters)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &processor{orders: orders, gate: e.gate,
-		compensation: e.writer(t, e.topics.Compensation.Name), deadLetter: e.writer(t, e.topics.DeadLetter.Name),
+		compensation: e.writer(t, e.topics.Compensation.Name), deadLetters: dls,
 		policy:  retryPolicy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, jitter: fullJitter},
-		metrics: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler), now: time.Now}
+		metrics: m, log: slog.New(slog.DiscardHandler), now: time.Now}
+}
+
+func (e *env) admin(t *testing.T) *event.Admin {
+	a, err := event.NewAdmin(e.brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func (e *env) stock(t *testing.T) (left int, version int64) {
@@ -255,8 +269,12 @@ func TestPoisonIsDeadLetteredAndGoodOnesPersist(t *testing.T) {
 	}
 	dl := readAll(t, e.brokers, e.topics.DeadLetter)
 	if len(dl) != 1 || string(dl[0].Value) != `{"v":9}` || header(dl[0], "origin-offset") != "7" ||
-		header(dl[0], "origin-topic") != e.topics.Grab.Name || header(dl[0], "error") == "" {
+		header(dl[0], "origin-partition") != "0" || header(dl[0], "origin-topic") != e.topics.Grab.Name ||
+		header(dl[0], "error") == "" {
 		t.Fatalf("dead letters %v", dl)
+	}
+	if n := testutil.ToFloat64(p.metrics.deadLetters); n != 1 {
+		t.Fatalf("dead letters counted %v, want 1", n)
 	}
 }
 
@@ -283,7 +301,7 @@ func TestOrderEventsExactlyOncePerOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &failingMark{Outbox: store.NewOutbox(e.db)}
-	relay := &outboxRelay{outbox: out, writer: e.writer(t, e.topics.Order.Name), brokers: e.brokers,
+	relay := &outboxRelay{outbox: out, writer: e.writer(t, e.topics.Order.Name), offsets: e.admin(t), brokers: e.brokers,
 		topic: e.topics.Order.Name, lock: mysqlRelayLock{db: e.db, name: "t-" + stacktest.ID(t)}, batch: 100,
 		idle: 20 * time.Millisecond, wake: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry()),
 		log: slog.New(slog.DiscardHandler), now: time.Now}
@@ -330,5 +348,44 @@ func TestOrderEventsExactlyOncePerOrder(t *testing.T) {
 	}
 	if n, _ := store.NewOutbox(e.db).CountPending(e.ctx); n != 0 {
 		t.Fatalf("%d outbox rows still pending", n)
+	}
+}
+
+// A redelivered grab event whose request id already has an order settles in Redis under
+// the order's owner. A forged or mismatched event (same request id, another user) must not
+// make Redis say that user owns the order, and it is counted.
+func TestRedeliveryWithAnotherUserSettlesUnderTheOrderOwner(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 2)
+	p := e.processor(t, store.NewOrders(e.db))
+	if err := p.Process(e.ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	rid := seckill.RequestID(e.session, e.prize, "key-00000000")
+	forged := seckill.Grab{RequestID: rid, UserID: "mallory", SessionID: e.session, PrizeID: e.prize, AdmittedAt: time.Now().UTC()}
+	m, err := event.EncodeGrab(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Topic, m.Offset = e.topics.Grab.Name, 99
+	// In one batch with an honest redelivery of the other order.
+	if err := p.Process(e.ctx, []kafka.Message{m, msgs[1]}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.gate.Lookup(e.ctx, rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Found || l.Owner != "u0" || l.Status.State != "succeeded" || l.Status.OrderID == 0 {
+		t.Fatalf("redis says %+v for u0's order after a redelivery as mallory; want owner u0, succeeded", l)
+	}
+	if l, _ := e.gate.Lookup(e.ctx, seckill.RequestID(e.session, e.prize, "key-00000001")); l.Owner != "u1" || l.Status.State != "succeeded" {
+		t.Fatalf("honest redelivery settled as %+v", l)
+	}
+	if n := e.count(t, "user_id = 'mallory'"); n != 0 {
+		t.Fatalf("%d orders for mallory", n)
+	}
+	if n := testutil.ToFloat64(p.metrics.mismatched); n != 1 {
+		t.Fatalf("mismatched redeliveries counted %v, want 1", n)
 	}
 }

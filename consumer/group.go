@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -25,7 +24,6 @@ type groupConsumer struct {
 	batchSize int
 	batchWait time.Duration
 	proc      batchProcessor
-	metrics   *metrics
 	log       *slog.Logger
 }
 
@@ -100,7 +98,6 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	stop, cancel := context.WithCancel(gctx)
 	defer cancel()
 	context.AfterFunc(ctx, cancel)
-	lag := c.metrics.lag.WithLabelValues(strconv.Itoa(partition))
 	// Offsets are committed after the batches they cover were persisted, at most every
 	// commitEvery while busy (a commit is a Kafka round trip the hot path need not wait for
 	// each batch) and at once when the partition goes idle or the worker stops. A crash in
@@ -132,7 +129,6 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 			}
 			last := batch[len(batch)-1]
 			pending = last.Offset + 1
-			lag.Set(float64(max(0, last.HighWaterMark-last.Offset-1)))
 			idle := last.HighWaterMark <= last.Offset+1
 			if (idle || time.Since(lastCommit) >= commitEvery) && !commit() {
 				return

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -52,6 +51,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer rdb.Close()
+	// The consumer settles outcomes in the same keys the gateway admits with: an evicting
+	// Redis is as wrong here as there.
+	if err := stock.CheckPolicy(ctx, rdb); err != nil {
+		return err
+	}
 	gate, err := stock.NewGate(ctx, rdb)
 	if err != nil {
 		return err
@@ -60,30 +64,36 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	writers := map[string]*kafka.Writer{}
-	for _, t := range []string{cfg.Topics.Compensation.Name, cfg.Topics.DeadLetter.Name, cfg.Topics.Order.Name} {
-		w, err := event.NewWriter(cfg.KafkaBrokers, t)
-		if err != nil {
-			return err
-		}
-		if err := event.CheckWriter(w); err != nil {
-			return err
-		}
-		defer w.Close()
-		writers[t] = w
+	// NewWriter enforces acks=all and the murmur2 balancer on every writer it builds.
+	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name)
+	if err != nil {
+		return err
 	}
+	defer compensation.Close()
+	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name)
+	if err != nil {
+		return err
+	}
+	defer deadLetterWriter.Close()
 	// The order topic is keyed by request id: all events of one order on one partition.
 	// kafka-go has no idempotent producer, so a write that times out may still land later
 	// (the broker was only paused) and a retry of it would land twice. The relay's writer
 	// therefore never retries by itself and waits long for an answer: a broker pause ends in
 	// one late acknowledgement, and only a real outage reaches the relay's recovery scan.
-	orders := writers[cfg.Topics.Order.Name]
-	orders.BatchSize, orders.MaxAttempts = 1000, 1
-	orders.WriteTimeout, orders.ReadTimeout = 30*time.Second, 30*time.Second
+	orders, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Order.Name,
+		event.WithBatchSize(1000), event.WithSingleAttempt(30*time.Second))
+	if err != nil {
+		return err
+	}
+	defer orders.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
+	deadLetters, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -91,19 +101,21 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	})
 
 	relay := &outboxRelay{
-		outbox: store.NewOutbox(db), writer: writers[cfg.Topics.Order.Name], brokers: cfg.KafkaBrokers,
+		outbox: store.NewOutbox(db), writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers,
 		topic: cfg.Topics.Order.Name, lock: mysqlRelayLock{db: db, name: "seckill.order-relay." + cfg.Topics.Order.Name},
 		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
 	}
 	proc := &processor{
 		orders: store.NewOrders(db), gate: gate,
-		compensation: writers[cfg.Topics.Compensation.Name], deadLetter: writers[cfg.Topics.DeadLetter.Name],
+		compensation: compensation, deadLetters: deadLetters,
 		policy: defaultPolicy(), metrics: m, log: log, now: time.Now, onPersisted: relay.Kick,
 	}
 	group := &groupConsumer{
 		brokers: cfg.KafkaBrokers, groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
-		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, metrics: m, log: log,
+		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, log: log,
 	}
+	gauges := &sampler{lag: kafkaAdmin, group: cfg.GroupID, topic: cfg.Topics.Grab, outbox: store.NewOutbox(db),
+		every: 5 * time.Second, metrics: m, log: log}
 
 	log.Info("consumer starting", "http_addr", cfg.HTTPAddr, "group_id", cfg.GroupID,
 		"grab_topic", cfg.Topics.Grab.Name, "order_topic", cfg.Topics.Order.Name,
@@ -113,6 +125,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return group.Run(gctx) })
+	g.Go(func() error { return gauges.Run(gctx) })
 	// The relay outlives the group by a moment so the last batches' events go out.
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	relayDone := make(chan error, 1)

@@ -12,6 +12,7 @@ type metrics struct {
 	deadLetters   prometheus.Counter
 	orders        *prometheus.CounterVec
 	redeliveries  prometheus.Counter
+	mismatched    prometheus.Counter
 	settleErrors  prometheus.Counter
 	lag           *prometheus.GaugeVec
 	outboxPending prometheus.Gauge
@@ -38,18 +39,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"status", "reason"}),
 		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_redelivered_total",
 			Help: "Grab events that already had an order (redelivery after a crash or rebalance)."}),
+		mismatched: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_mismatched_redeliveries_total",
+			Help: "Grab events whose request id already has an order of another user (forged or corrupted); settled under the order's owner."}),
 		settleErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_settle_errors_total",
 			Help: "Batches whose outcomes could not be written to Redis (the reconciler settles them)."}),
+		// Both gauges are read from the servers by every instance (sampler), so they stay
+		// true when processing stalls and whichever instance is scraped; they are the group's
+		// and the database's values, the same on every instance: aggregate with max, not sum.
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_consumer_lag",
-			Help: "Messages behind the partition's high watermark after the last batch."}, []string{"partition"}),
+			Help: "The group's uncommitted messages per grab partition (end offset - committed offset), read from the broker periodically; absent when the broker could not be read."},
+			[]string{"partition"}),
 		outboxPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_consumer_outbox_pending",
-			Help: "Order events written but not yet published (as of the relay's last look)."}),
+			Help: "Order events written to MySQL but not yet published, counted in MySQL periodically by every instance; NaN when MySQL could not be read."}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_order_events_published_total",
 			Help: "Order events published to the order topic."}),
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_order_events_recovered_total",
 			Help: "Order events found already on the topic after a crash or an ambiguous produce error, marked instead of re-published."}),
 	}
 	reg.MustRegister(m.batchSize, m.txLatency, m.conflicts, m.retries, m.compensated, m.deadLetters, m.orders,
-		m.redeliveries, m.settleErrors, m.lag, m.outboxPending, m.published, m.recovered)
+		m.redeliveries, m.mismatched, m.settleErrors, m.lag, m.outboxPending, m.published, m.recovered)
 	return m
 }

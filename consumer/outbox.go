@@ -10,17 +10,22 @@ import (
 	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // outboxStore is what the relay needs from the outbox tables.
 type outboxStore interface {
 	Pending(ctx context.Context, limit int) ([]store.OutboxEvent, error)
-	CountPending(ctx context.Context) (int64, error)
 	MarkPublished(ctx context.Context, ids []int64, at time.Time) error
 	MarkFound(ctx context.Context, eventIDs []string, at time.Time) (int64, error)
 	Checkpoints(ctx context.Context, topic string) (map[int]int64, error)
 	SetCheckpoints(ctx context.Context, topic string, next map[int]int64) error
+}
+
+// topicOffsets lists a topic's partition offsets: pkg/event's Admin.
+type topicOffsets interface {
+	Offsets(ctx context.Context, topic string) (map[int]event.PartitionOffsets, error)
 }
 
 // relayLock makes one relay act at a time.
@@ -53,6 +58,7 @@ func (m mysqlRelayLock) Acquire(ctx context.Context) (func(context.Context) erro
 type outboxRelay struct {
 	outbox   outboxStore
 	writer   producer
+	offsets  topicOffsets
 	brokers  []string
 	topic    string
 	lock     relayLock
@@ -170,9 +176,6 @@ func (r *outboxRelay) checkpoint(ctx context.Context) error {
 	if err := r.outbox.SetCheckpoints(ctx, r.topic, ends); err != nil {
 		return err
 	}
-	if n, err := r.outbox.CountPending(ctx); err == nil {
-		r.metrics.outboxPending.Set(float64(n))
-	}
 	r.lastMark = time.Now()
 	return nil
 }
@@ -218,8 +221,12 @@ func (r *outboxRelay) recover(ctx context.Context) error {
 func (r *outboxRelay) endOffsets(ctx context.Context) (map[int]int64, error) {
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
-		var ends map[int]int64
-		if ends, err = r.listEnds(ctx); err == nil {
+		var offs map[int]event.PartitionOffsets
+		if offs, err = r.offsets.Offsets(ctx, r.topic); err == nil {
+			ends := make(map[int]int64, len(offs))
+			for p, o := range offs {
+				ends[p] = o.End
+			}
 			return ends, nil
 		}
 		select {
@@ -228,34 +235,7 @@ func (r *outboxRelay) endOffsets(ctx context.Context) (map[int]int64, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil, err
-}
-
-func (r *outboxRelay) listEnds(ctx context.Context) (map[int]int64, error) {
-	client := &kafka.Client{Addr: kafka.TCP(r.brokers...), Timeout: 10 * time.Second}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{r.topic}})
-	if err != nil {
-		return nil, fmt.Errorf("order topic metadata: %w", err)
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
-		return nil, fmt.Errorf("order topic %s: %v", r.topic, md.Topics)
-	}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for _, p := range md.Topics[0].Partitions {
-		req.Topics[r.topic] = append(req.Topics[r.topic], kafka.LastOffsetOf(p.ID))
-	}
-	resp, err := client.ListOffsets(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("order topic end offsets: %w", err)
-	}
-	ends := map[int]int64{}
-	for _, po := range resp.Topics[r.topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("order topic partition %d end offset: %w", po.Partition, po.Error)
-		}
-		ends[po.Partition] = po.LastOffset
-	}
-	return ends, nil
+	return nil, fmt.Errorf("order topic end offsets: %w", err)
 }
 
 // readEventIDs returns the event ids of partition p's messages in [from, end).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -16,9 +15,11 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// persister writes one session×prize batch of grabs as orders in one transaction.
+// persister writes one session×prize batch of grabs as orders in one transaction, and
+// reads back orders that existed before (to settle a redelivery under its owner).
 type persister interface {
 	Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error)
+	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
 }
 
 // settler records outcomes in the Redis gate.
@@ -30,6 +31,11 @@ type producer interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
+// deadLetterer writes dead-letter envelopes (and counts them): an *event.DeadLetters.
+type deadLetterer interface {
+	Write(ctx context.Context, poison ...event.Poison) error
+}
+
 // processor turns one fetched batch of grab messages into orders. It returns nil when every
 // message is accounted for (persisted, compensated or dead-lettered), so the caller may
 // commit the offsets; an error means "do not commit" (shutdown while MySQL or Kafka was
@@ -38,7 +44,7 @@ type processor struct {
 	orders       persister
 	gate         settler
 	compensation producer
-	deadLetter   producer
+	deadLetters  deadLetterer
 	policy       retryPolicy
 	metrics      *metrics
 	log          *slog.Logger
@@ -57,12 +63,12 @@ type group struct {
 // Process handles msgs, which come from one partition in offset order.
 func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 	var groups []*group
-	var poison []poisonMsg
+	var poison []event.Poison
 	index := map[prizeKey]*group{}
 	for _, m := range msgs {
 		g, err := event.DecodeGrab(m.Value)
 		if err != nil {
-			poison = append(poison, poisonMsg{cause: err, msg: m})
+			poison = append(poison, event.Poison{Msg: m, Cause: err})
 			continue
 		}
 		k := prizeKey{g.SessionID, g.PrizeID}
@@ -85,7 +91,7 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 			return err
 		}
 		if res != nil {
-			settle = append(settle, settlement(g.key, res))
+			settle = append(settle, p.settlement(ctx, g.key, res))
 		}
 	}
 	if len(settle) > 0 && p.onPersisted != nil {
@@ -123,9 +129,9 @@ func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult
 		}
 		switch act {
 		case deadLetter:
-			dls := make([]poisonMsg, len(g.msgs))
+			dls := make([]event.Poison, len(g.msgs))
 			for i, m := range g.msgs {
-				dls[i] = poisonMsg{cause: err, msg: m}
+				dls[i] = event.Poison{Msg: m, Cause: err}
 			}
 			if err := p.sendDeadLetters(ctx, dls); err != nil {
 				return nil, err
@@ -163,46 +169,64 @@ func (p *processor) count(res store.PersistResult) {
 	}
 }
 
-func settlement(k prizeKey, res *store.PersistResult) stock.SettleBatch {
-	b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize, Items: make([]stock.Settlement, len(res.Outcomes))}
-	for i, o := range res.Outcomes {
-		b.Items[i] = stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID, OrderID: o.OrderID, Reason: string(o.Reason)}
+// settlement is what Redis learns of a persisted group. A request id that already had an
+// order is settled under the order's owner, read from MySQL, never under the event's user:
+// a forged or mismatched event (same request id, another user) must not make Redis say
+// that user owns the order. Such an event is logged and counted. When the owners cannot be
+// read, the earlier orders are left out: Redis keeps what it has, and the reconciler's
+// stale job settles leftover reservations against MySQL.
+func (p *processor) settlement(ctx context.Context, k prizeKey, res *store.PersistResult) stock.SettleBatch {
+	var before map[string]seckill.Order
+	if res.Existing > 0 {
+		var rids []string
+		for _, o := range res.Outcomes {
+			if o.Before {
+				rids = append(rids, o.Grab.RequestID)
+			}
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		var err error
+		before, err = p.orders.Existing(rctx, rids)
+		cancel()
+		if err != nil {
+			p.metrics.settleErrors.Inc()
+			p.log.Warn("owners of redelivered orders unreadable; not settling them in redis", "session_id", k.session,
+				"prize_id", k.prize, "count", len(rids), "error", err.Error())
+		}
+	}
+	b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize, Items: make([]stock.Settlement, 0, len(res.Outcomes))}
+	for _, o := range res.Outcomes {
+		it := stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID, OrderID: o.OrderID, Reason: string(o.Reason)}
+		if o.Before {
+			order, ok := before[o.Grab.RequestID]
+			if !ok {
+				continue
+			}
+			if order.UserID != o.Grab.UserID {
+				p.metrics.mismatched.Inc()
+				p.log.Warn("grab event's user differs from its order's; settled under the order's owner",
+					"request_id", o.Grab.RequestID, "event_user_id", o.Grab.UserID, "order_user_id", order.UserID,
+					"order_id", order.ID)
+			}
+			it = stock.Settlement{RequestID: order.RequestID, UserID: order.UserID, OrderID: order.ID, Reason: string(order.Reason)}
+		}
+		b.Items = append(b.Items, it)
 	}
 	return b
 }
 
-func origin(m kafka.Message) []kafka.Header {
-	return []kafka.Header{
-		{Key: "origin-topic", Value: []byte(m.Topic)},
-		{Key: "origin-partition", Value: []byte(strconv.Itoa(m.Partition))},
-		{Key: "origin-offset", Value: []byte(strconv.FormatInt(m.Offset, 10))},
-	}
-}
-
-// poisonMsg is a message that can never be processed, and why.
-type poisonMsg struct {
-	cause error
-	msg   kafka.Message
-}
-
-// sendDeadLetters publishes messages that can never be processed, each with why and where
-// it came from, in one produce. It retries until Kafka acknowledges or ctx ends (then the
-// batch is not committed and comes back).
-func (p *processor) sendDeadLetters(ctx context.Context, dls []poisonMsg) error {
+// sendDeadLetters publishes messages that can never be processed, each in the one
+// dead-letter envelope (pkg/event), in one produce. It retries until Kafka acknowledges or
+// ctx ends (then the batch is not committed and comes back).
+func (p *processor) sendDeadLetters(ctx context.Context, dls []event.Poison) error {
 	if len(dls) == 0 {
 		return nil
 	}
-	out := make([]kafka.Message, len(dls))
-	for i, d := range dls {
-		out[i] = kafka.Message{Key: d.msg.Key, Value: d.msg.Value,
-			Headers: append(origin(d.msg), kafka.Header{Key: "error", Value: []byte(d.cause.Error())})}
+	if err := p.retry(ctx, func(wctx context.Context) error { return p.deadLetters.Write(wctx, dls...) }); err != nil {
+		return err
 	}
-	if err := p.produce(ctx, p.deadLetter, out...); err != nil {
-		return fmt.Errorf("dead-letter %d messages from offset %d: %w", len(dls), dls[0].msg.Offset, err)
-	}
-	p.metrics.deadLetters.Add(float64(len(dls)))
-	p.log.Warn("dead-lettered", "count", len(dls), "partition", dls[0].msg.Partition,
-		"first_offset", dls[0].msg.Offset, "error", dls[0].cause.Error())
+	p.log.Warn("dead-lettered", "count", len(dls), "partition", dls[0].Msg.Partition,
+		"first_offset", dls[0].Msg.Offset, "error", dls[0].Cause.Error())
 	return nil
 }
 
@@ -211,11 +235,10 @@ func (p *processor) sendDeadLetters(ctx context.Context, dls []poisonMsg) error 
 func (p *processor) sendCompensation(ctx context.Context, cause error, attempts int, g *group) error {
 	out := make([]kafka.Message, len(g.msgs))
 	for i, m := range g.msgs {
-		out[i] = kafka.Message{Key: m.Key, Value: m.Value, Headers: append(origin(m),
-			kafka.Header{Key: "error", Value: []byte(cause.Error())},
-			kafka.Header{Key: "attempts", Value: []byte(strconv.Itoa(attempts))})}
+		out[i] = event.Compensation(m, cause, attempts)
 	}
-	if err := p.produce(ctx, p.compensation, out...); err != nil {
+	err := p.retry(ctx, func(wctx context.Context) error { return p.compensation.WriteMessages(wctx, out...) })
+	if err != nil {
 		return fmt.Errorf("compensate session %d prize %d: %w", g.key.session, g.key.prize, err)
 	}
 	p.metrics.compensated.Add(float64(len(out)))
@@ -224,11 +247,13 @@ func (p *processor) sendCompensation(ctx context.Context, cause error, attempts 
 	return nil
 }
 
-func (p *processor) produce(ctx context.Context, w producer, msgs ...kafka.Message) error {
+// retry runs a produce until Kafka acknowledges it or ctx ends. Each attempt gets its own
+// timeout and survives ctx's end: a produce cut short would be ambiguous (it may land).
+func (p *processor) retry(ctx context.Context, produce func(context.Context) error) error {
 	backoff := 100 * time.Millisecond
 	for {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := w.WriteMessages(wctx, msgs...)
+		err := produce(wctx)
 		cancel()
 		if err == nil {
 			return nil

@@ -77,7 +77,9 @@ func (c *counter) Add(v float64) { *c += counter(v) }
 
 type writerFunc func(ctx context.Context, msgs ...kafka.Message) error
 
-func (f writerFunc) WriteMessages(ctx context.Context, msgs ...kafka.Message) error { return f(ctx, msgs...) }
+func (f writerFunc) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	return f(ctx, msgs...)
+}
 
 // Only dead letters Kafka acknowledged are counted; a DeadLetters without a counter is refused.
 func TestDeadLettersCountAcknowledgedOnly(t *testing.T) {
