@@ -40,7 +40,7 @@ func (r *relay) Enqueue(m kafka.Message) bool {
 }
 
 // Run publishes queued messages with bounded exponential backoff until ctx ends; then it
-// makes one last attempt per message within drain.
+// drains the queue within drain and returns, whatever Kafka does (see drain).
 func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 	backoff := 50 * time.Millisecond
 	for {
@@ -48,12 +48,12 @@ func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 		select {
 		case m = <-r.queue:
 		case <-ctx.Done():
-			r.drain(drain)
+			r.drain(drain, nil)
 			return nil
 		}
 		for {
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := r.w.WriteMessages(wctx, m)
+			err := r.write(wctx, m)
 			cancel()
 			if err == nil {
 				r.metrics.relayPending.Dec()
@@ -61,11 +61,14 @@ func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 				backoff = 50 * time.Millisecond
 				break
 			}
+			if ctx.Err() != nil {
+				r.drain(drain, &m)
+				return nil
+			}
 			r.log.Warn("relay publish failed; retrying", "key", string(m.Key), "error", err.Error(), "backoff", backoff.String())
 			select {
 			case <-ctx.Done():
-				r.queue <- m // keep it for the drain; the slot it came from is free
-				r.drain(drain)
+				r.drain(drain, &m)
 				return nil
 			case <-time.After(backoff):
 			}
@@ -74,22 +77,69 @@ func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 	}
 }
 
-func (r *relay) drain(budget time.Duration) {
+// drain makes one attempt per queued message (first, when not nil, ahead of the queue)
+// until budget is spent, then gives up on the rest, so a Kafka outage cannot hold the
+// gateway's shutdown. Nothing given up is lost: the grab's reservation stays in Redis, and
+// the reconciler re-publishes reservations still unsettled after SECKILL_STALE_AFTER. How
+// many were left is logged (relay_unpublished) and counted in relayDropped.
+func (r *relay) drain(budget time.Duration, first *kafka.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	for {
+	next := func() (kafka.Message, bool) {
+		if first != nil {
+			m := *first
+			first = nil
+			return m, true
+		}
 		select {
 		case m := <-r.queue:
-			r.metrics.relayPending.Dec()
-			if err := r.w.WriteMessages(ctx, m); err != nil {
-				r.metrics.relayDropped.Inc()
-				r.log.Warn("relay gave up at shutdown; the reconciler will re-publish the reservation",
-					"key", string(m.Key), "error", err.Error())
-			} else {
-				r.metrics.relayed.Inc()
-			}
+			return m, true
 		default:
-			return
+			return kafka.Message{}, false
+		}
+	}
+	published, left := 0, 0
+	var lastErr error
+	for m, ok := next(); ok; m, ok = next() {
+		r.metrics.relayPending.Dec()
+		if ctx.Err() == nil {
+			if lastErr = r.write(ctx, m); lastErr == nil {
+				published++
+				r.metrics.relayed.Inc()
+				continue
+			}
+		}
+		left++
+		r.metrics.relayDropped.Inc()
+	}
+	if left == 0 {
+		if published > 0 {
+			r.log.Info("relay drained at shutdown", "relay_published", published)
+		}
+		return
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	r.log.Warn("relay stopped with events unpublished; their reservations stay in Redis and the reconciler re-publishes them once stale",
+		"relay_unpublished", left, "relay_published", published, "drain_budget", budget.String(), "error", lastErr.Error())
+}
+
+// write publishes m but stops waiting when ctx ends even if the writer does not (a write
+// stuck on a dead broker's connection must not hold the relay, and so shutdown, forever).
+// An abandoned write may still land later: publishing twice is safe.
+func (r *relay) write(ctx context.Context, m kafka.Message) error {
+	done := make(chan error, 1)
+	go func() { done <- r.w.WriteMessages(ctx, m) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // finished at the same moment: believe the writer
+			return err
+		default:
+			return ctx.Err()
 		}
 	}
 }
