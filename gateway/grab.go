@@ -51,12 +51,18 @@ type grabAPI struct {
 	relay      *relay
 	inflight   chan struct{}
 	produceTTL time.Duration
-	metrics    *metrics
-	log        *slog.Logger
-	now        func() time.Time
+	// admitTimeout bounds the wait for the admission script's verdict.
+	admitTimeout time.Duration
+	metrics      *metrics
+	log          *slog.Logger
+	now          func() time.Time
 }
 
 const grabBodyLimit = 1 << 10
+
+// admitTimeout is how long the gateway waits for an admission verdict (go-redis retries
+// included) before answering 503 with the request id to poll.
+const admitTimeout = 5 * time.Second
 
 func (a *grabAPI) register(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.guard("grab", http.HandlerFunc(a.grab)))
@@ -108,8 +114,11 @@ func tooMany(w http.ResponseWriter, wait time.Duration) {
 // user returns the verified caller, or writes 401.
 func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if a.userHeader != "" {
-		if u := r.Header.Get(a.userHeader); seckill.ValidUserID(u) {
-			return u, true
+		// Exactly one value: with a second copy (sent by the client, or merged into one
+		// comma-separated line by a proxy) "the user" would be whichever copy came first.
+		if vals := r.Header.Values(a.userHeader); len(vals) == 1 && !strings.Contains(vals[0], ",") &&
+			seckill.ValidUserID(vals[0]) {
+			return vals[0], true
 		}
 	} else if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		if u, err := a.verifier.User(tok); err == nil {
@@ -191,8 +200,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	switch err := a.schedule.Check(in.SessionID, in.PrizeID, now); {
 	case errors.Is(err, seckill.ErrNotOpen):
-		a.metrics.grabs.WithLabelValues("not_open").Inc()
-		writeError(w, http.StatusConflict, "not_open", "the session is not open")
+		a.notOpen(w, r, in, user, err)
 		return
 	case err != nil:
 		a.metrics.grabs.WithLabelValues("not_found").Inc()
@@ -221,14 +229,14 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 
 	// The verdict is awaited even if the client goes away: once the script may have run,
 	// the gateway must know, so an admitted grab is always published.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.admitTimeout)
 	defer cancel()
 	start := time.Now()
 	v, err := a.gate.Reserve(rctx, g)
 	a.metrics.redis.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("reserve").Inc()
-		a.fail(w, "grab", err)
+		a.unknownOutcome(w, g.RequestID, err)
 		return
 	}
 	switch v.Code {
@@ -263,6 +271,46 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, "grab", errors.New("unknown verdict "+v.Code.String()))
 	}
 }
+
+// notOpen answers a grab outside its session's window. A keyed request may repeat a grab
+// admitted before the session ended or was closed (its 202 lost on the way), and that client
+// must learn the grab's status, not hear "not open": it is looked up like a status poll
+// (Redis, then MySQL once the keys are gone). Before a session starts nothing of it can have
+// been admitted, so those requests, and keyless ones, are answered from memory.
+func (a *grabAPI) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user string, err error) {
+	if in.Key != "" && !errors.Is(err, errNotStarted) {
+		rid := seckill.RequestID(in.SessionID, in.PrizeID, in.Key)
+		v, found, err := a.existing(r.Context(), rid, user)
+		switch {
+		case err != nil:
+			a.fail(w, "grab", err)
+			return
+		case found:
+			a.metrics.grabs.WithLabelValues("repeat").Inc()
+			writeJSON(w, http.StatusAccepted, v)
+			return
+		}
+	}
+	a.metrics.grabs.WithLabelValues("not_open").Inc()
+	writeError(w, http.StatusConflict, "not_open", "the session is not open")
+}
+
+// unknownOutcome answers a grab whose admission verdict never arrived (Redis error, or no
+// reply within admitTimeout). The script may still have run, or run later (a coalesced
+// pipeline outlives its callers), so the grab may be admitted: the answer carries the request
+// id and its poll URL, so a client that sent no Idempotency-Key can still find out. An
+// admission the gateway never heard of is not published by it; the reconciler finds its
+// reservation stale and publishes it.
+func (a *grabAPI) unknownOutcome(w http.ResponseWriter, rid string, err error) {
+	a.log.Error("admission outcome unknown", "request_id", rid, "error", err.Error())
+	a.metrics.grabs.WithLabelValues("unavailable").Inc()
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Location", statusPath(rid))
+	writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", RequestID: rid,
+		Message: "outcome not known yet; poll the request id, or retry with the same Idempotency-Key"})
+}
+
+func statusPath(rid string) string { return "/api/v1/grabs/" + rid }
 
 // publish emits the grab event and waits for Kafka's acknowledgement. If Kafka does not
 // acknowledge in time, the grab is still admitted: the stock stays deducted (a produce error
@@ -317,33 +365,44 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such grab")
 		return
 	}
+	v, found, err := a.existing(r.Context(), rid, user)
+	switch {
+	case err != nil:
+		a.fail(w, "status", err)
+	case !found:
+		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// existing finds user's grab rid: in Redis while the session×prize's keys live, in MySQL's
+// orders only once they are gone (long after the sale), so a polling crowd never reaches
+// the database. Someone else's grab is "not found", like one never admitted, so ids of
+// other users cannot be probed.
+func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, bool, error) {
 	start := time.Now()
-	l, err := a.gate.Lookup(r.Context(), rid)
+	l, err := a.gate.Lookup(ctx, rid)
 	a.metrics.redis.WithLabelValues("lookup").Observe(time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("lookup").Inc()
-		a.fail(w, "status", err)
-		return
+		return grabView{}, false, err
 	}
 	switch {
 	case l.Found && l.Owner == user:
-		writeJSON(w, http.StatusOK, viewOf(rid, l.Status))
-		return
+		return viewOf(rid, l.Status), true, nil
 	case l.Found || l.Live:
-		// Someone else's grab, or one Redis would know about if it had been admitted:
-		// the same answer for both, so ids of other users cannot be probed.
-		writeError(w, http.StatusNotFound, "not_found", "no such grab")
-		return
+		// Someone else's grab, or one Redis would know about if it had been admitted.
+		return grabView{}, false, nil
 	}
-	o, err := a.orders.ByRequestID(r.Context(), rid)
+	o, err := a.orders.ByRequestID(ctx, rid)
 	switch {
 	case errors.Is(err, seckill.ErrNotFound) || (err == nil && o.UserID != user):
-		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+		return grabView{}, false, nil
 	case err != nil:
-		a.fail(w, "status", err)
-	default:
-		writeJSON(w, http.StatusOK, grabView{RequestID: rid, Status: string(o.Status), OrderID: orderID(o), Reason: string(o.Reason)})
+		return grabView{}, false, err
 	}
+	return grabView{RequestID: rid, Status: string(o.Status), OrderID: orderID(o), Reason: string(o.Reason)}, true, nil
 }
 
 func orderID(o seckill.Order) int64 {

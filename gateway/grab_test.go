@@ -92,7 +92,7 @@ func newGrabEnv(t *testing.T, stockA, stockB, limit int, tweaks ...tweak) *grabE
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, schedule: sched,
 		soldOut: newSoldOutFlags(time.Minute), perUser: nil, perIP: nil, events: w,
 		relay: newRelay(w, 100, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
-		metrics: m, log: log, now: time.Now,
+		admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 	}
 	for _, tw := range tweaks {
 		tw(api)
@@ -321,4 +321,149 @@ func TestRateLimitAndOverload(t *testing.T) {
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("over the cap: %d, want 503 with Retry-After", rec.Code)
 	}
+}
+
+// A retry with the same Idempotency-Key of a grab admitted before the session was closed
+// (its 202 lost on the way) learns the grab's status, from Redis while the keys live and
+// from MySQL after; only a key that was never admitted hears "not open".
+func TestKeyedRetryAfterSessionClosed(t *testing.T) {
+	e := newGrabEnv(t, 5, 5, 1)
+	ctx := stacktest.Context(t, 30*time.Second)
+	first := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
+	expect(t, "admitted", first, 202, "")
+	rid := first.body["request_id"].(string)
+
+	if _, err := store.NewCatalog(e.db, time.Now).CloseSession(ctx, e.open.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.api.schedule.(*scheduleCache).Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
+	expect(t, "keyed retry after close", again, 202, "")
+	if again.body["request_id"] != rid || again.body["status"] != "queued" {
+		t.Fatalf("keyed retry after close answered %v", again.body)
+	}
+	expect(t, "new key after close", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0002"), 409, "not_open")
+	expect(t, "another user's key after close", e.grab(t, e.open, e.prizeA, "bob", "alice-key-0001"), 409, "not_open")
+	expect(t, "keyless after close", e.grab(t, e.open, e.prizeA, "alice", ""), 409, "not_open")
+	expect(t, "key before the session opened", e.grab(t, e.later, e.prizeA, "alice", "alice-key-0001"), 409, "not_open")
+
+	// Long after the sale the keys are gone: the verdict comes from the order in MySQL.
+	err := e.db.Exec(`INSERT INTO orders (request_id, user_id, session_id, prize_id, status, reason,
+		per_user_limit, slot, admitted_at, created_at) VALUES (?, 'alice', ?, ?, 'succeeded', '', 1, 1, NOW(6), NOW(6))`,
+		rid, e.open.ID, e.prizeA).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := stock.KeysFor(e.open.ID, e.prizeA)
+	e.rdb.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
+	late := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
+	expect(t, "keyed retry after the keys expired", late, 202, "")
+	if late.body["request_id"] != rid || late.body["status"] != "succeeded" || late.body["order_id"] == nil {
+		t.Fatalf("keyed retry from MySQL answered %v", late.body)
+	}
+	expect(t, "another user's key from MySQL", e.grab(t, e.open, e.prizeA, "bob", "alice-key-0001"), 409, "not_open")
+	expect(t, "never admitted, keys gone", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0003"), 409, "not_open")
+}
+
+// An admission script that ran after the gateway stopped waiting for it (here: its reply
+// delayed past the admission timeout) is answered 503 with the request id and a Location to
+// poll, so even a client that sent no Idempotency-Key can find its admitted grab.
+func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
+	proxy, err := harness.NewProxy(stacktest.RedisAddr(), 1, 0, 800*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	// A read timeout longer than the delay: go-redis does not retry; the gateway gives up first.
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { slow.Close() })
+	slowGate, err := stock.NewGate(stacktest.Context(t, 10*time.Second), slow, stock.WithCoalescing(8, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slowGate.Close)
+	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+		a.gate = slowGate
+		a.admitTimeout = 150 * time.Millisecond
+	})
+
+	proxy.HoldNext()
+	a := e.grab(t, e.open, e.prizeA, "alice", "")
+	expect(t, "late verdict", a, 503, "unavailable")
+	rid, _ := a.body["request_id"].(string)
+	if _, _, _, err := seckill.ParseRequestID(rid); err != nil {
+		t.Fatalf("503 body %v carries no request id", a.body)
+	}
+	if loc := a.hdr.Get("Location"); loc != "/api/v1/grabs/"+rid {
+		t.Fatalf("Location %q, want the poll URL of %s", loc, rid)
+	}
+	if a.hdr.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	// The script did run: the poll finds the admitted grab.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.request(t, "GET", "/api/v1/grabs/"+rid, e.token(t, "alice"), "", "")
+		if st.code == 200 && st.body["status"] == "queued" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("poll of %s: %d %v", rid, st.code, st.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// With SECKILL_TRUST_USER_HEADER the header must name exactly one user: a client that adds
+// a second copy (or a proxy that merges copies into one comma-separated line) is refused
+// rather than served as whichever value comes first.
+func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
+	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) { a.userHeader = "X-User-Id" })
+	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA)
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   int
+	}{
+		{"one value", []string{"alice"}, 202},
+		{"two header lines", []string{"bob", "mallory"}, 401},
+		{"merged into one line", []string{"bob, mallory"}, 401},
+		{"merged without a space", []string{"bob,mallory"}, 401},
+		{"none", nil, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", e.srv.URL+path, nil)
+			for _, v := range tc.values {
+				req.Header.Add("X-User-Id", v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
+	}
+	snap, _ := e.gate.Snapshots(context.Background(), [][2]int64{{e.open.ID, e.prizeA}})
+	if snap[0].Pending != 1 {
+		t.Fatalf("%d reservations, want only the one-user request's", snap[0].Pending)
+	}
+}
+
+// A grab body, when present, must be a JSON object: `null` (or any other JSON value) is
+// refused, not read as "no body".
+func TestGrabBodyMustBeAnObject(t *testing.T) {
+	e := newGrabEnv(t, 5, 5, 10)
+	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA)
+	tok := e.token(t, "alice")
+	for i, body := range []string{`null`, ` null `, `[]`, `"grab"`, `1`, `true`} {
+		t.Run(body, func(t *testing.T) {
+			expect(t, body, e.request(t, "POST", path, tok, fmt.Sprintf("alice-key-%04d", i), body), 400, "invalid_input")
+		})
+	}
+	expect(t, "empty object", e.request(t, "POST", path, tok, "alice-key-0100", `{}`), 202, "")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,13 @@ import (
 )
 
 // apiError is every error body the gateway writes: a stable code for programs, a message
-// for people, and the offending fields for validation errors.
+// for people, the offending fields for validation errors, and the request id when a grab
+// may have been admitted although the answer is an error (poll it).
 type apiError struct {
-	Code    string               `json:"error"`
-	Message string               `json:"message"`
-	Fields  []seckill.FieldError `json:"fields,omitempty"`
+	Code      string               `json:"error"`
+	Message   string               `json:"message"`
+	Fields    []seckill.FieldError `json:"fields,omitempty"`
+	RequestID string               `json:"request_id,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -35,17 +38,17 @@ var errBodyTooLarge = errors.New("request body too large")
 
 // decodeStrict reads exactly one JSON object of at most limit bytes into v, rejecting
 // unknown fields and trailing data, so a typo in a field name is an error rather than a
-// silently ignored setting.
+// silently ignored setting. Any other JSON value is refused too: encoding/json reads `null`
+// into a struct as "nothing to set", which would let `null` pass for an empty object.
 func decodeStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return fmt.Errorf("content type %q: want application/json", ct)
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		var tooLarge *http.MaxBytesError
 		var syntax *json.SyntaxError
-		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &tooLarge):
 			return errBodyTooLarge
@@ -53,10 +56,6 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) er
 			return errors.New("empty body: want a JSON object")
 		case errors.As(err, &syntax):
 			return fmt.Errorf("malformed JSON at byte %d", syntax.Offset)
-		case errors.As(err, &typ):
-			return fmt.Errorf("field %q: want %s", typ.Field, typ.Type)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return fmt.Errorf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
 		return fmt.Errorf("invalid JSON: %w", err)
 	}
@@ -66,6 +65,21 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) er
 			return errBodyTooLarge
 		}
 		return errors.New("trailing data after the JSON object")
+	}
+	if raw[0] != '{' { // the decoder has already skipped leading white space
+		return errors.New("want a JSON object")
+	}
+	obj := json.NewDecoder(bytes.NewReader(raw))
+	obj.DisallowUnknownFields()
+	if err := obj.Decode(v); err != nil {
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typ):
+			return fmt.Errorf("field %q: want %s", typ.Field, typ.Type)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return fmt.Errorf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return fmt.Errorf("invalid JSON: %w", err)
 	}
 	return nil
 }
@@ -81,4 +95,47 @@ func badInput(w http.ResponseWriter, err error) {
 	default:
 		writeError(w, http.StatusBadRequest, "invalid_input", err.Error())
 	}
+}
+
+// jsonErrors answers the requests mux has no route for (unknown path: 404; known path,
+// other method: 405 with Allow) with the same JSON error body as every other error, instead
+// of net/http's plain-text pages. Everything else, redirects included, is mux's.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// The mux's own fallback knows which of 404 and 405 it is, and the allowed methods.
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		switch probe.code {
+		case http.StatusNotFound:
+			writeError(w, http.StatusNotFound, "not_found", "no such route")
+		case http.StatusMethodNotAllowed:
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				r.Method+" is not allowed here; allowed: "+probe.header.Get("Allow"))
+		default:
+			mux.ServeHTTP(w, r)
+		}
+	})
+}
+
+// statusProbe records what a fallback handler would answer, and discards its body.
+type statusProbe struct {
+	header http.Header
+	code   int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+func (p *statusProbe) WriteHeader(code int) {
+	if p.code == 0 {
+		p.code = code
+	}
+}
+func (p *statusProbe) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
 }

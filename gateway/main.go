@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -175,10 +176,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
 		events:  grabs, relay: rly, inflight: make(chan struct{}, cfg.MaxInflight),
-		produceTTL: cfg.ProduceTimeout, metrics: m, log: log, now: time.Now,
+		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 	}
+	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
-	ops.Register(public, nil, checks) // metrics only on the admin listener
+	public.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	public.Handle("GET /readyz", newReadiness(checks, newKeyedLimiter(20, 40, cfg.RateMaxKeys, time.Now), time.Now, log))
 	api.register(public)
 
 	// After an admin change, this instance sees it at once; others within ScheduleRefresh.
@@ -188,9 +193,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			log.Warn("schedule reload after admin change failed", "error", err.Error())
 		}
 	}
+	// The admin listener's /healthz and /readyz stay open for probes (its /readyz names each
+	// failing dependency and why); metrics describe the inside (routes, error rates,
+	// dependencies) and sit behind the admin token like the rest of the admin API.
 	adminMux := http.NewServeMux()
-	ops.Register(adminMux, reg, checks)
-	newAdmin(catalog, gate, preheater, cfg.AdminToken, onChange, log).register(adminMux)
+	ops.Register(adminMux, nil, checks)
+	adm := newAdmin(catalog, gate, preheater, cfg.AdminToken, onChange, log)
+	adm.register(adminMux)
+	adminMux.Handle("GET /metrics", adm.authorized(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 
 	log.Info("gateway starting",
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,
@@ -203,15 +213,21 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String())
 
 	// The relay outlives the HTTP servers: it stops (and drains) only after they stopped
-	// accepting grabs, so an event handed to it during shutdown still gets its chance.
+	// accepting grabs, so an event handed to it during shutdown still gets its chance. Its
+	// drain is bounded by SECKILL_SHUTDOWN_TIMEOUT even if Kafka hangs: what it leaves stays
+	// reserved in Redis, and the reconciler re-publishes stale reservations.
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = rly.Run(relayCtx, cfg.ShutdownTimeout) }()
 	defer func() { stopRelay(); <-relayDone }()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, public), cfg.ShutdownTimeout) })
-	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminMux), cfg.ShutdownTimeout) })
+	g.Go(func() error {
+		return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, jsonErrors(public)), cfg.ShutdownTimeout)
+	})
+	g.Go(func() error {
+		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, jsonErrors(adminMux)), cfg.ShutdownTimeout)
+	})
 	g.Go(func() error {
 		return schedule.Run(gctx, func(err error) {
 			m.scheduleErrors.Inc()

@@ -87,14 +87,20 @@ func (c *scheduleCache) Run(ctx context.Context, onErr func(error)) error {
 	}
 }
 
+// errNotStarted is the ErrNotOpen of a known session that has not started yet: nothing of
+// it can have been admitted, so even a keyed grab needs no lookup.
+var errNotStarted = fmt.Errorf("%w: not started yet", seckill.ErrNotOpen)
+
 // Check says whether a grab on session×prize may go to Redis at t: nil when open,
-// seckill.ErrNotOpen when the session is not open (or unknown near now), seckill.ErrNotFound
-// when the session has no such prize.
+// seckill.ErrNotOpen when the session is not open (or unknown near now; errNotStarted when
+// it is known and starts later), seckill.ErrNotFound when the session has no such prize.
 func (c *scheduleCache) Check(sessionID, prizeID int64, t time.Time) error {
 	c.mu.RLock()
 	s, ok := c.sessions[sessionID]
 	c.mu.RUnlock()
 	switch {
+	case ok && t.Before(s.session.Start):
+		return errNotStarted
 	case !ok || !s.session.OpenAt(t):
 		return seckill.ErrNotOpen
 	case !s.prizes[prizeID]:
