@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/harness"
+	leasepkg "github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -400,7 +401,7 @@ func TestKilledMidRunNextRunFinishes(t *testing.T) {
 	// Kill it while it holds the lease and waits for the consumers.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if holder, _ := e.rdb.Get(e.ctx, "lease:{"+e.env["SECKILL_RECONCILER_LEASE"]+"}").Result(); holder != "" {
+		if holder, _, _ := leasepkg.New(e.db, e.env["SECKILL_RECONCILER_LEASE"], time.Second).Holder(e.ctx); holder != "" {
 			break
 		}
 		if time.Now().After(deadline) {

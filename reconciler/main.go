@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -25,6 +26,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -86,8 +88,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	catalog := store.NewCatalog(db, time.Now)
+	orders := store.NewOrders(db)
 	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
 	if err != nil {
+		return err
+	}
+	// The reconciler maps a session×prize to its grab partition by hashing over the
+	// configured count; with another count on the broker every lag it reads is another
+	// prize's, so it refuses to act at all.
+	if err := kafkaAdmin.CheckPartitions(ctx, cfg.Topics.Grab, cfg.Topics.Compensation); err != nil {
 		return err
 	}
 	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name)
@@ -95,35 +104,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer grabs.Close()
-	deadLetters, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name)
+	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name)
 	if err != nil {
 		return err
 	}
-	defer deadLetters.Close()
+	defer deadLetterWriter.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d := &deps{
-		gate: gate, orders: store.NewOrders(db), catalog: catalog, lag: kafkaAdmin, grabs: grabs, deadLtr: deadLetters,
-		brokers: cfg.KafkaBrokers, topics: cfg.Topics, group: cfg.ConsumerGroup, compGroup: cfg.CompensationGroup,
-		grace: cfg.KeyGrace, stale: cfg.StaleAfter, catchUp: cfg.CatchUpWait,
-		metrics: newReconcilerMetrics(reg), log: log, now: time.Now,
+	deadLettersWritten := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_dead_letters_total",
+		Help: "Events the reconciler sent to the dead-letter topic (undecodable, or no such stock row)."})
+	reg.MustRegister(deadLettersWritten)
+	deadLetters, err := event.NewDeadLetters(deadLetterWriter, deadLettersWritten)
+	if err != nil {
+		return err
 	}
-	comp := &compensationJob{deps: d}
-	var lastBacklog int64
+	lag := grabLag{reader: kafkaAdmin, group: cfg.ConsumerGroup, topic: cfg.Topics.Grab}
+	comp := &compensationJob{
+		bounds: kafkaAdmin, offsets: catalog, orders: orders, gate: gate, deadLetters: deadLetters,
+		topic: cfg.Topics.Compensation, policy: retry.Default(), budget: cfg.ReplayBudget,
+		metrics: newCompensationMetrics(reg), log: log, now: time.Now,
+		open: func(partition int, offset int64) (partitionReader, error) {
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.KafkaBrokers, Topic: cfg.Topics.Compensation.Name,
+				Partition: partition, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
+			if err := r.SetOffset(offset); err != nil {
+				r.Close()
+				return nil, fmt.Errorf("compensation partition %d at offset %d: %w", partition, offset, err)
+			}
+			return r, nil
+		},
+	}
+	republished, settled := newStaleMetrics(reg)
 	r := &runner{
-		lease:   lease.New(rdb, cfg.LeaseName, cfg.LeaseTTL),
+		lease:   lease.New(db, cfg.LeaseName, cfg.LeaseTTL),
 		metrics: newRunnerMetrics(reg),
 		now:     time.Now,
 		// Order matters: replay compensation before judging reservations stale, rebuild lost
 		// keys before measuring drift, report sessions last.
 		jobs: []job{
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
-			backlogTap{job: comp, backlog: &lastBacklog},
-			rebuildJob{deps: d, compensationBacklog: func() int64 { return lastBacklog }},
-			staleJob{deps: d},
-			driftJob{deps: d},
-			lifecycleJob{deps: d},
+			comp,
+			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
+				grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
+			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
+				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled, log: log, now: time.Now},
+			driftJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grace: cfg.KeyGrace,
+				metrics: newDriftMetrics(reg), log: log, now: time.Now},
+			lifecycleJob{catalog: catalog, gate: gate, orders: orders, grace: cfg.KeyGrace, log: log, now: time.Now},
 		},
 	}
 	if *once {
@@ -145,7 +172,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	log.Info("reconciler starting", "http_addr", cfg.HTTPAddr, "interval", cfg.Interval.String(),
 		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
-		"catch_up_wait", cfg.CatchUpWait.String(), "consumer_group", cfg.ConsumerGroup, "lease", cfg.LeaseName)
+		"catch_up_wait", cfg.CatchUpWait.String(), "republish_bound", cfg.RepublishBound.String(),
+		"consumer_group", cfg.ConsumerGroup, "lease", cfg.LeaseName)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
@@ -181,20 +209,4 @@ func schedule(ctx context.Context, r *runner, every time.Duration, log *slog.Log
 		case <-t.C:
 		}
 	}
-}
-
-// backlogTap passes a job through and remembers the compensation backlog it left, so the
-// rebuild job does not recreate keys while admitted grabs still wait on that topic.
-type backlogTap struct {
-	job
-	backlog *int64
-}
-
-func (b backlogTap) Run(ctx context.Context, fence int64) (result, error) {
-	res, err := b.job.Run(ctx, fence)
-	*b.backlog = res.Summary["backlog"]
-	if err != nil {
-		*b.backlog = max(*b.backlog, 1) // unknown after an error: assume grabs still wait there
-	}
-	return res, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 )
 
@@ -19,7 +20,8 @@ type preheatJob struct {
 
 func (preheatJob) Name() string { return "preheat" }
 
-func (j preheatJob) Run(ctx context.Context, _ int64) (result, error) {
+// Preheating creates keys only where absent (never overwriting), so it needs no fence.
+func (j preheatJob) Run(ctx context.Context, _ lease.Fence) (result, error) {
 	results, err := j.preheater.Due(ctx, j.lead)
 	sum := map[string]int64{"sessions": int64(len(results)), "keys_loaded": 0, "keys_kept": 0}
 	for _, r := range results {

@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 )
 
 // job is one piece of reconciliation work. It returns what it did and an error when it
-// could not finish (or found a problem it could not fix); fence is the lease's fencing
-// number for this run.
+// could not finish (or found a problem it could not fix). Every write it makes carries
+// fence, this run's lease acquisition, and is refused once a newer holder took over.
 type job interface {
 	Name() string
-	Run(ctx context.Context, fence int64) (result, error)
+	Run(ctx context.Context, fence lease.Fence) (result, error)
 }
 
 // result is a job's account of one run: counters a person and a machine can read, and
@@ -30,7 +32,7 @@ type result struct {
 
 // leaser runs work while holding the single-actor lease.
 type leaser interface {
-	Do(ctx context.Context, work func(ctx context.Context, fence int64) error) (bool, error)
+	Do(ctx context.Context, work func(ctx context.Context, fence lease.Fence) error) (bool, error)
 }
 
 // jobReport is one job's part of a run report.
@@ -89,10 +91,10 @@ type runner struct {
 
 func (r *runner) runOnce(ctx context.Context) (report, error) {
 	rep := report{StartedAt: r.now().UTC(), Lease: "busy", Jobs: []jobReport{}}
-	acquired, err := r.lease.Do(ctx, func(ctx context.Context, fence int64) error {
+	acquired, err := r.lease.Do(ctx, func(ctx context.Context, fence lease.Fence) error {
 		r.metrics.held.Set(1)
 		defer r.metrics.held.Set(0)
-		rep.Lease, rep.Fence = "held", fence
+		rep.Lease, rep.Fence = "held", fence.Number
 		for _, j := range r.jobs {
 			res, err := j.Run(ctx, fence)
 			jr := jobReport{Name: j.Name(), Summary: res.Summary, Details: res.Details}

@@ -146,10 +146,11 @@ type Reconciler struct {
 	LeaseName   string        // the single-actor lease; instances sharing it take turns
 	LeaseTTL    time.Duration // renewed every third of it while held
 
-	ConsumerGroup     string        // the order consumers' group, whose lag says what is in flight
-	CompensationGroup string        // the reconciler's own group on the compensation topic
-	StaleAfter        time.Duration // a reservation older than this without an order is stale
-	CatchUpWait       time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
+	ConsumerGroup  string        // the order consumers' group, whose lag says what is in flight
+	StaleAfter     time.Duration // a reservation older than this without an order is stale
+	RepublishBound time.Duration // ... and re-published even while its partition is busy once this old
+	CatchUpWait    time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
+	ReplayBudget   time.Duration // how long one run may spend replaying the compensation topic
 }
 
 // LoadReconciler reads the reconciler's configuration.
@@ -163,10 +164,14 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		LeaseName:   r.str("SECKILL_RECONCILER_LEASE", "seckill-reconciler"),
 		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
 
-		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		CompensationGroup: r.str("SECKILL_COMPENSATION_GROUP", "seckill-compensation-replay"),
-		StaleAfter:        r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
-		CatchUpWait:       r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
+		ConsumerGroup:  r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		StaleAfter:     r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
+		RepublishBound: r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
+		CatchUpWait:    r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
+		ReplayBudget:   r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
+	}
+	if c.RepublishBound < c.StaleAfter {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
 	}
 	return c, r.err()
 }

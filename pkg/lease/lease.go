@@ -1,113 +1,143 @@
-// Package lease makes one process at a time the actor for a job, with a Redis lease: a
-// random token so only the holder can renew or release it, and a fencing number that grows
-// with every acquisition so work stamped by an expired holder can be told apart.
+// Package lease makes one process at a time the actor for a job, with a lease row in MySQL:
+// a random token so only the holder can renew or release it, and a fencing number that
+// grows with every acquisition. Writes the holder makes check the number (Fence.Check, and
+// the fenced Redis scripts and MySQL statements that take it), so a holder that was paused
+// past its expiry while another took over cannot act on what it read before.
+//
+// The lease lives in MySQL, not Redis: Redis is the store a data loss wipes, and a fencing
+// number that resets to 1 after a loss fences nothing.
 package lease
 
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 )
 
-// acquire sets the lease only if free and, in the same atomic step, draws the next fencing
-// number. KEYS: 1 lease, 2 fence counter. ARGV: 1 token, 2 ttl ms.
-var acquire = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-return 0`)
-
-// renew extends the lease only while this token holds it.
-var renew = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0`)
-
-// release deletes the lease only while this token holds it. A plain DEL after the lease
-// expired and another process took it would free someone else's lease: the bug behind a
-// well-known oversold flash sale.
-var release = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`)
-
-// ErrLost is returned by Run's work context cause when renewal failed: another holder may act.
+// ErrLost is the cause of Do's work context when a renewal failed: another holder may act.
 var ErrLost = errors.New("lease lost")
 
-// Lease is a named lease in Redis.
+// ErrStale is returned by Fence.Check when a newer holder has taken the lease.
+var ErrStale = errors.New("stale fence: another holder took the lease")
+
+// Lease is a named lease in the leases table.
 type Lease struct {
-	rdb   redis.UniversalClient
-	key   string
-	fence string
-	ttl   time.Duration
+	db   *gorm.DB
+	name string
+	ttl  time.Duration
 }
 
 // New returns the lease called name with the given time to live (renewed every ttl/3 while
-// held).
-func New(rdb redis.UniversalClient, name string, ttl time.Duration) *Lease {
-	return &Lease{rdb: rdb, key: "lease:{" + name + "}", fence: "lease:{" + name + "}:fence", ttl: ttl}
+// held by Do).
+func New(db *gorm.DB, name string, ttl time.Duration) *Lease {
+	return &Lease{db: db, name: name, ttl: ttl}
+}
+
+// Fence is one acquisition of a lease: the number every write made under it carries.
+type Fence struct {
+	Name   string
+	Number int64
+	lease  *Lease
+}
+
+// Check returns ErrStale unless no one acquired the lease since this fence was drawn. A
+// holder whose lease merely expired, with no one else taking it, is still current: nobody
+// else can have acted.
+func (f Fence) Check(ctx context.Context) error {
+	if f.lease == nil {
+		return errors.New("fence: not drawn from a lease")
+	}
+	var cur int64
+	if err := f.lease.db.WithContext(ctx).Raw("SELECT fence FROM leases WHERE name = ?", f.Name).Row().Scan(&cur); err != nil {
+		return fmt.Errorf("check fence of lease %s: %w", f.Name, err)
+	}
+	if cur != f.Number {
+		return fmt.Errorf("lease %s: fence %d, current %d: %w", f.Name, f.Number, cur, ErrStale)
+	}
+	return nil
 }
 
 // Held is a held lease.
 type Held struct {
 	Token string
-	Fence int64
+	Fence Fence
 }
 
-// TryAcquire takes the lease if it is free; ok is false when someone else holds it.
+func (l *Lease) micros() int64 { return l.ttl.Microseconds() }
+
+// TryAcquire takes the lease if it is free or expired, drawing the next fencing number in
+// the same statement; ok is false when someone else holds it.
 func (l *Lease) TryAcquire(ctx context.Context) (Held, bool, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return Held{}, false, fmt.Errorf("lease token: %w", err)
 	}
 	token := hex.EncodeToString(b)
-	n, err := acquire.Run(ctx, l.rdb, []string{l.key, l.fence}, token, l.ttl.Milliseconds()).Int64()
-	if err != nil {
-		return Held{}, false, fmt.Errorf("acquire lease %s: %w", l.key, err)
+	db := l.db.WithContext(ctx)
+	if err := db.Exec("INSERT IGNORE INTO leases (name, expires_at) VALUES (?, '1970-01-02')", l.name).Error; err != nil {
+		return Held{}, false, fmt.Errorf("acquire lease %s: %w", l.name, err)
 	}
-	if n == 0 {
+	res := db.Exec(`UPDATE leases SET holder = ?, fence = fence + 1, acquired_at = NOW(6),
+		expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND expires_at < NOW(6)`, token, l.micros(), l.name)
+	if res.Error != nil {
+		return Held{}, false, fmt.Errorf("acquire lease %s: %w", l.name, res.Error)
+	}
+	if res.RowsAffected != 1 {
 		return Held{}, false, nil
 	}
-	return Held{Token: token, Fence: n}, true, nil
-}
-
-// Renew extends a held lease; false means it was lost (expired and maybe retaken).
-func (l *Lease) Renew(ctx context.Context, h Held) (bool, error) {
-	n, err := renew.Run(ctx, l.rdb, []string{l.key}, h.Token, l.ttl.Milliseconds()).Int64()
-	if err != nil {
-		return false, fmt.Errorf("renew lease %s: %w", l.key, err)
+	var n int64
+	if err := db.Raw("SELECT fence FROM leases WHERE name = ? AND holder = ?", l.name, token).Row().Scan(&n); err != nil {
+		return Held{}, false, fmt.Errorf("acquire lease %s: read fence: %w", l.name, err)
 	}
-	return n == 1, nil
+	return Held{Token: token, Fence: Fence{Name: l.name, Number: n, lease: l}}, true, nil
 }
 
-// Release frees a held lease; it never frees a lease someone else holds.
+// Renew extends a held lease; false means it was lost (another holder drew a newer fence).
+func (l *Lease) Renew(ctx context.Context, h Held) (bool, error) {
+	res := l.db.WithContext(ctx).Exec(`UPDATE leases SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+		WHERE name = ? AND holder = ? AND fence = ?`, l.micros(), l.name, h.Token, h.Fence.Number)
+	if res.Error != nil {
+		return false, fmt.Errorf("renew lease %s: %w", l.name, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// Release frees a held lease (it expires now); it never frees a lease someone else holds.
+// The fencing number stays: the next holder draws a higher one.
 func (l *Lease) Release(ctx context.Context, h Held) error {
-	if err := release.Run(ctx, l.rdb, []string{l.key}, h.Token).Err(); err != nil {
-		return fmt.Errorf("release lease %s: %w", l.key, err)
+	if err := l.db.WithContext(ctx).Exec(`UPDATE leases SET expires_at = NOW(6) - INTERVAL 1 MICROSECOND
+		WHERE name = ? AND holder = ? AND fence = ?`, l.name, h.Token, h.Fence.Number).Error; err != nil {
+		return fmt.Errorf("release lease %s: %w", l.name, err)
 	}
 	return nil
 }
 
-// Holder returns the current holder's token ("" when free).
-func (l *Lease) Holder(ctx context.Context) (string, error) {
-	v, err := l.rdb.Get(ctx, l.key).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
+// Holder returns the current holder's token and fence ("" when free or expired).
+func (l *Lease) Holder(ctx context.Context) (string, int64, error) {
+	var token string
+	var fence int64
+	err := l.db.WithContext(ctx).Raw("SELECT holder, fence FROM leases WHERE name = ? AND expires_at >= NOW(6)", l.name).
+		Row().Scan(&token, &fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, nil
 	}
-	return v, err
+	if err != nil {
+		return "", 0, fmt.Errorf("lease %s holder: %w", l.name, err)
+	}
+	return token, fence, nil
 }
 
 // Do runs work while holding the lease, renewing it in the background. It returns
 // acquired=false without running work when another process holds the lease. If a renewal
-// fails, work's context is cancelled with ErrLost as its cause, so work stops acting.
-func (l *Lease) Do(ctx context.Context, work func(ctx context.Context, fence int64) error) (acquired bool, err error) {
+// fails, work's context is cancelled with ErrLost as its cause, so work stops acting; writes
+// it is already making are refused by their fence checks.
+func (l *Lease) Do(ctx context.Context, work func(ctx context.Context, fence Fence) error) (acquired bool, err error) {
 	h, ok, err := l.TryAcquire(ctx)
 	if err != nil || !ok {
 		return false, err
@@ -128,7 +158,7 @@ func (l *Lease) Do(ctx context.Context, work func(ctx context.Context, fence int
 				ok, err := l.Renew(rctx, h)
 				rcancel()
 				if err != nil || !ok {
-					cancel(fmt.Errorf("%w: %v", ErrLost, err))
+					cancel(fmt.Errorf("%w: renewal: ok=%v err=%v", ErrLost, ok, err))
 					return
 				}
 			}

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,11 +13,9 @@ import (
 )
 
 func TestOneHolderAndFencing(t *testing.T) {
-	rdb := stacktest.Redis(t)
+	_, db := stacktest.Migrated(t)
 	ctx := stacktest.Context(t, 30*time.Second)
-	name := "t-" + stacktest.ID(t)
-	t.Cleanup(func() { rdb.Del(context.Background(), "lease:{"+name+"}", "lease:{"+name+"}:fence") })
-	a, b := lease.New(rdb, name, 500*time.Millisecond), lease.New(rdb, name, 500*time.Millisecond)
+	a, b := lease.New(db, "r", 500*time.Millisecond), lease.New(db, "r", 500*time.Millisecond)
 
 	h1, ok, err := a.TryAcquire(ctx)
 	if err != nil || !ok {
@@ -26,39 +25,72 @@ func TestOneHolderAndFencing(t *testing.T) {
 		t.Fatal("second instance acquired a held lease")
 	}
 	// Releasing with a stale token must not free the holder's lease.
-	if err := b.Release(ctx, lease.Held{Token: "not-the-holder"}); err != nil {
+	if err := b.Release(ctx, lease.Held{Token: "not-the-holder", Fence: h1.Fence}); err != nil {
 		t.Fatal(err)
 	}
-	if holder, _ := a.Holder(ctx); holder != h1.Token {
+	if holder, _, _ := a.Holder(ctx); holder != h1.Token {
 		t.Fatal("a foreign release freed the lease")
+	}
+	if err := h1.Fence.Check(ctx); err != nil {
+		t.Fatalf("holder's own fence refused: %v", err)
 	}
 	if err := a.Release(ctx, h1); err != nil {
 		t.Fatal(err)
 	}
 	h2, ok, err := b.TryAcquire(ctx)
-	if err != nil || !ok || h2.Fence <= h1.Fence {
-		t.Fatalf("reacquire: ok=%v fence %d after %d, err %v", ok, h2.Fence, h1.Fence, err)
+	if err != nil || !ok || h2.Fence.Number <= h1.Fence.Number {
+		t.Fatalf("reacquire: ok=%v fence %d after %d, err %v", ok, h2.Fence.Number, h1.Fence.Number, err)
 	}
-	// The old holder cannot renew what it no longer holds.
+	// The old holder can neither renew nor pass a fence check any more.
 	if ok, _ := a.Renew(ctx, h1); ok {
 		t.Fatal("stale holder renewed the lease")
+	}
+	if err := h1.Fence.Check(ctx); !errors.Is(err, lease.ErrStale) {
+		t.Fatalf("stale fence check: %v, want ErrStale", err)
 	}
 	_ = b.Release(ctx, h2)
 }
 
-func TestDoRunsOneActorAndRenews(t *testing.T) {
-	rdb := stacktest.Redis(t)
+// A holder that stops renewing (a process paused by SIGSTOP, a long GC pause) keeps its
+// fence only until someone else takes the expired lease; from then on every check fails.
+func TestPausedHolderIsFencedOutAfterTakeover(t *testing.T) {
+	_, db := stacktest.Migrated(t)
 	ctx := stacktest.Context(t, 30*time.Second)
-	name := "t-" + stacktest.ID(t)
-	t.Cleanup(func() { rdb.Del(context.Background(), "lease:{"+name+"}", "lease:{"+name+"}:fence") })
+	a, b := lease.New(db, "r", 300*time.Millisecond), lease.New(db, "r", 300*time.Millisecond)
+	h1, ok, err := a.TryAcquire(ctx)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	time.Sleep(400 * time.Millisecond) // "paused" past the TTL, nobody took over yet
+	if err := h1.Fence.Check(ctx); err != nil {
+		t.Fatalf("expired but not retaken: %v; nobody else acted, the fence is still current", err)
+	}
+	h2, ok, err := b.TryAcquire(ctx)
+	if err != nil || !ok {
+		t.Fatalf("takeover of an expired lease: %v %v", ok, err)
+	}
+	if err := h1.Fence.Check(ctx); !errors.Is(err, lease.ErrStale) {
+		t.Fatalf("paused holder after takeover: %v, want ErrStale", err)
+	}
+	if ok, _ := a.Renew(ctx, h1); ok {
+		t.Fatal("paused holder renewed after takeover")
+	}
+	if err := h2.Fence.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDoRunsOneActorAndRenews(t *testing.T) {
+	_, db := stacktest.Migrated(t)
+	ctx := stacktest.Context(t, 30*time.Second)
 	var running, maxRunning, ran atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := lease.New(rdb, name, 300*time.Millisecond)
-			_, err := l.Do(ctx, func(ctx context.Context, fence int64) error {
+			l := lease.New(db, "r", 300*time.Millisecond)
+			_, err := l.Do(ctx, func(ctx context.Context, _ lease.Fence) error {
 				n := running.Add(1)
 				defer running.Add(-1)
 				if n > maxRunning.Load() {
@@ -82,7 +114,7 @@ func TestDoRunsOneActorAndRenews(t *testing.T) {
 	if maxRunning.Load() != 1 || ran.Load() != 1 {
 		t.Fatalf("%d ran, at most %d at once; want exactly one actor", ran.Load(), maxRunning.Load())
 	}
-	if holder, _ := lease.New(rdb, name, time.Second).Holder(ctx); holder != "" {
+	if holder, _, _ := lease.New(db, "r", time.Second).Holder(ctx); holder != "" {
 		t.Fatal("lease still held after Do returned")
 	}
 }

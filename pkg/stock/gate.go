@@ -32,12 +32,13 @@ type Keys struct {
 	Users    string // hash: user id -> admitted count
 	Reserved string // hash: request id -> "user|admitted_ms" (admitted, not yet an order)
 	Outcomes string // hash: request id -> "user|s|order id" or "user|r|reason"
+	Fence    string // string: the highest reconciler fencing number that wrote these keys
 }
 
 // KeysFor returns the keys of a session×prize.
 func KeysFor(sessionID, prizeID int64) Keys {
 	tag := "sk:{" + strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + "}:"
-	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out"}
+	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out", Fence: tag + "fence"}
 }
 
 func (k Keys) all() []string { return []string{k.Meta, k.Users, k.Reserved, k.Outcomes} }

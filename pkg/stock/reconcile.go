@@ -21,10 +21,13 @@ var (
 	correctSrc string
 	//go:embed lua/rebuild.lua
 	rebuildSrc string
+	//go:embed lua/remove.lua
+	removeSrc string
 
 	snapshotScript = redis.NewScript(snapshotSrc)
 	correctScript  = redis.NewScript(correctSrc)
 	rebuildScript  = redis.NewScript(rebuildSrc)
+	removeScript   = redis.NewScript(removeSrc)
 )
 
 // Reservation is an admitted grab Redis holds until its order is settled.
@@ -70,69 +73,76 @@ func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error)
 // ErrMoved is returned by CorrectLeft when Redis changed since it was read.
 var ErrMoved = errors.New("stock moved since it was read")
 
-// CorrectLeft sets left stock to to, only if it is still from.
-func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID, from, to int64) error {
-	n, err := correctScript.Run(ctx, g.rdb, []string{KeysFor(sessionID, prizeID).Meta}, from, to).Int64()
+// ErrFenced is returned by the reconciler's writes when a reconciler with a newer fencing
+// number already wrote this session×prize: the caller's lease was taken over.
+var ErrFenced = errors.New("stale fence: a newer reconciler acted on these keys")
+
+// ErrPending is returned by Remove while reservations wait for their orders.
+var ErrPending = errors.New("reservations still pending")
+
+// CorrectLeft sets left stock to to, only if it is still from and fence is not older than
+// the newest fence that wrote these keys.
+func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID, from, to, fence int64) error {
+	k := KeysFor(sessionID, prizeID)
+	n, err := correctScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence}, from, to, fence).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("correct session %d prize %d: %w", sessionID, prizeID, err)
 	case n == 0:
 		return ErrMoved
-	case n < 0:
+	case n == -1:
 		return seckill.ErrNotLoaded
+	case n == -2:
+		return fmt.Errorf("correct session %d prize %d: %w", sessionID, prizeID, ErrFenced)
 	}
 	return nil
 }
 
-// Rebuild recreates a lost session×prize from the system of record: per-user counts and
-// outcomes first, then the stock key. It never overwrites a present stock key.
-func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []Settlement, expireAt time.Time) (bool, error) {
+// Rebuild recreates a lost session×prize from the system of record in one atomic script:
+// per-user counts, outcomes and the stock key, or nothing at all when the stock key exists.
+// It returns false when the key was there.
+func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []Settlement, expireAt time.Time, fence int64) (bool, error) {
 	k := KeysFor(st.SessionID, st.PrizeID)
-	exp := expireAt.UnixMilli()
-	const chunk = 500
-	pipe := g.rdb.Pipeline()
-	args := make([]any, 0, 2*chunk)
-	flushUsers := func() {
-		if len(args) > 0 {
-			pipe.HSet(ctx, k.Users, args...)
-			args = args[:0]
-		}
-	}
+	args := make([]any, 0, 6+2*len(users)+2*len(outcomes))
+	args = append(args, fence, st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), len(users))
 	for u, n := range users {
 		args = append(args, u, n)
-		if len(args) == 2*chunk {
-			flushUsers()
+	}
+	for _, o := range outcomes {
+		v := o.UserID + "|s|" + strconv.FormatInt(o.OrderID, 10)
+		if o.Reason != "" {
+			v = o.UserID + "|r|" + o.Reason
 		}
+		args = append(args, o.RequestID, v)
 	}
-	flushUsers()
-	for i := 0; i < len(outcomes); i += chunk {
-		vals := make([]any, 0, 2*chunk)
-		for _, o := range outcomes[i:min(i+chunk, len(outcomes))] {
-			v := o.UserID + "|s|" + strconv.FormatInt(o.OrderID, 10)
-			if o.Reason != "" {
-				v = o.UserID + "|r|" + o.Reason
-			}
-			vals = append(vals, o.RequestID, v)
-		}
-		pipe.HSet(ctx, k.Outcomes, vals...)
-	}
-	pipe.PExpireAt(ctx, k.Users, expireAt)
-	pipe.PExpireAt(ctx, k.Outcomes, expireAt)
-	if _, err := pipe.Exec(ctx); err != nil {
+	n, err := rebuildScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Outcomes, k.Fence}, args...).Int64()
+	switch {
+	case err != nil:
 		return false, fmt.Errorf("rebuild session %d prize %d: %w", st.SessionID, st.PrizeID, err)
-	}
-	n, err := rebuildScript.Run(ctx, g.rdb, []string{k.Meta}, st.Left, st.Total, st.PerUserLimit, exp).Int64()
-	if err != nil {
-		return false, fmt.Errorf("rebuild session %d prize %d: %w", st.SessionID, st.PrizeID, err)
+	case n == -2:
+		return false, fmt.Errorf("rebuild session %d prize %d: %w", st.SessionID, st.PrizeID, ErrFenced)
 	}
 	return n == 1, nil
 }
 
-// Remove deletes a session×prize's keys (after its grace period).
-func (g *Gate) Remove(ctx context.Context, sessionID, prizeID int64) error {
+// Remove deletes an ended session×prize's keys (after its grace period). It refuses with
+// ErrPending while reservations are not settled, and with ErrFenced for a stale fence.
+func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) error {
 	k := KeysFor(sessionID, prizeID)
-	return g.rdb.Del(ctx, k.all()...).Err()
+	n, err := removeScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence}, fence).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("remove session %d prize %d: %w", sessionID, prizeID, err)
+	case n == -2:
+		return fmt.Errorf("remove session %d prize %d: %w", sessionID, prizeID, ErrFenced)
+	case n == -3:
+		return fmt.Errorf("remove session %d prize %d: %w", sessionID, prizeID, ErrPending)
+	}
+	return nil
 }
+
+// reservationPage is the HSCAN COUNT hint: each call does about this much work in Redis.
+const reservationPage = 1000
 
 // Reservations lists a session×prize's pending reservations with HSCAN, in pages, without
 // blocking Redis the way one big HGETALL would during a sale. Not atomic: for the stale

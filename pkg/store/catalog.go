@@ -271,6 +271,9 @@ type AuditEntry struct {
 	Before    *int64    `json:"before,omitempty"`
 	After     *int64    `json:"after,omitempty"`
 	Detail    string    `json:"detail"`
+	// Fence, when set, makes the entry a fenced write: it commits only while the lease
+	// (the reconciler's) is still held at this fencing number.
+	Fence *Fence `json:"-"`
 }
 
 // Audit returns the newest audit entries for a session (all sessions when sessionID is 0).
@@ -316,7 +319,13 @@ func (c *Catalog) Record(ctx context.Context, e AuditEntry) error {
 	}
 	row := auditRow{At: e.At, Actor: e.Actor, Action: e.Action, SessionID: e.SessionID, PrizeID: e.PrizeID,
 		BeforeValue: e.Before, AfterValue: e.After, Detail: e.Detail}
-	if err := c.db.WithContext(ctx).Create(&row).Error; err != nil {
+	var err error
+	if e.Fence != nil {
+		err = fenced(ctx, c.db, *e.Fence, func(tx *gorm.DB) error { return tx.Create(&row).Error })
+	} else {
+		err = c.db.WithContext(ctx).Create(&row).Error
+	}
+	if err != nil {
 		return fmt.Errorf("audit %s: %w", e.Action, err)
 	}
 	return nil
@@ -347,14 +356,21 @@ type reportRow struct {
 func (reportRow) TableName() string { return "session_reports" }
 
 // SaveReport stores a session×prize's final report once; it returns false when one existed.
-func (c *Catalog) SaveReport(ctx context.Context, r SessionReport) (bool, error) {
-	res := c.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&reportRow{
-		SessionID: r.SessionID, PrizeID: r.PrizeID, Total: r.Total, Sold: r.Sold, LeftStock: r.Left,
-		Rejected: r.Rejected, DriftCorrected: r.DriftCorrected, ReportedAt: c.now().UTC()})
-	if res.Error != nil {
-		return false, fmt.Errorf("save report: %w", res.Error)
+// It is written under the reconciler's fence, so a reconciler that lost its lease cannot
+// file a report computed from what it read before.
+func (c *Catalog) SaveReport(ctx context.Context, f Fence, r SessionReport) (bool, error) {
+	var saved bool
+	err := fenced(ctx, c.db, f, func(tx *gorm.DB) error {
+		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&reportRow{
+			SessionID: r.SessionID, PrizeID: r.PrizeID, Total: r.Total, Sold: r.Sold, LeftStock: r.Left,
+			Rejected: r.Rejected, DriftCorrected: r.DriftCorrected, ReportedAt: c.now().UTC()})
+		saved = res.RowsAffected == 1
+		return res.Error
+	})
+	if err != nil {
+		return false, fmt.Errorf("save report: %w", err)
 	}
-	return res.RowsAffected == 1, nil
+	return saved, nil
 }
 
 // Reported reports whether a session×prize has its final report.

@@ -1,10 +1,39 @@
--- Recreate a session×prize's stock key after Redis lost it, once the per-user counts and
--- outcomes were written back (they are written first, in chunks; the stock key last, since
--- its presence is what lets admission resume). KEYS: 1 meta.
--- ARGV: 1 left, 2 total, 3 limit, 4 expire at (ms). Returns 1 created, 0 already there.
+-- Recreate a session×prize after Redis lost it, from the system of record, in one atomic
+-- step: nothing is written unless the stock key is absent, so a rebuild that raced with
+-- another (or with a preheat) never mixes its per-user counts and outcomes into live keys.
+-- The stock key is written last in the same step; its presence is what lets admission
+-- resume.
+-- KEYS: 1 meta, 2 users, 3 outcomes, 4 fence.
+-- ARGV: 1 fence, 2 left, 3 total, 4 limit, 5 expire at (ms), 6 number of users n,
+--       then n pairs (user, count), then pairs (request id, outcome).
+-- Returns 1 created, 0 already there, -2 stale fence (a newer reconciler acted here).
+local fence = tonumber(ARGV[1])
+local seen = tonumber(redis.call('GET', KEYS[4]) or '0')
+if fence < seen then
+  return -2
+end
+redis.call('SET', KEYS[4], ARGV[1], 'PXAT', ARGV[5])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'left', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3], 'exp', ARGV[4])
-redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+local function hset_range(key, from, to)
+  -- unpack in chunks: Lua's stack bounds how many arguments one call may take.
+  local i = from
+  while i <= to do
+    local j = math.min(i + 999, to)
+    redis.call('HSET', key, unpack(ARGV, i, j))
+    i = j + 1
+  end
+end
+local users_end = 6 + 2 * tonumber(ARGV[6])
+if users_end > 6 then
+  hset_range(KEYS[2], 7, users_end)
+  redis.call('PEXPIREAT', KEYS[2], ARGV[5])
+end
+if #ARGV > users_end then
+  hset_range(KEYS[3], users_end + 1, #ARGV)
+  redis.call('PEXPIREAT', KEYS[3], ARGV[5])
+end
+redis.call('HSET', KEYS[1], 'left', ARGV[2], 'total', ARGV[3], 'limit', ARGV[4], 'exp', ARGV[5])
+redis.call('PEXPIREAT', KEYS[1], ARGV[5])
 return 1

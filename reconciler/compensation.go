@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// offsetLister reads a topic's first retained and end offsets per partition.
+type offsetLister interface {
+	Offsets(ctx context.Context, topic string) (map[int]event.PartitionOffsets, error)
+}
+
+// deadLetterWriter sends what can never be persisted to the dead-letter topic (and counts
+// it); *event.DeadLetters is one.
+type deadLetterWriter interface {
+	Write(ctx context.Context, poison ...event.Poison) error
+}
+
+// replayOffsets stores how far the compensation topic was replayed, fenced by the lease.
+type replayOffsets interface {
+	ReplayOffsets(ctx context.Context, topic string) (map[int]int64, error)
+	SaveReplayOffset(ctx context.Context, f store.Fence, topic string, partition int, next int64) error
+}
+
+type persister interface {
+	Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error)
+}
+
+type settler interface {
+	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
+}
+
+type producer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// partitionReader reads one partition from an offset; kafka-go's *kafka.Reader without a
+// group is one.
+type partitionReader interface {
+	FetchMessage(ctx context.Context) (kafka.Message, error)
+	Close() error
+}
+
+// compensationJob replays the compensation topic: each grab is persisted again (the
+// database dedupes by request id, so replaying twice changes stock once). When the database
+// definitively says no (sold out), the rejection is stored, the Redis reservation released
+// and the user sees "rejected".
+//
+// It reads partitions directly from offsets it keeps in MySQL, under the lease's fence,
+// instead of joining a consumer group: a group's first join waits for the broker's
+// group.initial.rebalance.delay.ms (3 s by default), which a short run used to spend
+// entirely, leaving the backlog untouched run after run. Partition reads start at once,
+// on any broker, and --once knows exactly how much there is to replay.
+type compensationJob struct {
+	bounds      offsetLister
+	offsets     replayOffsets
+	open        func(partition int, offset int64) (partitionReader, error)
+	orders      persister
+	gate        settler
+	deadLetters deadLetterWriter
+	topic       event.Topic
+	policy      retry.Policy
+	budget      time.Duration // one run's replay time; the rest waits for the next run
+	metrics     compensationMetrics
+	log         *slog.Logger
+	now         func() time.Time
+}
+
+type compensationMetrics struct {
+	replayed *prometheus.CounterVec
+	backlog  prometheus.Gauge
+}
+
+func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
+	m := compensationMetrics{
+		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_compensation_replayed_total",
+			Help: "Compensation events replayed, by result (succeeded, rejected, existing)."}, []string{"result"}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_compensation_backlog",
+			Help: "Compensation events not replayed yet."}),
+	}
+	reg.MustRegister(m.replayed, m.backlog)
+	return m
+}
+
+func (compensationJob) Name() string { return "compensation" }
+
+// position is where replay stands in one partition.
+type position struct{ next, end int64 }
+
+// positions reads, per partition, the next offset to replay and the end offset.
+func (j *compensationJob) positions(ctx context.Context) (map[int]position, error) {
+	// Stored offsets first, end offsets second: a message appended in between only makes the
+	// backlog look larger, never smaller.
+	stored, err := j.offsets.ReplayOffsets(ctx, j.topic.Name)
+	if err != nil {
+		return nil, err
+	}
+	offs, err := j.bounds.Offsets(ctx, j.topic.Name)
+	if err != nil {
+		return nil, fmt.Errorf("compensation topic offsets: %w", err)
+	}
+	out := make(map[int]position, len(offs))
+	for p, o := range offs {
+		next, ok := stored[p]
+		if !ok || next < o.First {
+			next = o.First // never replayed, or retention removed what was not replayed
+		}
+		out[p] = position{next: next, end: o.End}
+	}
+	return out, nil
+}
+
+// Backlog returns how many compensation events wait to be replayed.
+func (j *compensationJob) Backlog(ctx context.Context) (int64, error) {
+	pos, err := j.positions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, p := range pos {
+		n += max(0, p.end-p.next)
+	}
+	j.metrics.backlog.Set(float64(n))
+	return n, nil
+}
+
+func (j *compensationJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
+	sum := map[string]int64{"replayed": 0, "succeeded": 0, "rejected": 0, "existing": 0, "dead_lettered": 0, "backlog": 0}
+	pos, err := j.positions(ctx)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	for _, p := range pos {
+		sum["backlog"] += max(0, p.end-p.next)
+	}
+	j.metrics.backlog.Set(float64(sum["backlog"]))
+	deadline := time.Now().Add(j.budget)
+	var errs []error
+	for part, p := range pos {
+		if p.next >= p.end {
+			continue
+		}
+		n, err := j.replayPartition(ctx, fence, part, p, deadline, sum)
+		sum["backlog"] -= n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", part, err))
+		}
+	}
+	j.metrics.backlog.Set(float64(sum["backlog"]))
+	if sum["backlog"] > 0 && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("%d compensation events left after the %s replay budget; the next run goes on", sum["backlog"], j.budget))
+	}
+	return result{Summary: sum}, errors.Join(errs...)
+}
+
+// replayPartition replays one partition from p.next up to p.end (what was there when the
+// run began) in batches, saving the offset after each, and returns how many it replayed.
+func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence, part int, p position, deadline time.Time, sum map[string]int64) (int64, error) {
+	r, err := j.open(part, p.next)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	var done int64
+	next := p.next
+	for next < p.end && time.Now().Before(deadline) {
+		var batch []kafka.Message
+		for len(batch) < 200 && next < p.end {
+			// The messages exist (below the end offset read at the start), so a fetch that
+			// takes long means the broker is unwell, not that the topic is empty.
+			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			m, err := r.FetchMessage(fctx)
+			cancel()
+			if err != nil {
+				if len(batch) == 0 {
+					return done, fmt.Errorf("read offset %d: %w", next, err)
+				}
+				break
+			}
+			batch = append(batch, m)
+			next = m.Offset + 1
+		}
+		if err := j.replay(ctx, batch, sum); err != nil {
+			return done, err
+		}
+		if err := j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, next); err != nil {
+			return done, err
+		}
+		done += int64(len(batch))
+		sum["replayed"] += int64(len(batch))
+	}
+	return done, nil
+}
+
+type prizeKey struct{ session, prize int64 }
+
+func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum map[string]int64) error {
+	groups := map[prizeKey][]seckill.Grab{}
+	msgs := map[prizeKey][]kafka.Message{} // as read, for dead-lettering with their origin
+	var order []prizeKey
+	var poison []event.Poison
+	for _, m := range batch {
+		g, err := event.DecodeGrab(m.Value)
+		if err != nil {
+			poison = append(poison, event.Poison{Msg: m, Cause: err})
+			continue
+		}
+		k := prizeKey{g.SessionID, g.PrizeID}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], g)
+		msgs[k] = append(msgs[k], m)
+	}
+	var settle []stock.SettleBatch
+	for _, k := range order {
+		res, err := j.persist(ctx, k, groups[k])
+		if errors.Is(err, store.ErrNoStockRow) {
+			for _, m := range msgs[k] {
+				poison = append(poison, event.Poison{Msg: m, Cause: err})
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", k.session, k.prize, err)
+		}
+		b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize}
+		for _, o := range res.Outcomes {
+			b.Items = append(b.Items, stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID,
+				OrderID: o.OrderID, Reason: string(o.Reason)})
+			result := "rejected"
+			switch {
+			case o.Before:
+				result = "existing"
+			case o.Status == seckill.OrderSucceeded:
+				result = "succeeded"
+			}
+			sum[result]++
+			j.metrics.replayed.WithLabelValues(result).Inc()
+		}
+		settle = append(settle, b)
+	}
+	if err := j.deadLetters.Write(ctx, poison...); err != nil {
+		return err
+	}
+	sum["dead_lettered"] += int64(len(poison))
+	// Settling mirrors committed outcomes into Redis; it is idempotent and right whoever
+	// does it, so it needs no fence. If Redis is down the stale job settles later.
+	if _, err := j.gate.Settle(ctx, settle); err != nil {
+		j.log.Warn("settle replayed outcomes in redis failed; the stale job retries", "error", err.Error())
+	}
+	return nil
+}
+
+// persist runs one session×prize group through the retry policy: contention (conflicts,
+// deadlocks, duplicate keys) is retried in fresh transactions with backoff, an unreachable
+// MySQL is waited out for as long as the run lasts, and every wait ends with ctx.
+func (j *compensationJob) persist(ctx context.Context, k prizeKey, grabs []seckill.Grab) (store.PersistResult, error) {
+	for failed := 1; ; failed++ {
+		res, err := j.orders.Persist(ctx, k.session, k.prize, grabs, j.now())
+		if err == nil {
+			return res, nil
+		}
+		act, delay := j.policy.Decide(failed, err)
+		switch act {
+		case retry.DeadLetter:
+			return res, err
+		case retry.Compensate:
+			return res, fmt.Errorf("gave up after %d attempts: %w", failed, err)
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
+		case <-time.After(delay):
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+type driftCatalog interface {
+	sessionLister
+	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
+	Record(ctx context.Context, e store.AuditEntry) error
+}
+
+type driftGate interface {
+	View(ctx context.Context, sessionID, prizeID int64) (stock.View, error)
+	CorrectLeft(ctx context.Context, sessionID, prizeID, from, to, fence int64) error
+}
+
+// driftJob compares each open or recently ended session×prize: the Redis stock it expects
+// is MySQL's left_stock minus the reservations admitted in Redis that are not orders yet.
+// It corrects only when the prize's partition has no events in flight and Redis did not
+// move while it looked (compare-and-set); otherwise it retries next run.
+type driftJob struct {
+	catalog driftCatalog
+	gate    driftGate
+	orders  existingOrders
+	lag     grabLag
+	grace   time.Duration
+	metrics *driftMetrics
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+type driftMetrics struct {
+	found     *prometheus.CounterVec
+	corrected *prometheus.CounterVec
+	drift     *prometheus.GaugeVec
+	series    map[[2]string]bool // drift series set by the last run, to drop those out of scope
+}
+
+func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
+	m := &driftMetrics{
+		found: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_drift_found_total",
+			Help: "Session×prizes whose Redis stock differed from MySQL's, by direction (redis_high, redis_low)."}, []string{"direction"}),
+		corrected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_drift_corrected_total",
+			Help: "Drift corrections applied to Redis, by direction."}, []string{"direction"}),
+		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift",
+			Help: "Redis left minus expected left, per session×prize in scope (open or ended within the key grace), at the last check."},
+			[]string{"session_id", "prize_id"}),
+		series: map[[2]string]bool{},
+	}
+	reg.MustRegister(m.found, m.corrected, m.drift)
+	return m
+}
+
+// keep sets the drift series of the session×prizes checked this run and deletes the
+// others, so ended sessions do not stay on dashboards forever (bounded cardinality).
+func (m *driftMetrics) keep(values map[[2]string]float64) {
+	for k := range m.series {
+		if _, ok := values[k]; !ok {
+			m.drift.DeleteLabelValues(k[0], k[1])
+			delete(m.series, k)
+		}
+	}
+	for k, v := range values {
+		m.drift.WithLabelValues(k[0], k[1]).Set(v)
+		m.series[k] = true
+	}
+}
+
+func (driftJob) Name() string { return "drift" }
+
+// errUncorrected makes the run fail (and --once exit non-zero) so a scheduler alerts.
+var errUncorrected = errors.New("drift found that could not be corrected this run")
+
+func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
+	sum := map[string]int64{"checked": 0, "redis_high": 0, "redis_low": 0, "corrected": 0, "uncorrected": 0, "skipped_in_flight": 0, "not_loaded": 0}
+	now := j.now()
+	sc, err := activeScope(ctx, j.catalog, now, j.grace)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	flight, err := j.lag.read(ctx)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	values := map[[2]string]float64{}
+	defer func() { j.metrics.keep(values) }()
+	var details []any
+	for _, s := range sc {
+		sid, pid := s.stock.SessionID, s.stock.PrizeID
+		if flight.pending(sid, pid) > 0 {
+			sum["skipped_in_flight"]++
+			continue
+		}
+		v, err := j.gate.View(ctx, sid, pid)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+		if !v.Loaded {
+			sum["not_loaded"]++ // the rebuild job's business
+			continue
+		}
+		sum["checked"]++
+		rids := make([]string, len(v.Reserved))
+		for i, r := range v.Reserved {
+			rids[i] = r.RequestID
+		}
+		// Which reservations are orders is read before left_stock: an order committed in
+		// between then shows as pending and lowers left, so the expectation errs low (fewer
+		// admissions, corrected next run), never high (which could admit what MySQL refuses).
+		existing, err := j.orders.Existing(ctx, rids)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+		st, err := j.catalog.Stock(ctx, sid, pid)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+		pending := int64(len(rids) - len(existing))
+		expected := max(0, int64(st.Left)-pending)
+		values[[2]string{strconv.FormatInt(sid, 10), strconv.FormatInt(pid, 10)}] = float64(v.Left - expected)
+		if v.Left == expected {
+			continue
+		}
+		dir := "redis_low"
+		if v.Left > expected {
+			dir = "redis_high"
+		}
+		sum[dir]++
+		j.metrics.found.WithLabelValues(dir).Inc()
+		if err := fence.Check(ctx); err != nil {
+			return result{Summary: sum}, err
+		}
+		if err := j.gate.CorrectLeft(ctx, sid, pid, v.Left, expected, fence.Number); err != nil {
+			if errors.Is(err, stock.ErrMoved) {
+				sum["uncorrected"]++
+				continue
+			}
+			return result{Summary: sum}, err
+		}
+		sum["corrected"]++
+		j.metrics.corrected.WithLabelValues(dir).Inc()
+		before, after := v.Left, expected
+		detail := fmt.Sprintf("%s: mysql left %d, %d reservations not yet orders, redis left %d", dir, st.Left, pending, v.Left)
+		if err := j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "correct_redis_stock",
+			SessionID: &sid, PrizeID: &pid, Before: &before, After: &after, Detail: detail,
+			Fence: &store.Fence{Lease: fence.Name, Number: fence.Number}}); err != nil {
+			return result{Summary: sum}, err
+		}
+		details = append(details, map[string]any{"session_id": sid, "prize_id": pid, "redis_before": before, "redis_after": after, "why": detail})
+		j.log.Warn("drift corrected", "session_id", sid, "prize_id", pid, "before", before, "after", after, "direction", dir)
+	}
+	if sum["uncorrected"] > 0 {
+		return result{Summary: sum, Details: details}, errUncorrected
+	}
+	return result{Summary: sum, Details: details}, nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+type lifecycleCatalog interface {
+	sessionLister
+	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
+	SaveReport(ctx context.Context, f store.Fence, r store.SessionReport) (bool, error)
+	Reported(ctx context.Context, sessionID, prizeID int64) (bool, error)
+	DriftCorrections(ctx context.Context, sessionID, prizeID int64) (int, error)
+}
+
+type lifecycleGate interface {
+	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
+}
+
+type orderCounter interface {
+	CountsFor(ctx context.Context, sessionID, prizeID int64) (store.Counts, error)
+}
+
+// lifecycleJob writes each ended session×prize's final report once everything admitted was
+// settled, and removes Redis keys after the grace period, never while reservations are
+// pending (they are the trace the stale job re-publishes from).
+type lifecycleJob struct {
+	catalog lifecycleCatalog
+	gate    lifecycleGate
+	orders  orderCounter
+	grace   time.Duration
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+func (lifecycleJob) Name() string { return "lifecycle" }
+
+func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
+	sum := map[string]int64{"reports": 0, "keys_removed": 0, "report_pending": 0, "keys_kept_pending": 0}
+	now := j.now()
+	sessions, err := j.catalog.SessionsOverlapping(ctx, now.Add(-3*j.grace-24*time.Hour), now)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	var ids []int64
+	endOf := map[int64]time.Time{}
+	for _, s := range sessions {
+		if s.OpenAt(now) || now.Before(s.Start) {
+			continue
+		}
+		ids = append(ids, s.ID)
+		end := s.End
+		if s.ClosedAt != nil && s.ClosedAt.Before(end) {
+			end = *s.ClosedAt
+		}
+		endOf[s.ID] = end
+	}
+	stocks, err := j.catalog.Stocks(ctx, ids...)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	f := store.Fence{Lease: fence.Name, Number: fence.Number}
+	var details []any
+	for _, st := range stocks {
+		done, err := j.catalog.Reported(ctx, st.SessionID, st.PrizeID)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+		if !done {
+			snap, err := j.gate.Snapshots(ctx, [][2]int64{{st.SessionID, st.PrizeID}})
+			if err != nil {
+				return result{Summary: sum}, err
+			}
+			if snap[0].Pending > 0 {
+				sum["report_pending"]++ // grabs still on their way to an order
+				continue
+			}
+			r, err := j.report(ctx, st)
+			if err != nil {
+				return result{Summary: sum}, err
+			}
+			if ok, err := j.catalog.SaveReport(ctx, f, r); err != nil {
+				return result{Summary: sum}, err
+			} else if ok {
+				sum["reports"]++
+				details = append(details, r)
+				j.log.Info("session report", "session_id", r.SessionID, "prize_id", r.PrizeID, "total", r.Total,
+					"sold", r.Sold, "left", r.Left, "rejected", r.Rejected, "drift_corrected", r.DriftCorrected)
+			}
+		}
+		if now.Sub(endOf[st.SessionID]) <= j.grace {
+			continue
+		}
+		if err := fence.Check(ctx); err != nil {
+			return result{Summary: sum, Details: details}, err
+		}
+		switch err := j.gate.Remove(ctx, st.SessionID, st.PrizeID, fence.Number); {
+		case errors.Is(err, stock.ErrPending):
+			sum["keys_kept_pending"]++
+		case err != nil:
+			return result{Summary: sum, Details: details}, err
+		default:
+			sum["keys_removed"]++
+		}
+	}
+	return result{Summary: sum, Details: details}, nil
+}
+
+func (j lifecycleJob) report(ctx context.Context, st seckill.Stock) (store.SessionReport, error) {
+	fresh, err := j.catalog.Stock(ctx, st.SessionID, st.PrizeID)
+	if err != nil {
+		return store.SessionReport{}, err
+	}
+	c, err := j.orders.CountsFor(ctx, st.SessionID, st.PrizeID)
+	if err != nil {
+		return store.SessionReport{}, err
+	}
+	drift, err := j.catalog.DriftCorrections(ctx, st.SessionID, st.PrizeID)
+	if err != nil {
+		return store.SessionReport{}, err
+	}
+	return store.SessionReport{SessionID: st.SessionID, PrizeID: st.PrizeID, Total: fresh.Total, Sold: c.Succeeded,
+		Left: fresh.Left, Rejected: c.Rejected, DriftCorrected: drift}, nil
+}

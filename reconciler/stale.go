@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+type reservationGate interface {
+	Reservations(ctx context.Context, sessionID, prizeID int64) ([]stock.Reservation, error)
+	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
+}
+
+type existingOrders interface {
+	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
+}
+
+// staleJob looks at reservations older than the stale threshold. One whose order exists is
+// settled in Redis (the consumer could not reach Redis). One with no order was admitted but
+// may never have reached Kafka (produce failed, gateway killed): it is re-published, and the
+// consumer dedupes if it was there after all.
+//
+// While the prize's partition has events in flight the consumer will most likely settle
+// them itself, so only reservations older than bound are looked at then: under sustained
+// traffic a partition is never idle, and "wait for idle" would leave a lost grab lost.
+// Every reservation is thus re-published at most bound plus one run interval after its
+// admission.
+type staleJob struct {
+	catalog     sessionLister
+	gate        reservationGate
+	orders      existingOrders
+	lag         grabLag
+	grabs       producer // the grab topic
+	stale       time.Duration
+	bound       time.Duration
+	grace       time.Duration
+	republished prometheus.Counter
+	settled     prometheus.Counter
+	log         *slog.Logger
+	now         func() time.Time
+}
+
+func newStaleMetrics(reg prometheus.Registerer) (republished, settled prometheus.Counter) {
+	republished = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_stale_republished_total",
+		Help: "Stale reservations re-published to the grab topic."})
+	settled = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_stale_settled_total",
+		Help: "Reservations whose order existed, settled in Redis by the reconciler."})
+	reg.MustRegister(republished, settled)
+	return republished, settled
+}
+
+func (staleJob) Name() string { return "stale" }
+
+func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
+	sum := map[string]int64{"stale": 0, "settled": 0, "republished": 0, "in_flight": 0}
+	now := j.now()
+	sc, err := activeScope(ctx, j.catalog, now, j.grace)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	flight, err := j.lag.read(ctx)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	for _, s := range sc {
+		reserved, err := j.gate.Reservations(ctx, s.stock.SessionID, s.stock.PrizeID)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+		busy := flight.pending(s.stock.SessionID, s.stock.PrizeID) > 0
+		var old []stock.Reservation
+		for _, r := range reserved {
+			age := now.Sub(r.AdmittedAt)
+			switch {
+			case age < j.stale:
+			case busy && age < j.bound:
+				sum["in_flight"]++ // the consumer is probably about to settle it
+			default:
+				old = append(old, r)
+			}
+		}
+		if len(old) == 0 {
+			continue
+		}
+		sum["stale"] += int64(len(old))
+		n, republished, err := j.recover(ctx, fence, s.stock, old)
+		sum["settled"] += n
+		sum["republished"] += republished
+		if err != nil {
+			return result{Summary: sum}, err
+		}
+	}
+	return result{Summary: sum}, nil
+}
+
+// recover settles the old reservations that have orders and re-publishes the others.
+func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Stock, old []stock.Reservation) (settled, republished int64, err error) {
+	rids := make([]string, len(old))
+	for i, r := range old {
+		rids[i] = r.RequestID
+	}
+	existing, err := j.orders.Existing(ctx, rids)
+	if err != nil {
+		return 0, 0, err
+	}
+	var done []seckill.Order
+	var missing []stock.Reservation
+	for _, r := range old {
+		if o, ok := existing[r.RequestID]; ok {
+			done = append(done, o)
+		} else {
+			missing = append(missing, r)
+		}
+	}
+	if len(done) > 0 {
+		n, err := j.gate.Settle(ctx, []stock.SettleBatch{settleOf(st.SessionID, st.PrizeID, done)})
+		if err != nil {
+			return 0, 0, err
+		}
+		settled = n
+		j.settled.Add(float64(n))
+	}
+	if len(missing) == 0 {
+		return settled, 0, nil
+	}
+	msgs := make([]kafka.Message, 0, len(missing))
+	for _, r := range missing {
+		m, err := event.EncodeGrab(seckill.Grab{RequestID: r.RequestID, UserID: r.UserID,
+			SessionID: st.SessionID, PrizeID: st.PrizeID, AdmittedAt: r.AdmittedAt})
+		if err != nil {
+			return settled, 0, err
+		}
+		m.Headers = append(m.Headers, kafka.Header{Key: "republished-by", Value: []byte("reconciler")})
+		msgs = append(msgs, m)
+	}
+	// A Kafka produce cannot carry a fence; re-publishing is harmless even twice (the
+	// consumer dedupes by request id), so checking the lease right before is enough.
+	if err := fence.Check(ctx); err != nil {
+		return settled, 0, err
+	}
+	if err := j.grabs.WriteMessages(ctx, msgs...); err != nil {
+		return settled, 0, fmt.Errorf("re-publish %d stale reservations: %w", len(msgs), err)
+	}
+	j.republished.Add(float64(len(msgs)))
+	j.log.Warn("stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "count", len(msgs))
+	return settled, int64(len(msgs)), nil
+}
