@@ -28,18 +28,17 @@ type adminCatalog interface {
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 	CloseSession(ctx context.Context, id int64, actor string) (seckill.Session, error)
-	AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (before, after seckill.Stock, err error)
 	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
 }
 
 // adminGate is what the admin API needs from the Redis gate.
 type adminGate interface {
 	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
-	Adjust(ctx context.Context, sessionID, prizeID int64, total int) (bool, error)
 }
 
 type sessionPreheater interface {
 	Session(ctx context.Context, id int64) (preheat.Result, error)
+	Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (preheat.Adjustment, error)
 }
 
 // admin serves the operator API. Every route requires the admin bearer token.
@@ -391,23 +390,18 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 		badInput(w, verr)
 		return
 	}
-	before, after, err := a.catalog.AdjustStock(r.Context(), sid, pid, *in.Total, actor(r), in.Reason)
+	// MySQL and a preheated key change together, or neither does (grabs already admitted in
+	// Redis: 409). An absent key gets the new total from MySQL at preheat.
+	adj, err := a.preheater.Adjust(r.Context(), sid, pid, *in.Total, actor(r), in.Reason)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	// The session has not started, so nothing was admitted: a preheated key can take the
-	// new total as it is. An absent key gets it from MySQL at preheat.
-	loaded, err := a.gate.Adjust(r.Context(), sid, pid, after.Total)
-	if err != nil {
-		a.fail(w, r, fmt.Errorf("stock changed in MySQL but not in Redis (the reconciler will report the drift): %w", err))
-		return
-	}
 	a.onChange()
 	a.log.Info("stock adjusted", "session_id", sid, "prize_id", pid, "actor", actor(r),
-		"before", before.Total, "after", after.Total, "redis_loaded", loaded)
+		"before", adj.Before.Total, "after", adj.After.Total, "redis_loaded", adj.RedisUpdated)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"session_id": sid, "prize_id": pid, "before": before.Total, "after": after.Total, "redis_updated": loaded})
+		"session_id": sid, "prize_id": pid, "before": adj.Before.Total, "after": adj.After.Total, "redis_updated": adj.RedisUpdated})
 }
 
 func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
@@ -444,7 +438,7 @@ func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrStarted), errors.Is(err, preheat.ErrStarted):
 		writeError(w, http.StatusConflict, "session_started", err.Error())
-	case errors.Is(err, seckill.ErrConflict), errors.Is(err, stock.ErrAdmitted):
+	case errors.Is(err, seckill.ErrConflict), errors.Is(err, stock.ErrAdmitted), errors.Is(err, stock.ErrNewerRevision):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	default:
 		a.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
