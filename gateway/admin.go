@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
 	"strings"
 	"time"
 
@@ -417,9 +416,11 @@ func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }
 
+// pathID reads a path id with the public API's parser: canonical form only, so "07" or
+// "+7" is refused instead of acting on (and auditing) id 7 under another spelling.
 func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
-	if err != nil || id <= 0 {
+	id, err := parseID(r.PathValue(name))
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: name + " must be a positive integer",
 			Fields: []seckill.FieldError{{Field: name, Message: "must be a positive integer"}}})
 		return 0, false
