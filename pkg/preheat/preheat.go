@@ -1,5 +1,6 @@
 // Package preheat loads a session's stock from MySQL into the Redis gate before the session
-// opens, on demand (admin API) or on a schedule (reconciler).
+// opens, on demand (admin API) or on a schedule (reconciler), and changes it in both before
+// the session opens (stock adjustment): the two paths that race on a key not yet opened.
 package preheat
 
 import (
@@ -10,6 +11,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // ErrStarted is returned for a session that has already opened. While a session is open the
@@ -21,24 +23,29 @@ type catalog interface {
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
+	AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string, mirror store.StockMirror) (before, after seckill.Stock, err error)
 }
 
-type loader interface {
+type gate interface {
 	Load(ctx context.Context, stocks []seckill.Stock, expireAt time.Time) ([]stock.LoadResult, error)
+	Adjust(ctx context.Context, st seckill.Stock, expireAt time.Time) (bool, error)
+	UndoAdjust(ctx context.Context, undone, restore seckill.Stock) error
 }
 
 // Preheater loads sessions' stock into the gate.
 type Preheater struct {
 	catalog catalog
-	gate    loader
+	gate    gate
 	grace   time.Duration // keys live until session end + grace
 	now     func() time.Time
+	retry   []time.Duration // waits before re-reading a row a newer adjustment superseded
 }
 
 // New returns a Preheater. grace is how long keys outlive their session, for late status
 // polls and for the consumer and reconciler to settle the last reservations.
-func New(c catalog, g loader, grace time.Duration, now func() time.Time) *Preheater {
-	return &Preheater{catalog: c, gate: g, grace: grace, now: now}
+func New(c catalog, g gate, grace time.Duration, now func() time.Time) *Preheater {
+	return &Preheater{catalog: c, gate: g, grace: grace, now: now,
+		retry: []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}}
 }
 
 // Result says what one preheat did.
@@ -62,24 +69,52 @@ func (p *Preheater) load(ctx context.Context, s seckill.Session) (Result, error)
 	if !p.now().Before(s.Start) {
 		return Result{}, fmt.Errorf("preheat session %d: %w", s.ID, ErrStarted)
 	}
-	stocks, err := p.catalog.Stocks(ctx, s.ID)
-	if err != nil {
-		return Result{}, err
-	}
 	expire := s.End.Add(p.grace)
-	res, err := p.gate.Load(ctx, stocks, expire)
-	if err != nil {
-		return Result{}, fmt.Errorf("preheat session %d: %w", s.ID, err)
+	loaded := map[int64]bool{}
+	for attempt := 0; ; attempt++ {
+		stocks, err := p.catalog.Stocks(ctx, s.ID)
+		if err != nil {
+			return Result{}, err
+		}
+		res, err := p.gate.Load(ctx, stocks, expire)
+		if err != nil {
+			return Result{}, fmt.Errorf("preheat session %d: %w", s.ID, err)
+		}
+		var stale []int64
+		for _, r := range res {
+			loaded[r.PrizeID] = loaded[r.PrizeID] || r.Loaded
+			if r.Stale {
+				stale = append(stale, r.PrizeID)
+			}
+		}
+		if len(stale) == 0 {
+			return p.result(s.ID, res, loaded, expire), nil
+		}
+		// An adjustment reached Redis after this read. Its transaction commits right after
+		// its Redis step, so reading again shortly sees the new row. Prizes loaded in this
+		// round are kept by the next one, and still reported as loaded.
+		if attempt == len(p.retry) {
+			return Result{}, fmt.Errorf("preheat session %d: prizes %v: stock adjusted while preheating and not yet readable: %w",
+				s.ID, stale, seckill.ErrConflict)
+		}
+		select {
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("preheat session %d: %w", s.ID, ctx.Err())
+		case <-time.After(p.retry[attempt]):
+		}
 	}
-	out := Result{SessionID: s.ID, Loaded: []int64{}, Kept: []int64{}, ExpireAt: expire.UTC().Format(time.RFC3339)}
+}
+
+func (p *Preheater) result(sessionID int64, res []stock.LoadResult, loaded map[int64]bool, expire time.Time) Result {
+	out := Result{SessionID: sessionID, Loaded: []int64{}, Kept: []int64{}, ExpireAt: expire.UTC().Format(time.RFC3339)}
 	for _, r := range res {
-		if r.Loaded {
+		if loaded[r.PrizeID] {
 			out.Loaded = append(out.Loaded, r.PrizeID)
 		} else {
 			out.Kept = append(out.Kept, r.PrizeID)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Due preheats every session that starts within lead from now and is not closed. It is
@@ -104,4 +139,41 @@ func (p *Preheater) Due(ctx context.Context, lead time.Duration) ([]Result, erro
 		out = append(out, r)
 	}
 	return out, errors.Join(errs...)
+}
+
+// Adjustment is what Adjust did.
+type Adjustment struct {
+	Before, After seckill.Stock
+	RedisUpdated  bool // false: the prize was not preheated; its preheat loads After
+}
+
+// Adjust sets a session×prize's stock to total before the session starts, in MySQL and in
+// the gate together (store.Catalog.AdjustStock says in which order and why): an adjustment
+// Redis refuses leaves MySQL unchanged, and a preheat that read the old total, racing it,
+// cannot load that total afterwards.
+func (p *Preheater) Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (Adjustment, error) {
+	m := &mirror{gate: p.gate, grace: p.grace}
+	before, after, err := p.catalog.AdjustStock(ctx, sessionID, prizeID, total, actor, reason, m)
+	if err != nil {
+		return Adjustment{}, err
+	}
+	return Adjustment{Before: before, After: after, RedisUpdated: m.loaded}, nil
+}
+
+// mirror is the gate as the store's adjustment drives it.
+type mirror struct {
+	gate   gate
+	grace  time.Duration
+	loaded bool
+}
+
+func (m *mirror) Apply(ctx context.Context, s seckill.Session, after seckill.Stock) error {
+	loaded, err := m.gate.Adjust(ctx, after, s.End.Add(m.grace))
+	m.loaded = loaded
+	return err
+}
+
+func (m *mirror) Revert(ctx context.Context, _ seckill.Session, before, after seckill.Stock) error {
+	m.loaded = false
+	return m.gate.UndoAdjust(ctx, after, before)
 }

@@ -195,11 +195,20 @@ func (g *Gate) Lookup(ctx context.Context, requestID string) (Lookup, error) {
 type LoadResult struct {
 	PrizeID int64
 	Loaded  bool // false: the key was already there and was left alone
+	Stale   bool // refused: an adjustment newer than the row given has reached Redis; read it again
 }
+
+// revision is the key that holds the newest stock-row version an adjustment wrote to Redis
+// (a string, with the same TTL as the stock key). It is kept apart from the stock key
+// because that key's presence means "loaded", and an adjustment of a prize not yet
+// preheated must still be able to turn away a preheat that read the old row.
+func (k Keys) revision() string { return strings.TrimSuffix(k.Meta, "meta") + "rev" }
 
 // Load preheats a session: for every stock row it creates the prize's key if absent, in
 // one pipelined round trip, with a TTL of expireAt (at least the session's end plus a grace
 // period; the caller decides). Loading twice is harmless: live keys are never overwritten.
+// Each row's Version is its revision: a row older than an adjustment that already reached
+// Redis is refused (Stale), so a preheat racing an adjustment never loads the old total.
 func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.Time) ([]LoadResult, error) {
 	if len(stocks) == 0 {
 		return nil, nil
@@ -208,8 +217,9 @@ func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.T
 		pipe := g.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(stocks))
 		for i, s := range stocks {
-			cmds[i] = g.load.EvalSha(ctx, pipe, []string{KeysFor(s.SessionID, s.PrizeID).Meta},
-				s.Left, s.Total, s.PerUserLimit, expireAt.UnixMilli())
+			k := KeysFor(s.SessionID, s.PrizeID)
+			cmds[i] = g.load.EvalSha(ctx, pipe, []string{k.Meta, k.Reserved, k.revision()},
+				s.Left, s.Total, s.PerUserLimit, expireAt.UnixMilli(), s.Version)
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err
@@ -232,7 +242,7 @@ func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.T
 		if err != nil {
 			return nil, fmt.Errorf("preheat session %d prize %d: %w", stocks[i].SessionID, stocks[i].PrizeID, err)
 		}
-		out[i] = LoadResult{PrizeID: stocks[i].PrizeID, Loaded: n == 1}
+		out[i] = LoadResult{PrizeID: stocks[i].PrizeID, Loaded: n == 1, Stale: n == -1}
 	}
 	return out, nil
 }
@@ -300,21 +310,47 @@ func isNoScript(err error) bool {
 // ErrAdmitted is returned by Adjust when grabs were already admitted for the prize.
 var ErrAdmitted = errors.New("grabs already admitted")
 
-// Adjust sets a preheated, not yet opened session×prize's stock to total. It returns
-// loaded=false when the key is absent (the next preheat loads the new total from MySQL).
-func (g *Gate) Adjust(ctx context.Context, sessionID, prizeID int64, total int) (loaded bool, err error) {
-	k := KeysFor(sessionID, prizeID)
-	n, err := g.adjust.Run(ctx, g.rdb, []string{k.Meta, k.Reserved}, total).Int64()
+// ErrNewerRevision is returned by Adjust when Redis already holds a newer stock revision
+// than the adjustment's.
+var ErrNewerRevision = errors.New("redis holds a newer stock revision")
+
+// Adjust makes a not yet opened session×prize's key hold st.Total, recorded as revision
+// st.Version (the stock row's version after the adjustment). Call it inside the MySQL
+// transaction that adjusts the row, before the commit and with the row locked: then Redis
+// refusing (ErrAdmitted) leaves MySQL unchanged, and any preheat that read the old row
+// reaches Redis after the revision and is refused. It returns loaded=false when the key is
+// absent (the next preheat loads the new total from MySQL); the revision is recorded
+// either way, until expireAt (the key's own expiry: session end plus grace).
+func (g *Gate) Adjust(ctx context.Context, st seckill.Stock, expireAt time.Time) (loaded bool, err error) {
+	k := KeysFor(st.SessionID, st.PrizeID)
+	n, err := g.adjust.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.revision()},
+		"set", st.Total, st.Version, expireAt.UnixMilli()).Int64()
 	if err != nil {
-		return false, fmt.Errorf("adjust session %d prize %d: %w", sessionID, prizeID, err)
+		return false, fmt.Errorf("adjust session %d prize %d: %w", st.SessionID, st.PrizeID, err)
 	}
 	switch n {
 	case 1:
 		return true, nil
 	case 0:
 		return false, nil
+	case -2:
+		return true, fmt.Errorf("adjust session %d prize %d to revision %d: %w", st.SessionID, st.PrizeID, st.Version, ErrNewerRevision)
 	}
-	return true, fmt.Errorf("adjust session %d prize %d: %w", sessionID, prizeID, ErrAdmitted)
+	return true, fmt.Errorf("adjust session %d prize %d: %w", st.SessionID, st.PrizeID, ErrAdmitted)
+}
+
+// UndoAdjust reverts an Adjust to undone whose MySQL transaction did not commit, back to
+// restore (the row as MySQL still has it). Call it with the row locked again, so no other
+// adjustment runs in between; it changes only what still carries undone's revision, and
+// repeating it is harmless.
+func (g *Gate) UndoAdjust(ctx context.Context, undone, restore seckill.Stock) error {
+	k := KeysFor(undone.SessionID, undone.PrizeID)
+	err := g.adjust.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.revision()},
+		"undo", undone.Version, restore.Total, restore.Version).Err()
+	if err != nil {
+		return fmt.Errorf("undo adjustment of session %d prize %d: %w", undone.SessionID, undone.PrizeID, err)
+	}
+	return nil
 }
 
 // Snapshot is one session×prize as Redis sees it.

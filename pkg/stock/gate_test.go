@@ -2,6 +2,7 @@ package stock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -214,7 +215,11 @@ func TestAdjustBeforeOpen(t *testing.T) {
 	g, rdb, ctx := newGate(t)
 	sid := testSession(t)
 	load(t, g, rdb, ctx, sid, 4, 5, 1)
-	if loaded, err := g.Adjust(ctx, sid, 4, 8); err != nil || !loaded {
+	exp := time.Now().Add(time.Hour)
+	t.Cleanup(func() {
+		rdb.Del(context.Background(), fmt.Sprintf("sk:{%d:4}:rev", sid), fmt.Sprintf("sk:{%d:99}:rev", sid))
+	})
+	if loaded, err := g.Adjust(ctx, seckill.Stock{SessionID: sid, PrizeID: 4, Total: 8, Version: 1}, exp); err != nil || !loaded {
 		t.Fatalf("adjust: %v %v", loaded, err)
 	}
 	if left, _ := rdb.HGet(ctx, stock.KeysFor(sid, 4).Meta, "left").Int(); left != 8 {
@@ -223,10 +228,10 @@ func TestAdjustBeforeOpen(t *testing.T) {
 	if _, err := g.Reserve(ctx, grab(sid, 4, "u1", "key-u1-0001")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Adjust(ctx, sid, 4, 3); err == nil {
-		t.Fatal("adjust after an admission accepted")
+	if _, err := g.Adjust(ctx, seckill.Stock{SessionID: sid, PrizeID: 4, Total: 3, Version: 2}, exp); !errors.Is(err, stock.ErrAdmitted) {
+		t.Fatalf("adjust after an admission: %v, want ErrAdmitted", err)
 	}
-	if loaded, err := g.Adjust(ctx, sid, 99, 3); err != nil || loaded {
+	if loaded, err := g.Adjust(ctx, seckill.Stock{SessionID: sid, PrizeID: 99, Total: 3, Version: 1}, exp); err != nil || loaded {
 		t.Fatalf("adjust of an unloaded prize: %v %v", loaded, err)
 	}
 }

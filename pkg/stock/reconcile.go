@@ -37,20 +37,34 @@ type Reservation struct {
 	AdmittedAt time.Time
 }
 
-// View is an atomic snapshot of one session×prize for reconciliation.
+// View is one session×prize as the reconciler sees it.
 type View struct {
 	Loaded   bool
 	Left     int64
 	Total    int64
+	Pending  int64 // reservations when Left was read (the same instant)
 	Reserved []Reservation
 }
 
-// View reads a session×prize's left stock and pending reservations atomically.
+// View reads a session×prize's left stock, total and number of pending reservations
+// atomically in one O(1) script, then lists the reservations with Reservations (paged
+// HSCAN, outside Lua): a script walking the hash would block Redis, admission included,
+// for as long as reservations pile up (Kafka down), which is when reconciliation runs.
+//
+// The listing is read after Left, not with it. That is safe for a compare-and-set on Left
+// (CorrectLeft): a reservation added after Left was read means an admission moved Left, so
+// the CAS fails; one settled meanwhile is an order MySQL already counts, whether or not
+// the listing caught it. Read in the other order, an admission between the two reads
+// would be missing from the listing yet counted in Left, and a correction would raise
+// Left by it.
 func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error) {
 	k := KeysFor(sessionID, prizeID)
 	res, err := snapshotScript.Run(ctx, g.rdb, []string{k.Meta, k.Reserved}).Slice()
 	if err != nil {
 		return View{}, fmt.Errorf("view session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	if len(res) != 3 {
+		return View{}, fmt.Errorf("view session %d prize %d: unexpected reply %v", sessionID, prizeID, res)
 	}
 	var v View
 	if s, ok := res[0].(string); ok {
@@ -59,13 +73,12 @@ func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error)
 		t, _ := res[1].(string)
 		v.Total, _ = strconv.ParseInt(t, 10, 64)
 	}
-	flat, _ := res[2].([]any)
-	for i := 0; i+1 < len(flat); i += 2 {
-		rid, _ := flat[i].(string)
-		val, _ := flat[i+1].(string)
-		user, ms, _ := strings.Cut(val, "|")
-		n, _ := strconv.ParseInt(ms, 10, 64)
-		v.Reserved = append(v.Reserved, Reservation{RequestID: rid, UserID: user, AdmittedAt: time.UnixMilli(n).UTC()})
+	v.Pending, _ = res[2].(int64)
+	if v.Pending == 0 {
+		return v, nil
+	}
+	if v.Reserved, err = g.Reservations(ctx, sessionID, prizeID); err != nil {
+		return View{}, err
 	}
 	return v, nil
 }
@@ -144,19 +157,27 @@ func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) erro
 // reservationPage is the HSCAN COUNT hint: each call does about this much work in Redis.
 const reservationPage = 1000
 
-// Reservations lists a session×prize's pending reservations with HSCAN, in pages, without
-// blocking Redis the way one big HGETALL would during a sale. Not atomic: for the stale
-// check, which only looks at old entries.
+// Reservations lists a session×prize's pending reservations with HSCAN, in pages of about
+// reservationPage, without blocking Redis the way one big HGETALL would during a sale. Each
+// reservation is returned once: HSCAN may repeat an entry (when the hash is resized during
+// the scan), and a repeat would count a pending grab twice. Not atomic: entries added or
+// removed during the scan may or may not be listed (see View for why the drift check is
+// safe with that).
 func (g *Gate) Reservations(ctx context.Context, sessionID, prizeID int64) ([]Reservation, error) {
 	k := KeysFor(sessionID, prizeID)
 	var out []Reservation
+	seen := map[string]struct{}{}
 	var cursor uint64
 	for {
-		kv, next, err := g.rdb.HScan(ctx, k.Reserved, cursor, "", 1000).Result()
+		kv, next, err := g.rdb.HScan(ctx, k.Reserved, cursor, "", reservationPage).Result()
 		if err != nil {
 			return nil, fmt.Errorf("scan reservations of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
+			if _, dup := seen[kv[i]]; dup {
+				continue
+			}
+			seen[kv[i]] = struct{}{}
 			user, ms, _ := strings.Cut(kv[i+1], "|")
 			n, _ := strconv.ParseInt(ms, 10, 64)
 			out = append(out, Reservation{RequestID: kv[i], UserID: user, AdmittedAt: time.UnixMilli(n).UTC()})

@@ -215,20 +215,43 @@ func (c *Catalog) CloseSession(ctx context.Context, id int64, actor string) (sec
 // ErrStarted is returned when a change is only allowed before a session starts.
 var ErrStarted = errors.New("session has started")
 
-// AdjustStock sets a session×prize's stock to total before the session starts, and writes
-// an audit row with the old and new totals and the reason. The caller must also reload the
-// Redis gate (stock.Gate.Adjust) if the session was preheated.
-func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (before, after seckill.Stock, err error) {
+// StockMirror is a copy of a stock row outside MySQL that must change with it: the Redis
+// gate of a preheated session. AdjustStock drives it.
+type StockMirror interface {
+	// Apply makes the copy hold after. It runs inside the adjustment's transaction, with
+	// the row locked, before the commit; an error rolls the adjustment back.
+	Apply(ctx context.Context, s seckill.Session, after seckill.Stock) error
+	// Revert undoes an Apply whose transaction did not commit, back to before. It runs with
+	// the row locked again; it must change only what Apply wrote for after.
+	Revert(ctx context.Context, s seckill.Session, before, after seckill.Stock) error
+}
+
+// AdjustStock sets a session×prize's stock to total before the session starts, writes an
+// audit row with the old and new totals and the reason, and applies the change to mirror
+// (nil: MySQL only) in the same transaction.
+//
+// The order is what makes the two agree. MySQL's checks and update run first, with the row
+// locked; then the mirror; then the commit. A mirror that refuses (grabs were already
+// admitted in Redis) rolls MySQL back, so nothing changed anywhere. The other way round,
+// MySQL committed first and Redis refusing afterwards would leave MySQL with a total Redis
+// never admits against, and a crash in between the same. The one remaining gap, a commit
+// that fails (or whose reply is lost) after the mirror changed, is closed under the row
+// lock again: if MySQL does not hold the new row, the mirror is reverted; a concurrent
+// adjustment cannot slip in between, since it needs the same lock.
+func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string, mirror StockMirror) (before, after seckill.Stock, err error) {
 	if total < 0 || total > seckill.MaxStock {
 		return before, after, seckill.ValidationError{{Field: "total", Message: fmt.Sprintf("must be 0 to %d", seckill.MaxStock)}}
 	}
 	now := c.now().UTC()
+	var sess seckill.Session
+	mirrored := false
 	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var sess sessionRow
-		if err := first(tx.Where("id = ?", sessionID), &sess); err != nil {
+		var srow sessionRow
+		if err := first(tx.Where("id = ?", sessionID), &srow); err != nil {
 			return fmt.Errorf("session %d: %w", sessionID, err)
 		}
-		if !now.Before(sess.StartsAt) {
+		sess = srow.domain()
+		if !now.Before(srow.StartsAt) {
 			return fmt.Errorf("adjust stock of session %d: %w", sessionID, ErrStarted)
 		}
 		var row stockRow
@@ -256,9 +279,57 @@ func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, tot
 		}
 		after = before
 		after.Total, after.Left, after.Version = total, total, row.Version+1
+		if mirror == nil {
+			return nil
+		}
+		// From here the mirror may have changed even if Apply fails (a lost reply).
+		mirrored = true
+		if err := mirror.Apply(ctx, sess, after); err != nil {
+			return fmt.Errorf("adjust stock of session %d prize %d: %w", sessionID, prizeID, err)
+		}
 		return nil
 	})
+	if err == nil || !mirrored {
+		return before, after, err
+	}
+	committed, rerr := c.settleMirror(ctx, sess, before, after, mirror)
+	switch {
+	case rerr != nil:
+		return before, after, errors.Join(err, rerr)
+	case committed:
+		return before, after, nil
+	}
 	return before, after, err
+}
+
+// settleMirror runs after an adjustment whose transaction reported an error once its
+// mirror was (maybe) changed. With the row locked again it reads what MySQL holds: the new
+// row means the commit went through after all (its reply was lost); the old row means it
+// did not, and the mirror is reverted. A row changed by yet another adjustment was
+// mirrored by that one, under the same lock: nothing to do.
+func (c *Catalog) settleMirror(ctx context.Context, s seckill.Session, before, after seckill.Stock, mirror StockMirror) (committed bool, err error) {
+	// The request's context may be what failed the adjustment (client gone, deadline).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row stockRow
+		if err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).
+			Where("session_id = ? AND prize_id = ?", before.SessionID, before.PrizeID), &row); err != nil {
+			return fmt.Errorf("stock of session %d prize %d: %w", before.SessionID, before.PrizeID, err)
+		}
+		switch row.Version {
+		case after.Version:
+			// Either ours, or another adjustment from the same row that was mirrored itself.
+			committed = row.Total == after.Total
+		case before.Version:
+			if err := mirror.Revert(ctx, s, before, after); err != nil {
+				return fmt.Errorf("revert the uncommitted adjustment of session %d prize %d (redis may hold total %d while mysql holds %d): %w",
+					before.SessionID, before.PrizeID, after.Total, before.Total, err)
+			}
+		}
+		return nil
+	})
+	return committed, err
 }
 
 // AuditEntry is one row of the audit log.

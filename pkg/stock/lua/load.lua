@@ -1,9 +1,23 @@
--- Preheat one session×prize: create its stock key only if absent, so a live key (with
--- admissions already counted) is never overwritten. KEYS: 1 meta.
--- ARGV: 1 left, 2 total, 3 per-user limit, 4 expire at (unix ms). Returns 1 loaded, 0 kept.
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+-- Preheat one session×prize from a stock row read from MySQL. KEYS: 1 meta, 2 reserved,
+-- 3 revision (the newest stock-row version an adjustment wrote to Redis).
+-- ARGV: 1 left, 2 total, 3 per-user limit, 4 expire at (unix ms), 5 the row's version.
+-- Returns 1 loaded, 0 kept (the key is there), -1 stale (an adjustment newer than the row
+-- this preheat read has reached Redis: read MySQL again).
+local ver = tonumber(ARGV[5])
+-- The adjustment writes its revision inside its MySQL transaction, before the commit, so
+-- a preheat that read the old row can only arrive here after the revision: refused.
+if ver < tonumber(redis.call('GET', KEYS[3]) or '-1') then
+  return -1
 end
-redis.call('HSET', KEYS[1], 'left', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3], 'exp', ARGV[4])
+local m = redis.call('HMGET', KEYS[1], 'left', 'total', 'ver')
+if m[1] then
+  -- A live key (with admissions already counted) is never overwritten. One loaded from an
+  -- older revision with nothing admitted yet (its adjustment was lost with Redis writes)
+  -- takes the newer total.
+  if ver <= tonumber(m[3] or '-1') or tonumber(m[1]) ~= tonumber(m[2]) or redis.call('EXISTS', KEYS[2]) == 1 then
+    return 0
+  end
+end
+redis.call('HSET', KEYS[1], 'left', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3], 'exp', ARGV[4], 'ver', ARGV[5])
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
 return 1

@@ -1,5 +1,5 @@
 -- Admission of one grab, atomically, in one round trip.
--- KEYS: 1 meta (hash: left, total, limit, exp), 2 users (hash: user -> admitted count),
+-- KEYS: 1 meta (hash: left, total, limit, exp, ver), 2 users (hash: user -> admitted count),
 --       3 reserved (hash: request id -> "user|admitted_ms"), 4 outcomes (hash: request id ->
 --       "user|s|order_id" or "user|r|reason"). All share one hash tag (one cluster slot).
 -- ARGV: 1 request id, 2 user id, 3 now (unix ms).
