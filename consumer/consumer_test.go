@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -84,7 +85,7 @@ func (e *env) processor(t *testing.T, orders persister) *processor {
 	}
 	return &processor{orders: orders, gate: e.gate,
 		compensation: e.writer(t, e.topics.Compensation.Name), deadLetters: dls,
-		policy:  retryPolicy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, jitter: fullJitter},
+		policy:  retry.Policy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, Jitter: retry.FullJitter},
 		metrics: m, log: slog.New(slog.DiscardHandler), now: time.Now}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -108,7 +109,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	proc := &processor{
 		orders: store.NewOrders(db), gate: gate,
 		compensation: compensation, deadLetters: deadLetters,
-		policy: defaultPolicy(), metrics: m, log: log, now: time.Now, onPersisted: relay.Kick,
+		policy: retry.Default(), metrics: m, log: log, now: time.Now, onPersisted: relay.Kick,
 	}
 	group := &groupConsumer{
 		brokers: cfg.KafkaBrokers, groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,

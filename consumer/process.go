@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -45,7 +46,7 @@ type processor struct {
 	gate         settler
 	compensation producer
 	deadLetters  deadLetterer
-	policy       retryPolicy
+	policy       retry.Policy
 	metrics      *metrics
 	log          *slog.Logger
 	now          func() time.Time
@@ -123,12 +124,12 @@ func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult
 			p.count(res)
 			return &res, nil
 		}
-		act, delay := p.policy.decide(failed, err)
-		if act == retryNow || act == retryLater || act == compensate {
+		act, delay := p.policy.Decide(failed, err)
+		if act == retry.Now || act == retry.Later || act == retry.Compensate {
 			p.metrics.conflicts.Inc()
 		}
 		switch act {
-		case deadLetter:
+		case retry.DeadLetter:
 			dls := make([]event.Poison, len(g.msgs))
 			for i, m := range g.msgs {
 				dls[i] = event.Poison{Msg: m, Cause: err}
@@ -137,14 +138,14 @@ func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult
 				return nil, err
 			}
 			return nil, nil
-		case compensate:
+		case retry.Compensate:
 			if err := p.sendCompensation(ctx, err, failed, g); err != nil {
 				return nil, err
 			}
 			return nil, nil
 		}
 		p.metrics.retries.WithLabelValues(act.String()).Inc()
-		if act == waitForDB {
+		if act == retry.WaitForDB {
 			p.log.Warn("mysql unavailable; waiting", "session_id", g.key.session, "prize_id", g.key.prize,
 				"attempt", failed, "delay", delay.String(), "error", err.Error())
 		}
@@ -154,7 +155,7 @@ func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult
 				return nil, fmt.Errorf("stopped while retrying session %d prize %d: %w", g.key.session, g.key.prize, err)
 			case <-time.After(delay):
 			}
-		} else if ctx.Err() != nil && act == waitForDB {
+		} else if ctx.Err() != nil && act == retry.WaitForDB {
 			return nil, ctx.Err()
 		}
 	}

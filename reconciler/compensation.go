@@ -37,6 +37,7 @@ type replayOffsets interface {
 
 type persister interface {
 	Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error)
+	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
 }
 
 type settler interface {
@@ -237,10 +238,11 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 		if err != nil {
 			return fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", k.session, k.prize, err)
 		}
-		b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize}
+		b, err := j.settlement(ctx, k, res)
+		if err != nil {
+			j.log.Warn("read owners of replayed orders failed; the stale job settles them", "error", err.Error())
+		}
 		for _, o := range res.Outcomes {
-			b.Items = append(b.Items, stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID,
-				OrderID: o.OrderID, Reason: string(o.Reason)})
 			result := "rejected"
 			switch {
 			case o.Before:
@@ -263,6 +265,36 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 		j.log.Warn("settle replayed outcomes in redis failed; the stale job retries", "error", err.Error())
 	}
 	return nil
+}
+
+// settlement mirrors a persisted group into Redis. An order that existed before this replay
+// is settled as MySQL stores it, under its owner: the replayed event's user may differ (a
+// forged or corrupted event) and must never be told the order is theirs. When the owners
+// cannot be read, those items are left out (the stale job settles them later).
+func (j *compensationJob) settlement(ctx context.Context, k prizeKey, res store.PersistResult) (stock.SettleBatch, error) {
+	b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize}
+	var before []string
+	for _, o := range res.Outcomes {
+		if o.Before {
+			before = append(before, o.Grab.RequestID)
+			continue
+		}
+		b.Items = append(b.Items, stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID,
+			OrderID: o.OrderID, Reason: string(o.Reason)})
+	}
+	if len(before) == 0 {
+		return b, nil
+	}
+	stored, err := j.orders.Existing(ctx, before)
+	if err != nil {
+		return b, err
+	}
+	for _, rid := range before {
+		if o, ok := stored[rid]; ok {
+			b.Items = append(b.Items, settleOf(k.session, k.prize, []seckill.Order{o}).Items...)
+		}
+	}
+	return b, nil
 }
 
 // persist runs one session×prize group through the retry policy: contention (conflicts,
