@@ -54,9 +54,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer rdb.Close()
 	// The consumer settles outcomes in the same keys the gateway admits with: an evicting
 	// Redis is as wrong here as there.
-	if err := stock.CheckPolicy(ctx, rdb); err != nil {
-		return err
-	}
 	gate, err := stock.NewGate(ctx, rdb)
 	if err != nil {
 		return err

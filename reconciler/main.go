@@ -79,9 +79,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer rdb.Close()
-	if err := stock.CheckPolicy(ctx, rdb); err != nil {
-		return err
-	}
 
 	gate, err := stock.NewGate(ctx, rdb)
 	if err != nil {

@@ -101,7 +101,11 @@ type Gate struct {
 
 // NewGate returns a gate on rdb and loads its scripts, so the first grab pays no SCRIPT
 // LOAD; EVALSHA falls back to EVAL on NOSCRIPT (e.g. after a Redis restart).
+// It refuses a Redis that may evict keys (CheckPolicy).
 func NewGate(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Gate, error) {
+	if err := CheckPolicy(ctx, rdb); err != nil {
+		return nil, err
+	}
 	g := &Gate{
 		rdb:     rdb,
 		reserve: redis.NewScript(reserveSrc),

@@ -34,8 +34,9 @@ func Connect(ctx context.Context, addr, password string, readTimeout time.Durati
 }
 
 // CheckPolicy refuses a Redis that may evict keys: an evicted stock key would read as "not
-// loaded" at best and, rebuilt lazily, oversell at worst. Services call it at start-up.
-func CheckPolicy(ctx context.Context, rdb *redis.Client) error {
+// loaded" at best and, rebuilt lazily, oversell at worst. NewGate calls it, so every
+// service that builds a gate refuses such a Redis at start-up.
+func CheckPolicy(ctx context.Context, rdb redis.UniversalClient) error {
 	cfg, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		return fmt.Errorf("redis CONFIG GET maxmemory-policy: %w", err)
