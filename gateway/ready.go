@@ -55,17 +55,25 @@ func (rd *readiness) ready(ctx context.Context) bool {
 		return len(rd.failing) == 0
 	}
 	// The result is shared, so the probe that happens to run the round must not cut it short
-	// by going away.
+	// by going away. The checks run side by side, so a hung dependency neither eats the
+	// others' time nor gets them reported as failing.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rd.timeout)
 	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	var failing []string
 	reasons := map[string]string{}
 	for name, check := range rd.checks {
-		if err := check(cctx); err != nil {
-			failing = append(failing, name)
-			reasons[name] = err.Error()
-		}
+		wg.Go(func() {
+			if err := check(cctx); err != nil {
+				mu.Lock()
+				failing = append(failing, name)
+				reasons[name] = err.Error()
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	slices.Sort(failing)
 	// Log changes only: a dependency down for minutes is one line, not one per probe.
 	switch {
