@@ -49,6 +49,7 @@ type grabAPI struct {
 	perIP      *keyedLimiter
 	events     publisher
 	relay      *relay
+	held       *unpublished // admitted grabs not acknowledged by Kafka yet
 	inflight   chan struct{}
 	produceTTL time.Duration
 	// admitTimeout bounds the wait for the admission script's verdict.
@@ -324,12 +325,18 @@ func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) {
 	// The client leaving must not cancel the produce of an admitted grab.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.produceTTL)
 	defer cancel()
+	a.held.hold(msg.Key)
 	start := time.Now()
 	err = a.events.WriteMessages(pctx, msg)
 	a.metrics.produce.Observe(time.Since(start).Seconds())
-	if err != nil {
+	if err == nil {
+		a.held.release(msg.Key)
+	} else {
 		a.metrics.produceErrors.Inc()
-		queued := a.relay.Enqueue(msg)
+		queued := a.relay.Enqueue(msg) // the relay releases it once published or given up
+		if !queued {
+			a.held.release(msg.Key)
+		}
 		a.log.Warn("grab event not acknowledged; relaying", "request_id", g.RequestID,
 			"session_id", g.SessionID, "prize_id", g.PrizeID, "relay_queued", queued, "error", err.Error())
 	}

@@ -91,7 +91,7 @@ func newGrabEnv(t *testing.T, stockA, stockB, limit int, tweaks ...tweak) *grabE
 	api := &grabAPI{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, schedule: sched,
 		soldOut: newSoldOutFlags(time.Minute), perUser: nil, perIP: nil, events: w,
-		relay: newRelay(w, 100, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
+		relay: newRelay(w, 100, nil, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
 		admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 	}
 	for _, tw := range tweaks {

@@ -121,9 +121,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer rdb.Close()
-	if err := stock.CheckPolicy(ctx, rdb); err != nil {
-		return err
-	}
 	// Concurrent grabs share Redis round trips (pipelines of up to 64 scripts, 4 in flight).
 	gate, err := stock.NewGate(ctx, rdb, stock.WithCoalescing(64, 4))
 	if err != nil {
@@ -137,9 +134,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer store.Close(db)
 	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name)
 	if err != nil {
-		return err
-	}
-	if err := event.CheckWriter(grabs); err != nil {
 		return err
 	}
 	// Closed after the HTTP servers and the relay stopped (defers run in reverse), so every
@@ -169,13 +163,18 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"kafka": kafkaAdmin.Ping,
 	}
 	soldOut := newSoldOutFlags(cfg.SoldOutRecheck)
-	rly := newRelay(grabs, 100_000, m, log)
+	held := newUnpublished()
+	rly := newRelay(grabs, 100_000, held, m, log)
+	id, err := gatewayID()
+	if err != nil {
+		return err
+	}
 	api := &grabAPI{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, userHeader: cfg.TrustUserHeader,
 		schedule: schedule, soldOut: soldOut,
 		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
-		events:  grabs, relay: rly, inflight: make(chan struct{}, cfg.MaxInflight),
+		events:  grabs, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 	}
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
@@ -202,7 +201,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	adm.register(adminMux)
 	adminMux.Handle("GET /metrics", adm.authorized(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 
-	log.Info("gateway starting",
+	log.Info("gateway starting", "gateway_id", id,
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,
 		"redis_addr", cfg.RedisAddr, "redis_maxmemory_policy", "noeviction",
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
@@ -219,7 +218,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = rly.Run(relayCtx, cfg.ShutdownTimeout) }()
-	defer func() { stopRelay(); <-relayDone }()
+	// The heartbeat with this gateway's unpublished grabs (for the reconciler's rebuild
+	// guard) stops after the relay drained, and the gateway then leaves the table.
+	reportCtx, stopReport := context.WithCancel(context.WithoutCancel(ctx))
+	reportDone := make(chan struct{})
+	go func() {
+		defer close(reportDone)
+		reportUnpublished(reportCtx, store.NewUnpublished(db), id, held, time.Second, log)
+	}()
+	defer func() { stopRelay(); <-relayDone; stopReport(); <-reportDone }()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

@@ -19,12 +19,13 @@ type publisher interface {
 type relay struct {
 	w       publisher
 	queue   chan kafka.Message
+	held    *unpublished // released once an event is published or given up
 	metrics *metrics
 	log     *slog.Logger
 }
 
-func newRelay(w publisher, size int, m *metrics, log *slog.Logger) *relay {
-	return &relay{w: w, queue: make(chan kafka.Message, size), metrics: m, log: log}
+func newRelay(w publisher, size int, held *unpublished, m *metrics, log *slog.Logger) *relay {
+	return &relay{w: w, queue: make(chan kafka.Message, size), held: held, metrics: m, log: log}
 }
 
 // Enqueue hands a message to the relay without blocking; false when the queue is full.
@@ -56,6 +57,7 @@ func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 			err := r.write(wctx, m)
 			cancel()
 			if err == nil {
+				r.held.release(m.Key)
 				r.metrics.relayPending.Dec()
 				r.metrics.relayed.Inc()
 				backoff = 50 * time.Millisecond
@@ -102,6 +104,7 @@ func (r *relay) drain(budget time.Duration, first *kafka.Message) {
 	var lastErr error
 	for m, ok := next(); ok; m, ok = next() {
 		r.metrics.relayPending.Dec()
+		r.held.release(m.Key) // published now, or given up to the reconciler below
 		if ctx.Err() == nil {
 			if lastErr = r.write(ctx, m); lastErr == nil {
 				published++

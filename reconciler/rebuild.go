@@ -30,6 +30,13 @@ type stockOrders interface {
 	ForStock(ctx context.Context, sessionID, prizeID int64) ([]seckill.Order, error)
 }
 
+// gatewayHolds says whether gateways still hold admitted grabs of a prize that Kafka has
+// not acknowledged (a produce in flight, an event in a relay), from their heartbeats.
+type gatewayHolds interface {
+	Now(ctx context.Context) (time.Time, error)
+	Quiet(ctx context.Context, sessionID, prizeID int64, since time.Time, alive time.Duration) (bool, store.PrizeHold, error)
+}
+
 // backlogReader says how many admitted grabs wait on the compensation topic.
 type backlogReader interface {
 	Backlog(ctx context.Context) (int64, error)
@@ -38,14 +45,18 @@ type backlogReader interface {
 // rebuildJob restores the keys of open sessions that Redis lost (restart without data,
 // FLUSHALL). Admission for those prizes is paused meanwhile (the gateway answers 503 while
 // the key is absent). It rebuilds only once the database it copies holds every admitted
-// grab that reached Kafka: the consumers caught up on the prize's partition, and then the
-// compensation topic is empty.
+// grab: first every live gateway reported, after the keys were seen missing, that it holds
+// no unpublished grab of the prize (so every admitted grab is on Kafka); then the consumers
+// caught up on the prize's partition; then the compensation topic is empty. Each check is
+// read after the one before, so what passed one is visible to the next.
 type rebuildJob struct {
 	catalog      rebuildCatalog
 	orders       stockOrders
 	gate         rebuildGate
 	lag          grabLag
 	compensation backlogReader
+	gateways     gatewayHolds
+	gatewayAlive time.Duration // a gateway whose heartbeat is older is gone (its memory with it)
 	grace        time.Duration
 	catchUp      time.Duration
 	rebuilt      prometheus.Counter
@@ -63,7 +74,7 @@ func newRebuiltCounter(reg prometheus.Registerer) prometheus.Counter {
 func (rebuildJob) Name() string { return "rebuild" }
 
 func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
-	sum := map[string]int64{"missing": 0, "rebuilt": 0, "waiting_for_consumers": 0}
+	sum := map[string]int64{"missing": 0, "rebuilt": 0, "waiting_for_gateways": 0, "waiting_for_consumers": 0, "lost_with_gateways": 0}
 	now := j.now()
 	sc, err := activeScope(ctx, j.catalog, now, 0)
 	if err != nil {
@@ -91,7 +102,19 @@ func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) 
 	if len(missing) == 0 {
 		return result{Summary: sum}, nil
 	}
-	ready, err := j.lag.waitCaughtUp(ctx, missing, j.catchUp)
+	// MySQL's clock just after the keys were seen missing: a gateway's report stamped later
+	// covers every grab of these prizes it admitted (none can be admitted without the keys).
+	since, err := j.gateways.Now(ctx)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	deadline := time.Now().Add(j.catchUp)
+	quiet, err := j.waitGatewaysQuiet(ctx, missing, since, deadline, sum)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	sum["waiting_for_gateways"] = int64(len(missing) - len(quiet))
+	ready, err := j.lag.waitCaughtUp(ctx, quiet, time.Until(deadline))
 	if err != nil {
 		return result{Summary: sum}, err
 	}
@@ -117,11 +140,47 @@ func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) 
 		}
 		sum["rebuilt"]++
 	}
-	if waiting := len(missing) - len(ready); waiting > 0 {
+	if waiting := sum["waiting_for_gateways"]; waiting > 0 {
+		errs = append(errs, fmt.Errorf("%d session×prizes have no keys and gateways still hold unpublished grabs of them; admission stays paused for them", waiting))
+	}
+	if waiting := len(quiet) - len(ready); waiting > 0 {
 		sum["waiting_for_consumers"] = int64(waiting)
 		errs = append(errs, fmt.Errorf("%d session×prizes have no keys and their consumers have not caught up yet; admission stays paused for them", waiting))
 	}
 	return result{Summary: sum}, errors.Join(errs...)
+}
+
+// waitGatewaysQuiet polls the gateways' reports until every prize is quiet or the deadline
+// passes, and returns the quiet prizes. Grabs held by gateways whose heartbeat stopped are
+// counted in lost_with_gateways (logged; they died with the process), not waited for.
+func (j rebuildJob) waitGatewaysQuiet(ctx context.Context, prizes []scope, since, deadline time.Time, sum map[string]int64) ([]scope, error) {
+	for {
+		var quiet []scope
+		var lost int64
+		for _, s := range prizes {
+			ok, hold, err := j.gateways.Quiet(ctx, s.stock.SessionID, s.stock.PrizeID, since, j.gatewayAlive)
+			if err != nil {
+				return nil, err
+			}
+			lost += int64(hold.DeadUnsent)
+			if ok {
+				quiet = append(quiet, s)
+			}
+		}
+		if len(quiet) == len(prizes) || time.Now().After(deadline) {
+			if lost > 0 {
+				sum["lost_with_gateways"] = lost
+				j.log.Error("gateways that stopped without a goodbye held unpublished grabs of prizes whose keys Redis lost; those grabs cannot be recovered",
+					"grabs", lost)
+			}
+			return quiet, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) error {
