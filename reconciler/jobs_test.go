@@ -50,15 +50,14 @@ func newRecEnv(t *testing.T, dbStock, limit int) *recEnv {
 	e := &recEnv{t: t, dsn: op.DSN, db: op.DB, rdb: op.Redis, gate: op.Gate, brokers: brokers, topics: topics,
 		session: op.SessionID, prize: op.PrizeID, ctx: ctx,
 		env: map[string]string{
-			"SECKILL_MYSQL_DSN":          op.DSN,
-			"SECKILL_TOPIC_PREFIX":       strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
-			"SECKILL_CONSUMER_GROUP":     "t-orders-" + id,
-			"SECKILL_COMPENSATION_GROUP": "t-comp-" + id,
-			"SECKILL_RECONCILER_LEASE":   "t-lease-" + id,
-			"SECKILL_LEASE_TTL":          "2s",
-			"SECKILL_STALE_AFTER":        "300ms",
-			"SECKILL_CATCHUP_WAIT":       "15s",
-			"SECKILL_PREHEAT_LEAD":       "0s",
+			"SECKILL_MYSQL_DSN":        op.DSN,
+			"SECKILL_TOPIC_PREFIX":     strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
+			"SECKILL_CONSUMER_GROUP":   "t-orders-" + id,
+			"SECKILL_RECONCILER_LEASE": "t-lease-" + id,
+			"SECKILL_LEASE_TTL":        "2s",
+			"SECKILL_STALE_AFTER":      "300ms",
+			"SECKILL_CATCHUP_WAIT":     "15s",
+			"SECKILL_PREHEAT_LEAD":     "0s",
 		}}
 	return e
 }

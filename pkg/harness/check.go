@@ -71,21 +71,36 @@ func (c *Cluster) Drain(ctx context.Context, d time.Duration) error {
 
 func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 	var parts []string
-	for _, q := range []struct {
-		group string
-		topic event.Topic
-	}{{c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab}, {c.Env["SECKILL_COMPENSATION_GROUP"], c.Topics.Compensation}} {
-		lag, err := c.Admin.Lag(ctx, q.group, q.topic)
-		if err != nil {
-			return "", err
+	lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab)
+	if err != nil {
+		return "", err
+	}
+	var n int64
+	for _, l := range lag {
+		n += l
+	}
+	if n > 0 {
+		parts = append(parts, fmt.Sprintf("%s lag %d", c.Topics.Grab.Name, n))
+	}
+	// The reconciler keeps its compensation replay position in MySQL, not in a group.
+	replayed, err := store.NewCatalog(c.DB, time.Now).ReplayOffsets(ctx, c.Topics.Compensation.Name)
+	if err != nil {
+		return "", err
+	}
+	offs, err := c.Admin.Offsets(ctx, c.Topics.Compensation.Name)
+	if err != nil {
+		return "", err
+	}
+	var backlog int64
+	for p, o := range offs {
+		next, ok := replayed[p]
+		if !ok || next < o.First {
+			next = o.First
 		}
-		var n int64
-		for _, l := range lag {
-			n += l
-		}
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s lag %d", q.topic.Name, n))
-		}
+		backlog += max(0, o.End-next)
+	}
+	if backlog > 0 {
+		parts = append(parts, fmt.Sprintf("%s backlog %d", c.Topics.Compensation.Name, backlog))
 	}
 	snaps, err := c.snapshots(ctx)
 	if err != nil {

@@ -171,7 +171,6 @@ func (c *Cluster) setup(ctx context.Context) error {
 		"SECKILL_MYSQL_DSN":          c.DSN,
 		"SECKILL_TOPIC_PREFIX":       "chaos" + c.ID,
 		"SECKILL_CONSUMER_GROUP":     "chaos-orders-" + c.ID,
-		"SECKILL_COMPENSATION_GROUP": "chaos-comp-" + c.ID,
 		"SECKILL_RECONCILER_LEASE":   "chaos-lease-" + c.ID,
 		"SECKILL_ADMIN_TOKEN":        "chaos-admin-token-" + c.ID,
 		"SECKILL_JWT_SECRET":         secret,
@@ -340,9 +339,8 @@ func (c *Cluster) Close() {
 	if c.Redis != nil {
 		for _, p := range c.Prizes {
 			k := stock.KeysFor(c.Session.ID, p.ID)
-			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
+			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence)
 		}
-		c.Redis.Del(ctx, "lease:{chaos-lease-"+c.ID+"}", "lease:{chaos-lease-"+c.ID+"}:fence")
 		_ = c.Redis.Close()
 	}
 	if c.Admin != nil && c.Topics.Grab.Name != "" {
