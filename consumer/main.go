@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
@@ -27,6 +28,9 @@ import (
 )
 
 func main() {
+	if buildinfo.PrintVersion(os.Args[1:], "consumer", os.Stdout) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
@@ -86,7 +90,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer orders.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("consumer"))
 	m := newMetrics(reg)
 	deadLetters, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/pkg/auth"
+	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
@@ -30,6 +31,9 @@ import (
 )
 
 func main() {
+	if buildinfo.PrintVersion(os.Args[1:], "gateway", os.Stdout) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
@@ -156,7 +160,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("gateway"))
 	m := newMetrics(reg)
 	checks := map[string]ops.Check{
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },

@@ -21,6 +21,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -32,6 +33,9 @@ import (
 )
 
 func main() {
+	if buildinfo.PrintVersion(os.Args[1:], "reconciler", os.Stdout) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
@@ -108,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer deadLetterWriter.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("reconciler"))
 	deadLettersWritten := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_dead_letters_total",
 		Help: "Events the reconciler sent to the dead-letter topic (undecodable, or no such stock row)."})
 	reg.MustRegister(deadLettersWritten)
