@@ -1,0 +1,90 @@
+"""Checks docker-compose.yml for what the Compose schema cannot know about this project.
+
+Run by .ci/lint after the schema check: python check_compose.py docker-compose.yml deploy/local/stack
+Each rule is a promise made in docker-compose.yml's comments or in the README.
+"""
+
+import re
+import sys
+
+from ruamel.yaml import YAML
+
+SECKILL_IMAGE = re.compile(r"^seckill:")
+PINNED = re.compile(r"^[^:@]+:\d+\.\d+\.\d+(-[\w.]+)?$|@sha256:[0-9a-f]{64}$")
+
+
+def seconds(d):
+    """Compose durations as used here: 15s, 1m30s, 500ms."""
+    total = 0.0
+    for n, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(d)):
+        total += float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+    return total
+
+
+def main(compose_path, stack_path):
+    with open(compose_path) as f:
+        doc = YAML(typ="safe").load(f)
+    with open(stack_path) as f:
+        kafka_version = re.search(r"^KAFKA_VERSION=(\S+)$", f.read(), re.M).group(1)
+    services = doc["services"]
+    problems = []
+
+    def check(ok, msg):
+        if not ok:
+            problems.append(msg)
+
+    for name, svc in services.items():
+        image = svc.get("image", "")
+        if SECKILL_IMAGE.match(image):
+            continue
+        check(PINNED.search(image), f"{name}: image {image!r} is not pinned to a full version (x.y.z) or a digest")
+
+    builders = [n for n, s in services.items() if "build" in s]
+    check(len(builders) == 1, f"one service builds the image, found {builders}")
+    ours = {s.get("image") for s in services.values() if SECKILL_IMAGE.match(s.get("image", ""))}
+    check(len(ours) == 1, f"every service of ours runs one image, found {sorted(ours)}")
+    for name, svc in services.items():
+        if SECKILL_IMAGE.match(svc.get("image", "")) and name not in builders:
+            check(svc.get("pull_policy") == "never", f"{name}: pull_policy never (the image is built here, not pulled)")
+
+    kafka = services["kafka"]["image"]
+    check(kafka == f"apache/kafka:{kafka_version}",
+          f"kafka image {kafka!r} differs from the broker the tests run (Kafka {kafka_version} in {stack_path})")
+    check(not any("GROUP_INITIAL_REBALANCE_DELAY" in k for k in services["kafka"].get("environment", {})),
+          "kafka: group.initial.rebalance.delay.ms must keep its default (stock server settings are the test target)")
+    topics = services["kafka-topics"]
+    check(topics.get("command", [None])[0] == "kafkainit", "kafka-topics: topics are created by kafkainit, as in the local stack")
+
+    db = services.get("mariadb")
+    check(db is not None and re.match(r"^mariadb:10\.11\.", db.get("image", "")),
+          "the database is MariaDB 10.11, the server the tests run against")
+    text = open(compose_path).read()
+    check(not re.search(r"collation[-_]server|character[-_]set[-_]server", text),
+          "no server-wide collation or charset: the schema pins utf8mb4_bin itself")
+
+    redis_cmd = [str(a) for a in services["redis"].get("command", [])]
+    check("--maxmemory" in redis_cmd, "redis: --maxmemory is set")
+    check("noeviction" in redis_cmd, "redis: --maxmemory-policy noeviction")
+
+    gw = services["gateway"]
+    timeout = seconds(gw["environment"].get("SECKILL_SHUTDOWN_TIMEOUT", "15s"))
+    grace = seconds(gw.get("stop_grace_period", "10s"))
+    check(grace >= 2 * timeout + 5,
+          f"gateway: stop_grace_period {grace:g}s < 2 x SECKILL_SHUTDOWN_TIMEOUT ({timeout:g}s) + 5s margin")
+    for name in ("gateway", "consumer", "reconciler", "migrate"):
+        env = services[name].get("environment", {})
+        for k, v in env.items():
+            if k in ("SECKILL_ADMIN_TOKEN", "SECKILL_JWT_SECRET"):
+                check(re.fullmatch(r"\$\{%s:-\}" % k, str(v)),
+                      f"{name}: {k} comes from .env without failing other commands when unset")
+
+    for p in problems:
+        print(f"{compose_path}: {p}")
+    if problems:
+        return 1
+    print(f"{compose_path}: project rules ok ({len(services)} services; Kafka {kafka_version} as tested)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
