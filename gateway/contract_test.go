@@ -1,0 +1,486 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-pipeline/seckill/pkg/auth"
+	"github.com/seckill-pipeline/seckill/pkg/contract"
+	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+const contractJWTSecret = "contract-jwt-secret-0123456789-0123456789"
+
+// contractListener sends requests to one of the gateway's listeners and checks every exchange
+// against that listener's OpenAPI document.
+type contractListener struct {
+	api    *contract.API
+	base   string // http://host:port
+	client *http.Client
+}
+
+// contractCall is one request and what the gateway must answer.
+type contractCall struct {
+	method, path string
+	token        string            // sent as "Authorization: Bearer <token>"
+	header       map[string]string // more request headers
+	body         string            // sent with Content-Type: application/json when not empty
+	status       int               // the status the gateway must answer (0: any)
+	code         string            // the error code it must carry ("" for a success)
+	// docRefuses: the document refuses the request as well, so a client that follows it
+	// would not send it (no credential, a malformed key, an unknown field...). Otherwise the
+	// document must accept the request: it describes what the gateway takes.
+	docRefuses bool
+}
+
+// do sends c and checks the exchange: the status and error code the test expects, the
+// answer against the document (status documented, headers, content type, body), and the
+// request against the document.
+func (l contractListener) do(t testing.TB, c contractCall) (contract.Exchange, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, l.base+c.path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	var body []byte
+	if c.body != "" {
+		body = []byte(c.body)
+		req.Header.Set("Content-Type", "application/json")
+	}
+	x, err := contract.Do(l.client, req, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	_ = json.Unmarshal(x.Answer, &out)
+	if c.status != 0 && (x.Status != c.status || (c.code != "" && out["error"] != c.code)) {
+		t.Fatalf("%s %s: %d %.300s, want %d %s", c.method, c.path, x.Status, x.Answer, c.status, c.code)
+	}
+	if err := l.api.CheckAnswer(x); err != nil {
+		t.Fatalf("answer breaks the contract: %v", err)
+	}
+	switch err := l.api.CheckRequest(x); {
+	case c.docRefuses && err == nil:
+		t.Fatalf("%s %s: the document accepts a request the test says it refuses", c.method, c.path)
+	case !c.docRefuses && err != nil:
+		t.Fatalf("%s %s: the document refuses a request the gateway takes: %v", c.method, c.path, err)
+	}
+	return x, out
+}
+
+// until repeats c (each exchange checked) until the gateway answers status, at most n times.
+func (l contractListener) until(t testing.TB, c contractCall, status, n int) contract.Exchange {
+	t.Helper()
+	for range n {
+		x, _ := l.do(t, c)
+		if x.Status == status {
+			return x
+		}
+	}
+	t.Fatalf("%s %s: no %d in %d tries", c.method, c.path, status, n)
+	return contract.Exchange{}
+}
+
+func jsonID(v any) string { return fmt.Sprint(int64(v.(float64))) }
+
+// Every route of both listeners, through the real gateway on the real stack, answers what
+// docs/api/openapi-public.yaml and openapi-admin.yaml say: a representative request per
+// route and per error class, each answer checked for its status, headers and body, and
+// every request checked against the document. A documented answer that no request
+// produced fails the test (unless exempt below, with the reason), so a status the code no
+// longer answers cannot stay documented. The gateway's grab events are checked against
+// asyncapi.yaml.
+func TestGatewayAnswersMatchTheContract(t *testing.T) {
+	publicAPI := contract.LoadAPI(t, contract.PublicAPI)
+	adminAPI := contract.LoadAPI(t, contract.AdminAPI)
+	events := contract.LoadEvents(t)
+	client := &http.Client{Timeout: 10 * time.Second}
+	var finished atomic.Int32 // subtests that ran to the end (not skipped)
+	var real realAnswers
+
+	t.Run("routes", func(t *testing.T) {
+		t.Run("gateway", func(t *testing.T) {
+			t.Parallel()
+			dsn, db := stacktest.Migrated(t)
+			rdb := stacktest.Redis(t)
+			stacktest.CleanupKeys(t, rdb, db)
+			brokers, topics := stacktest.Kafka(t)
+			pub, adm := startGateway(t, map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_JWT_SECRET": contractJWTSecret,
+				"SECKILL_TOPIC_PREFIX": strings.TrimSuffix(topics.Grab.Name, ".seckill.grab")})
+			public := contractListener{publicAPI, "http://" + pub, client}
+			admin := contractListener{adminAPI, "http://" + adm, client}
+			signer := auth.NewSigner([]byte(contractJWTSecret), "seckill", "seckill-gateway")
+			token := func(user string) string {
+				tok, err := signer.Token(user, time.Now(), time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tok
+			}
+			ctx := stacktest.Context(t, 60*time.Second)
+			gate, err := stock.NewGate(ctx, rdb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			real.closed = checkAdmin(t, admin, gate)
+			var rids []string
+			rids, real.admitted, real.soldOut, real.limited = checkPublic(t, public, admin, gate, token)
+
+			msgs, err := harness.ReadTopic(ctx, brokers, topics.Grab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, m := range msgs {
+				if err := events.Check("grab", m); err != nil {
+					t.Errorf("the gateway's grab event breaks the contract: %v", err)
+				}
+				var p struct {
+					RequestID string `json:"request_id"`
+				}
+				_ = json.Unmarshal(m.Value, &p)
+				seen[p.RequestID] = true
+			}
+			for _, rid := range rids {
+				if !seen[rid] {
+					t.Errorf("admitted grab %s has no event on %s (%d events)", rid, topics.Grab.Name, len(msgs))
+				}
+			}
+			finished.Add(1)
+		})
+		t.Run("kafka hangs", func(t *testing.T) {
+			t.Parallel()
+			hang := blackhole(t)
+			dsn, _ := stacktest.Migrated(t)
+			pub, adm := startGateway(t, map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_KAFKA_BROKERS": hang})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				contractListener{adminAPI, "http://" + adm, client}.do(t, contractCall{method: "GET", path: "/readyz", status: 503})
+			}()
+			contractListener{publicAPI, "http://" + pub, client}.do(t, contractCall{method: "GET", path: "/readyz", status: 503, code: "not_ready"})
+			<-done
+			finished.Add(1)
+		})
+		t.Run("admission verdict late", func(t *testing.T) {
+			t.Parallel()
+			checkLateVerdict(t, publicAPI, client)
+			finished.Add(1)
+		})
+		t.Run("overloaded", func(t *testing.T) {
+			t.Parallel()
+			e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) { a.inflight = make(chan struct{}, 1) })
+			e.api.inflight <- struct{}{} // every slot taken
+			public := contractListener{publicAPI, e.srv.URL, client}
+			public.do(t, contractCall{method: "POST", path: fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA),
+				token: e.token(t, "alice"), status: 503, code: "overloaded"})
+			public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + seckill.RequestID(e.open.ID, e.prizeA, "alice-key-0001"),
+				token: e.token(t, "alice"), status: 503, code: "overloaded"})
+			finished.Add(1)
+		})
+	})
+	if t.Failed() || finished.Load() != 4 { // failed, or skipped without a stack
+		return
+	}
+	real.refusedByWrongDocuments(t)
+
+	internal := "500 internal needs MySQL or Redis to fail in the middle of an admin request"
+	exempt := map[string]string{}
+	for _, op := range []string{"POST /admin/v1/activities", "GET /admin/v1/activities", "GET /admin/v1/activities/{id}",
+		"GET /admin/v1/sessions/{id}", "POST /admin/v1/sessions/{id}/preheat", "POST /admin/v1/sessions/{id}/close",
+		"PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", "GET /admin/v1/sessions/{id}/audit"} {
+		exempt[op+" 500"] = internal
+	}
+	if unseen := adminAPI.Unseen(exempt); len(unseen) > 0 {
+		t.Errorf("documented admin answers no request produced (answer them, or drop them from %s):\n%s",
+			contract.AdminAPI, strings.Join(unseen, "\n"))
+	}
+	if unseen := publicAPI.Unseen(nil); len(unseen) > 0 {
+		t.Errorf("documented public answers no request produced (answer them, or drop them from %s):\n%s",
+			contract.PublicAPI, strings.Join(unseen, "\n"))
+	}
+}
+
+// checkAdmin drives the admin contractListener through every route and error class, and leaves an
+// activity whose first session is open, second preheated and third closed.
+func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedSession contract.Exchange) {
+	t.Helper()
+	const tok = testAdminToken
+	start := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+	body := func(mutate func(m map[string]any)) string {
+		m := map[string]any{"name": "contract sale", "window_start": start.Format(time.RFC3339),
+			"window_end": start.Add(3 * time.Hour).Format(time.RFC3339), "interval": "1h", "session_length": "50m",
+			"per_user_limit": 1, "prizes": []map[string]any{{"name": "phone", "stock": 1}, {"name": "case", "stock": 5}}}
+		if mutate != nil {
+			mutate(m)
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	_, act := admin.do(t, contractCall{method: "POST", path: "/admin/v1/activities", token: tok, body: body(nil),
+		header: map[string]string{"X-Admin-Actor": "contract-test"}, status: 201})
+	sessions := act["sessions"].([]any)
+	if len(sessions) != 3 {
+		t.Fatalf("%d sessions, want 3", len(sessions))
+	}
+	s1, s2, s3 := jsonID(sessions[0].(map[string]any)["id"]), jsonID(sessions[1].(map[string]any)["id"]), jsonID(sessions[2].(map[string]any)["id"])
+	prizes := act["prizes"].([]any)
+	p1, p2 := jsonID(prizes[0].(map[string]any)["id"]), jsonID(prizes[1].(map[string]any)["id"])
+	aid := jsonID(act["id"])
+	const none = "999999999"
+
+	for _, c := range []contractCall{
+		{method: "POST", path: "/admin/v1/activities", body: body(nil), status: 401, code: "unauthorized", docRefuses: true},
+		{method: "POST", path: "/admin/v1/activities", token: "wrong-token-0123456789", body: body(nil), status: 401, code: "unauthorized"},
+		{method: "POST", path: "/admin/v1/activities", token: tok, body: body(func(m map[string]any) { m["interval"] = "0s" }),
+			status: 400, code: "invalid_input"},
+		{method: "POST", path: "/admin/v1/activities", token: tok, body: body(func(m map[string]any) { m["stok"] = 1 }),
+			status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: "/admin/v1/activities", token: tok,
+			body: body(func(m map[string]any) { m["name"] = strings.Repeat("x", 70<<10) }), status: 413, code: "body_too_large", docRefuses: true},
+		{method: "GET", path: "/admin/v1/activities", token: tok, status: 200},
+		{method: "GET", path: "/admin/v1/activities", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/admin/v1/activities/" + aid, token: tok, status: 200},
+		{method: "GET", path: "/admin/v1/activities/abc", token: tok, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "GET", path: "/admin/v1/activities/" + none, token: tok, status: 404, code: "not_found"},
+		{method: "GET", path: "/admin/v1/activities/" + aid, status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/admin/v1/sessions/" + s1, token: tok, status: 200},
+		{method: "GET", path: "/admin/v1/sessions/abc", token: tok, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "GET", path: "/admin/v1/sessions/" + none, token: tok, status: 404, code: "not_found"},
+		{method: "GET", path: "/admin/v1/sessions/" + s1, status: 401, code: "unauthorized", docRefuses: true},
+		{method: "POST", path: "/admin/v1/sessions/" + s2 + "/preheat", token: tok, status: 200},
+		{method: "POST", path: "/admin/v1/sessions/" + s1 + "/preheat", token: tok, status: 409, code: "session_started"},
+		{method: "POST", path: "/admin/v1/sessions/" + none + "/preheat", token: tok, status: 404, code: "not_found"},
+		{method: "POST", path: "/admin/v1/sessions/abc/preheat", token: tok, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: "/admin/v1/sessions/" + s2 + "/preheat", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "PUT", path: "/admin/v1/sessions/" + s3 + "/prizes/" + p1 + "/stock", token: tok,
+			body: `{"total": 8, "reason": "more units arrived"}`, status: 200},
+		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + p1 + "/stock", token: tok,
+			body: `{"total": 6, "reason": "one more"}`, status: 200},
+		{method: "PUT", path: "/admin/v1/sessions/" + s1 + "/prizes/" + p1 + "/stock", token: tok,
+			body: `{"total": 6, "reason": "too late"}`, status: 409, code: "session_started"},
+		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + p1 + "/stock", token: tok,
+			body: `{"total": 6}`, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + none + "/stock", token: tok,
+			body: `{"total": 6, "reason": "no such prize"}`, status: 404, code: "not_found"},
+		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + p1 + "/stock", token: tok,
+			body: `{"total": 6, "reason": "` + strings.Repeat("x", 70<<10) + `"}`, status: 413, code: "body_too_large", docRefuses: true},
+		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + p1 + "/stock",
+			body: `{"total": 6, "reason": "who am I"}`, status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/admin/v1/sessions/" + s2 + "/audit", token: tok, status: 200},
+		{method: "GET", path: "/admin/v1/sessions/abc/audit", token: tok, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "GET", path: "/admin/v1/sessions/" + s2 + "/audit", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "POST", path: "/admin/v1/sessions/" + s3 + "/close", token: tok, status: 200},
+		{method: "POST", path: "/admin/v1/sessions/" + none + "/close", token: tok, status: 404, code: "not_found"},
+		{method: "POST", path: "/admin/v1/sessions/abc/close", token: tok, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: "/admin/v1/sessions/" + s3 + "/close", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/metrics", token: tok, status: 200},
+		{method: "GET", path: "/metrics", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/debug/pprof/", token: tok, status: 200},
+		{method: "GET", path: "/debug/pprof/", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/debug/pprof/goroutine?debug=1", token: tok, status: 200},
+		{method: "GET", path: "/debug/pprof/nope", token: tok, status: 404, docRefuses: true},
+		{method: "GET", path: "/debug/pprof/heap", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/healthz", status: 200},
+		{method: "GET", path: "/readyz", status: 200},
+		{method: "GET", path: "/nope", token: tok, status: 404, code: "not_found", docRefuses: true},
+		{method: "DELETE", path: "/admin/v1/activities", token: tok, status: 405, code: "method_not_allowed", docRefuses: true},
+	} {
+		admin.do(t, c)
+	}
+
+	// Redis refuses an adjustment once a grab was admitted for the prize (a gateway whose
+	// clock runs ahead): 409 conflict.
+	sid, pid := int64(sessions[1].(map[string]any)["id"].(float64)), int64(prizes[1].(map[string]any)["id"].(float64))
+	g := seckill.Grab{RequestID: seckill.RequestID(sid, pid, "early-key-0001"), UserID: "early", SessionID: sid, PrizeID: pid,
+		AdmittedAt: time.Now()}
+	if v, err := gate.Reserve(stacktest.Context(t, 10*time.Second), g); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve: %v %v", v, err)
+	}
+	admin.do(t, contractCall{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + p2 + "/stock", token: tok,
+		body: `{"total": 9, "reason": "after an admission"}`, status: 409, code: "conflict"})
+
+	x, closed := admin.do(t, contractCall{method: "GET", path: "/admin/v1/sessions/" + s3, token: tok, status: 200})
+	_, audit := admin.do(t, contractCall{method: "GET", path: "/admin/v1/sessions/" + s2 + "/audit", token: tok, status: 200})
+	if closed["closed_at"] == nil || len(audit["entries"].([]any)) == 0 {
+		t.Fatalf("closed session %v, audit %v", closed, audit)
+	}
+	return x
+}
+
+// checkPublic drives the public listener through every route and error class on the
+// activity checkAdmin left. It returns the request ids of the grabs it admitted, and three
+// of the real answers: an admission, a sold-out refusal and a rate-limited one.
+func checkPublic(t *testing.T, public, admin contractListener, gate *stock.Gate, token func(string) string) (
+	rids []string, admitted, soldOut, limited contract.Exchange) {
+	t.Helper()
+	ctx := stacktest.Context(t, 30*time.Second)
+	_, list := admin.do(t, contractCall{method: "GET", path: "/admin/v1/activities", token: testAdminToken, status: 200})
+	_, act := admin.do(t, contractCall{method: "GET", path: "/admin/v1/activities/" + jsonID(list["activities"].([]any)[0].(map[string]any)["id"]),
+		token: testAdminToken, status: 200})
+	s1, s2 := int64(act["sessions"].([]any)[0].(map[string]any)["id"].(float64)), int64(act["sessions"].([]any)[1].(map[string]any)["id"].(float64))
+	p1, p2 := int64(act["prizes"].([]any)[0].(map[string]any)["id"].(float64)), int64(act["prizes"].([]any)[1].(map[string]any)["id"].(float64))
+	grab := func(s, p int64) string { return fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", s, p) }
+	key := func(k string) map[string]string { return map[string]string{"Idempotency-Key": k} }
+	// The first session has started, so preheat refuses it: load its first prize's stock the
+	// way the reconciler's rebuild would, straight into the gate.
+	load := func(p int64, stock int) {
+		t.Helper()
+		st := seckill.Stock{SessionID: s1, PrizeID: p, Total: stock, Left: stock, PerUserLimit: 1}
+		if _, err := gate.Load(ctx, []seckill.Stock{st}, time.Now().Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load(p1, 1)
+
+	admitted, first := public.do(t, contractCall{method: "POST", path: grab(s1, p1), token: token("alice"), header: key("alice-key-0001"), status: 202})
+	rid := first["request_id"].(string)
+	soldOut, _ = public.do(t, contractCall{method: "POST", path: grab(s1, p1), token: token("bob"), status: 409, code: "sold_out"})
+	for _, c := range []contractCall{
+		{method: "POST", path: grab(s1, p1), token: token("alice"), header: key("alice-key-0001"), status: 202},
+		{method: "POST", path: grab(s1, p1), token: token("mallory"), header: key("alice-key-0001"), status: 409, code: "idempotency_key_conflict"},
+		{method: "POST", path: grab(s1, p1), token: token("alice"), header: key("alice-key-0002"), status: 409, code: "limit_reached"},
+		{method: "POST", path: grab(s1, p2), token: token("carol"), header: key("carol-key-0001"), status: 503, code: "not_loaded"},
+		{method: "POST", path: grab(s2, p1), token: token("carol"), body: "{}", status: 409, code: "not_open"},
+		{method: "POST", path: grab(s1, 999999999), token: token("carol"), status: 404, code: "not_found"},
+		{method: "POST", path: grab(s1, p1), status: 401, code: "unauthorized", docRefuses: true},
+		{method: "POST", path: grab(s1, p1), token: "forged.token.value", status: 401, code: "unauthorized"},
+		{method: "POST", path: grab(s1, p1), token: token("carol"), header: key("short"), status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: grab(s1, p1), token: token("carol"), body: `{"quantity": 5}`, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: grab(s1, p1), token: token("carol"), body: `{"a": "` + strings.Repeat("x", 4096) + `"}`,
+			status: 413, code: "body_too_large", docRefuses: true},
+		{method: "POST", path: "/api/v1/sessions/x/prizes/1/grab", token: token("carol"), status: 400, code: "invalid_input", docRefuses: true},
+		{method: "GET", path: "/api/v1/grabs/" + rid, token: token("alice"), status: 200},
+		{method: "GET", path: "/api/v1/grabs/" + rid, token: token("bob"), status: 404, code: "not_found"},
+		{method: "GET", path: "/api/v1/grabs/nonsense", token: token("alice"), status: 404, code: "not_found", docRefuses: true},
+		{method: "GET", path: "/api/v1/grabs/" + rid, status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/healthz", status: 200},
+		{method: "GET", path: "/readyz", status: 200},
+		{method: "GET", path: "/nope", status: 404, code: "not_found", docRefuses: true},
+		{method: "DELETE", path: "/api/v1/grabs/" + rid, token: token("alice"), status: 405, code: "method_not_allowed", docRefuses: true},
+	} {
+		public.do(t, c)
+	}
+	// Per-user and per-IP token buckets (5/s, burst 10 per user; 20/s, burst 40 on /readyz).
+	limited = public.until(t, contractCall{method: "POST", path: grab(s2, p1), token: token("dave")}, http.StatusTooManyRequests, 30)
+	public.until(t, contractCall{method: "GET", path: "/api/v1/grabs/" + rid, token: token("frank")}, http.StatusTooManyRequests, 30)
+	public.until(t, contractCall{method: "GET", path: "/readyz"}, http.StatusTooManyRequests, 100)
+
+	// The outcomes the consumer records in the gate: a succeeded order and a rejection.
+	load(p2, 5)
+	_, second := public.do(t, contractCall{method: "POST", path: grab(s1, p2), token: token("erin"), header: key("erin-key-0001"), status: 202})
+	rid2 := second["request_id"].(string)
+	if _, err := gate.Settle(ctx, []stock.SettleBatch{
+		{SessionID: s1, PrizeID: p1, Items: []stock.Settlement{{RequestID: rid, UserID: "alice", OrderID: 42}}},
+		{SessionID: s1, PrizeID: p2, Items: []stock.Settlement{{RequestID: rid2, UserID: "erin", Reason: string(seckill.ReasonSoldOut)}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, won := public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + rid, token: token("alice"), status: 200})
+	_, lost := public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + rid2, token: token("erin"), status: 200})
+	if won["status"] != "succeeded" || lost["status"] != "rejected" {
+		t.Fatalf("settled grabs answer %v and %v", won, lost)
+	}
+	return []string{rid, rid2}, admitted, soldOut, limited
+}
+
+// realAnswers are real exchanges kept to show that the checks are not vacuous.
+type realAnswers struct {
+	admitted, soldOut, limited, closed contract.Exchange
+}
+
+// refusedByWrongDocuments checks real answers against deliberately wrong documents: each
+// must be refused, so a renamed field, a status the code stopped answering, a header it
+// stopped sending or an error code it renamed would fail the test.
+func (r realAnswers) refusedByWrongDocuments(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		change    func(doc map[string]any)
+		x         contract.Exchange
+	}{
+		{"GrabStatus.request_id renamed", contract.PublicAPI, func(doc map[string]any) {
+			s := contract.At(doc, "components", "schemas", "GrabStatus")
+			props := s["properties"].(map[string]any)
+			props["requestId"] = props["request_id"]
+			delete(props, "request_id")
+			s["required"] = []any{"requestId", "status"}
+		}, r.admitted},
+		{"grab answers no 409", contract.PublicAPI, func(doc map[string]any) {
+			delete(contract.At(doc, "paths", "/api/v1/sessions/{session}/prizes/{prize}/grab", "post", "responses"), "409")
+		}, r.soldOut},
+		{"sold_out is not a 409 code", contract.PublicAPI, func(doc map[string]any) {
+			contract.At(doc, "paths", "/api/v1/sessions/{session}/prizes/{prize}/grab", "post", "responses", "409",
+				"content", "application/json", "schema", "properties", "error")["enum"] = []any{"not_open", "limit_reached"}
+		}, r.soldOut},
+		{"429 promises another header", contract.PublicAPI, func(doc map[string]any) {
+			h := contract.At(doc, "components", "responses", "RateLimited", "headers")
+			h["X-RateLimit-Reset"] = h["Retry-After"]
+		}, r.limited},
+		{"Session has no closed_at", contract.AdminAPI, func(doc map[string]any) {
+			delete(contract.At(doc, "components", "schemas", "Session", "properties"), "closed_at")
+		}, r.closed},
+	} {
+		t.Run("wrong document: "+tc.name, func(t *testing.T) {
+			api, err := contract.NewAPI(contract.Mutated(t, tc.doc, tc.change))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = api.CheckAnswer(tc.x)
+			if err == nil {
+				t.Fatalf("the wrong document accepts the real answer %d %.200s", tc.x.Status, tc.x.Answer)
+			}
+			t.Logf("refused: %.300s", err)
+		})
+	}
+}
+
+// checkLateVerdict: an admission verdict that arrives after the gateway stopped waiting
+// answers 503 unavailable with the request id and a Location to poll.
+func checkLateVerdict(t *testing.T, api *contract.API, client *http.Client) {
+	proxy, err := harness.NewProxy(stacktest.RedisAddr(), 1, 0, 800*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { slow.Close() })
+	slowGate, err := stock.NewGate(stacktest.Context(t, 10*time.Second), slow, stock.WithCoalescing(8, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slowGate.Close)
+	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+		a.gate = slowGate
+		a.admitTimeout = 150 * time.Millisecond
+	})
+	public := contractListener{api, e.srv.URL, client}
+	proxy.HoldNext()
+	x, body := public.do(t, contractCall{method: "POST", path: fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA),
+		token: e.token(t, "alice"), status: 503, code: "unavailable"})
+	if x.Header.Get("Location") != "/api/v1/grabs/"+fmt.Sprint(body["request_id"]) {
+		t.Fatalf("late verdict: Location %q, body %v", x.Header.Get("Location"), body)
+	}
+	// Wait for the held script, so it does not outlive the test's keys.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if l, err := e.gate.Lookup(stacktest.Context(t, time.Second), fmt.Sprint(body["request_id"])); err == nil && l.Found {
+			return
+		}
+	}
+	t.Fatal("the held admission script never ran")
+}

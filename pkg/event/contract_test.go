@@ -1,0 +1,198 @@
+package event_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/contract"
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+)
+
+type counter float64
+
+func (c *counter) Add(n float64) { *c += counter(n) }
+
+// Messages as this package builds them, written to and read back from the real broker, are
+// what docs/api/asyncapi.yaml says: a grab event, compensation and dead-letter envelopes
+// (of a grab event, of an undecodable message, of a compensation event), and order events
+// (their payload as NewOrderEvent builds it; consumer/contract_test.go checks the relay's
+// framing). Changing a field, a header or a document fragment makes the check fail.
+func TestMessagesMatchTheContract(t *testing.T) {
+	events := contract.LoadEvents(t)
+	brokers, topics := stacktest.Kafka(t)
+	ctx := stacktest.Context(t, 60*time.Second)
+	writer := func(topic event.Topic) *kafka.Writer {
+		w, err := event.NewWriter(brokers, topic.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	read := func(topic event.Topic, want int) []kafka.Message {
+		msgs, err := harness.ReadTopic(ctx, brokers, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != want {
+			t.Fatalf("%s holds %d messages, want %d", topic.Name, len(msgs), want)
+		}
+		return msgs
+	}
+
+	g := seckill.Grab{RequestID: seckill.RequestID(7, 3, "alice-key-0001"), UserID: "alice", SessionID: 7, PrizeID: 3,
+		AdmittedAt: time.Now()}
+	grab, err := event.EncodeGrab(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer(topics.Grab).WriteMessages(ctx, grab, kafka.Message{Key: []byte("7:3"), Value: []byte("not json")}); err != nil {
+		t.Fatal(err)
+	}
+	var grabRead, poison kafka.Message
+	for _, m := range read(topics.Grab, 2) {
+		if string(m.Value) == "not json" {
+			poison = m
+		} else {
+			grabRead = m
+		}
+	}
+	if err := writer(topics.Compensation).WriteMessages(ctx, event.Compensation(grabRead, errors.New("conflict storm"), 5)); err != nil {
+		t.Fatal(err)
+	}
+	compRead := read(topics.Compensation, 1)[0]
+	var written counter
+	dls, err := event.NewDeadLetters(writer(topics.DeadLetter), &written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, decodeErr := event.DecodeGrab(poison.Value)
+	if err := dls.Write(ctx, event.Poison{Msg: poison, Cause: decodeErr},
+		event.Poison{Msg: compRead, Cause: errors.New("no such stock row")}); err != nil {
+		t.Fatal(err)
+	}
+	deadRead := read(topics.DeadLetter, 2)
+
+	order := func(o seckill.Order) kafka.Message {
+		b, err := json.Marshal(event.NewOrderEvent(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := event.NewOrderEvent(o)
+		return kafka.Message{Key: []byte(o.RequestID), Value: b,
+			Headers: []kafka.Header{{Key: "event-id", Value: []byte(ev.EventID)}, {Key: "schema", Value: []byte("order.v1")}}}
+	}
+	now := time.Now()
+	created := order(seckill.Order{ID: 42, RequestID: g.RequestID, UserID: "alice", SessionID: 7, PrizeID: 3,
+		Status: seckill.OrderSucceeded, AdmittedAt: now, CreatedAt: now})
+	rejected := order(seckill.Order{ID: 43, RequestID: seckill.RequestID(7, 3, "bob-key-00001"), UserID: "bob", SessionID: 7,
+		PrizeID: 3, Status: seckill.OrderRejected, Reason: seckill.ReasonSoldOut, AdmittedAt: now, CreatedAt: now})
+
+	valid := []struct {
+		name, channel string
+		m             kafka.Message
+	}{
+		{"grab event", "grab", grabRead},
+		{"compensation of a grab event", "compensation", compRead},
+		{"dead letter of an undecodable message", "deadLetter", deadRead[0]},
+		{"dead letter of a compensation event", "deadLetter", deadRead[1]},
+		{"order created", "order", created},
+		{"order rejected", "order", rejected},
+	}
+	for _, tc := range valid {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := events.Check(tc.channel, tc.m); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	// The same real messages, changed the way drift would change them, are refused.
+	for _, tc := range []struct {
+		name, channel string
+		m             kafka.Message
+	}{
+		{"grab event with a renamed field", "grab", withPayload(t, grabRead, func(p map[string]any) {
+			p["requestId"] = p["request_id"]
+			delete(p, "request_id")
+		})},
+		{"grab event with an extra field", "grab", withPayload(t, grabRead, func(p map[string]any) { p["quantity"] = 1 })},
+		{"grab event of schema v2", "grab", withPayload(t, grabRead, func(p map[string]any) { p["v"] = 2 })},
+		{"grab event with a local time", "grab", withPayload(t, grabRead, func(p map[string]any) {
+			p["admitted_at"] = time.Now().In(time.FixedZone("x", 3600)).Format(time.RFC3339Nano)
+		})},
+		{"grab event without its schema header", "grab", withHeaders(grabRead, nil)},
+		{"grab event keyed by request id", "grab", withKey(grabRead, g.RequestID)},
+		{"compensation without attempts", "compensation", withHeaders(compRead, compRead.Headers[:len(compRead.Headers)-1])},
+		{"dead letter with its original headers", "deadLetter", withHeaders(deadRead[0], append(deadRead[0].Headers, grabRead.Headers...))},
+		{"rejected order without a reason", "order", withPayload(t, rejected, func(p map[string]any) { delete(p, "reason") })},
+		{"created order with a reason", "order", withPayload(t, created, func(p map[string]any) { p["reason"] = "limit" })},
+		{"order event id of another outcome", "order", withPayload(t, created, func(p map[string]any) {
+			p["event_id"] = event.OrderEventID(g.RequestID, seckill.OrderRejected)
+		})},
+		{"grab event on the order channel", "order", withTopic(grabRead, "")},
+		{"grab event read from another topic", "grab", withTopic(grabRead, topics.Order.Name)},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			err := events.Check(tc.channel, tc.m)
+			if err == nil {
+				t.Fatal("the contract accepted it")
+			}
+			t.Logf("refused: %.300s", err)
+		})
+	}
+
+	// A document with a deliberately wrong fragment (a field renamed) refuses the real
+	// grab event: the check reads the document, not a copy of the code's idea of it.
+	raw := contract.Mutated(t, contract.EventsAPI, func(doc map[string]any) {
+		schema := contract.At(doc, "components", "schemas", "GrabEvent")
+		props := schema["properties"].(map[string]any)
+		props["admittedAt"] = props["admitted_at"]
+		delete(props, "admitted_at")
+		schema["required"] = []any{"v", "request_id", "user_id", "session_id", "prize_id", "admittedAt"}
+	})
+	wrong, err := contract.NewEvents(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.Check("grab", grabRead); err == nil {
+		t.Fatal("a document that renamed admitted_at accepted the real grab event")
+	}
+}
+
+func withPayload(t *testing.T, m kafka.Message, change func(p map[string]any)) kafka.Message {
+	t.Helper()
+	var p map[string]any
+	if err := json.Unmarshal(m.Value, &p); err != nil {
+		t.Fatal(err)
+	}
+	change(p)
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Value = b
+	return m
+}
+
+func withHeaders(m kafka.Message, h []kafka.Header) kafka.Message {
+	m.Headers = h
+	return m
+}
+
+func withTopic(m kafka.Message, topic string) kafka.Message {
+	m.Topic = topic
+	return m
+}
+
+func withKey(m kafka.Message, key string) kafka.Message {
+	m.Key = []byte(key)
+	return m
+}
