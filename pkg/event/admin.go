@@ -228,7 +228,8 @@ func (a *Admin) Offsets(ctx context.Context, topic string) (map[int]PartitionOff
 // Lag returns, per partition of topic (as the broker lists them), how many messages the
 // group has not committed yet: end offset - committed offset, or everything retained when
 // the group committed nothing there. It reads the broker, so it stays true while the
-// group's consumers are stalled or gone.
+// group's consumers are stalled or gone. A group coordinator that is still loading (a fresh
+// broker) is waited for, up to coordinatorWait, rather than reported as an error.
 func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, error) {
 	offs, err := a.Offsets(ctx, t.Name)
 	if err != nil {
@@ -238,19 +239,11 @@ func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, 
 	for p := range offs {
 		parts = append(parts, p)
 	}
-	committed, err := a.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{t.Name: parts}})
+	pos, err := waitCoordinator(ctx, coordinatorWait, func() (map[int]int64, error) {
+		return a.committed(ctx, group, t.Name, parts)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("committed offsets of %s: %w", group, err)
-	}
-	if committed.Error != nil {
-		return nil, fmt.Errorf("committed offsets of %s: %w", group, committed.Error)
-	}
-	pos := map[int]int64{}
-	for _, p := range committed.Topics[t.Name] {
-		if p.Error != nil {
-			return nil, fmt.Errorf("committed offset of %s/%d: %w", t.Name, p.Partition, p.Error)
-		}
-		pos[p.Partition] = p.CommittedOffset
+		return nil, err
 	}
 	lag := make(map[int]int64, len(offs))
 	for p, o := range offs {
@@ -263,4 +256,57 @@ func (a *Admin) Lag(ctx context.Context, group string, t Topic) (map[int]int64, 
 		lag[p] = max(0, o.End-at)
 	}
 	return lag, nil
+}
+
+// committed returns group's committed offset per partition of topic (partitions where it
+// committed nothing are absent).
+func (a *Admin) committed(ctx context.Context, group, topic string, parts []int) (map[int]int64, error) {
+	committed, err := a.client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", group, err)
+	}
+	if committed.Error != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", group, committed.Error)
+	}
+	pos := map[int]int64{}
+	for _, p := range committed.Topics[topic] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("committed offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
+		pos[p.Partition] = p.CommittedOffset
+	}
+	return pos, nil
+}
+
+// coordinatorWait bounds how long Lag waits for a group coordinator that is not ready.
+const coordinatorWait = 10 * time.Second
+
+// coordinatorNotReady reports the answers a broker gives while a group's coordinator is
+// still being set up: on a freshly formatted broker the first group request creates the
+// offsets topic, and until its partition is loaded (about a second) offset fetches get "not
+// coordinator", "coordinator not available" or "load in progress"; a broker that just took
+// over a group's partition answers the same. Any other error is real.
+func coordinatorNotReady(err error) bool {
+	return errors.Is(err, kafka.NotCoordinatorForGroup) || errors.Is(err, kafka.GroupCoordinatorNotAvailable) ||
+		errors.Is(err, kafka.GroupLoadInProgress)
+}
+
+// waitCoordinator calls fetch until it succeeds, fails with an error other than
+// coordinatorNotReady, or wait (or ctx) ends; then the last error is returned, so a
+// coordinator that never becomes ready is still reported.
+func waitCoordinator[T any](ctx context.Context, wait time.Duration, fetch func() (T, error)) (T, error) {
+	deadline := time.Now().Add(wait)
+	backoff := 50 * time.Millisecond
+	for {
+		v, err := fetch()
+		if err == nil || !coordinatorNotReady(err) || !time.Now().Add(backoff).Before(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
