@@ -37,7 +37,13 @@ func (r report) markdown() string {
 				}
 			}
 		}
-		b.WriteString(fmt.Sprintf("| %d | %s | %.0f | %.2f | %.2f | %.2f | %d | %s |\n", i+1, s.Name, s.ThroughputPS, s.P50ms, s.P99ms, s.P999ms,
+		// Rows that measured no latency (persistence, hot row) leave those cells empty
+		// rather than print a 0.00 that reads as "instant".
+		p50, p99, p999 := "", "", ""
+		if s.P50ms != 0 || s.P99ms != 0 || s.P999ms != 0 {
+			p50, p99, p999 = fmt.Sprintf("%.2f", s.P50ms), fmt.Sprintf("%.2f", s.P99ms), fmt.Sprintf("%.2f", s.P999ms)
+		}
+		b.WriteString(fmt.Sprintf("| %d | %s | %.0f | %s | %s | %s | %d | %s |\n", i+1, s.Name, s.ThroughputPS, p50, p99, p999,
 			s.Oversold, strings.Join(notes, "; ")))
 	}
 	keys := make([]string, 0, len(r.Machine))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -278,10 +279,24 @@ type strategyStats struct {
 func (s *strategyServer) stats(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var st strategyStats
-	st.LockSold, _ = s.rdb.SCard(ctx, lockSoldKey).Result()
-	st.LockLeft, _ = s.rdb.Get(ctx, lockStockKey).Int64()
-	s.db.Raw("SELECT COUNT(*) FROM bench_orders WHERE strategy = 'optimistic'").Scan(&st.OptimisticSold)
-	s.db.Raw("SELECT COUNT(*) FROM bench_orders WHERE strategy = 'pessimistic'").Scan(&st.PessimisticSold)
+	// A failed count must fail the run, never read as "sold 0" (and so "oversold 0").
+	if err := s.db.Raw("SELECT COUNT(*) FROM bench_orders WHERE strategy = 'optimistic'").Scan(&st.OptimisticSold).Error; err != nil {
+		http.Error(w, "count optimistic orders: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if err := s.db.Raw("SELECT COUNT(*) FROM bench_orders WHERE strategy = 'pessimistic'").Scan(&st.PessimisticSold).Error; err != nil {
+		http.Error(w, "count pessimistic orders: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var err error
+	if st.LockSold, err = s.rdb.SCard(ctx, lockSoldKey).Result(); err != nil {
+		http.Error(w, "count lock strategy sales: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if st.LockLeft, err = s.rdb.Get(ctx, lockStockKey).Int64(); err != nil {
+		http.Error(w, "read lock strategy stock: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	st.Attempts, st.Conflicts, st.GaveUp, st.LockWaits = s.attempts.Load(), s.conflicts.Load(), s.gaveUp.Load(), s.lockWaits.Load()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
@@ -295,6 +310,10 @@ func fetchStats(ctx context.Context, base string) (strategyStats, error) {
 		return st, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return st, fmt.Errorf("strategy stats: %s: %s", resp.Status, body)
+	}
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 

@@ -1,6 +1,11 @@
 // Package load drives a request function in a closed loop (fixed concurrency, as fast as
 // answers come back) or an open loop (a fixed arrival rate, whatever the answers), bounded
 // by count and time, and summarises throughput and latency.
+//
+// In the open loop a request's latency is measured from when it was due (start + i/rate),
+// not from when the generator got round to sending it: a stalled server delays the sends
+// behind it, and timing from the send would hide exactly that queueing (coordinated
+// omission). How many requests started late is reported too.
 package load
 
 import (
@@ -27,6 +32,10 @@ type Options struct {
 	Rate        float64       // requests per second; 0 = closed loop
 	MaxDuration time.Duration // stop after this long whatever is left
 	Progress    io.Writer     // a terminal to draw a progress bar on, or nil
+
+	// sleep waits for the next due time (false when ctx ended); tests stall the generator
+	// with it.
+	sleep func(ctx context.Context, d time.Duration) bool
 }
 
 // Summary is what a run measured.
@@ -42,19 +51,33 @@ type Summary struct {
 	P999ms       float64        `json:"p999_ms"`
 	MaxMs        float64        `json:"max_ms"`
 	Codes        map[string]int `json:"codes"`
+	// Open loop only: requests sent more than LateAfter after they were due (their latency
+	// includes the wait), and requests not sent at all because Concurrency were in flight
+	// (counted in Errors too: the offered rate was not kept).
+	Late      int `json:"late,omitempty"`
+	Saturated int `json:"saturated,omitempty"`
 }
+
+// LateAfter is how far behind its due time a request may start before it counts as late.
+const LateAfter = time.Millisecond
 
 // String is a one-line summary.
 func (s Summary) String() string {
-	return fmt.Sprintf("%s loop: %d requests in %.2fs = %.0f/s; latency p50 %.2fms p90 %.2fms p99 %.2fms p99.9 %.2fms max %.2fms; errors %d; codes %v",
+	line := fmt.Sprintf("%s loop: %d requests in %.2fs = %.0f/s; latency p50 %.2fms p90 %.2fms p99 %.2fms p99.9 %.2fms max %.2fms; errors %d; codes %v",
 		s.Mode, s.Requests, s.Seconds, s.ThroughputPS, s.P50ms, s.P90ms, s.P99ms, s.P999ms, s.MaxMs, s.Errors, s.Codes)
+	if s.Mode == "open" {
+		line += fmt.Sprintf("; started late %d, not sent (saturated) %d; latency timed from the schedule", s.Late, s.Saturated)
+	}
+	return line
 }
 
 type result struct {
-	status  int
-	latency time.Duration
-	err     bool
-	done    bool
+	status    int
+	latency   time.Duration
+	err       bool
+	done      bool
+	late      bool
+	saturated bool
 }
 
 // Run drives req according to o.
@@ -64,16 +87,29 @@ func Run(ctx context.Context, o Options, req Request) Summary {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.MaxDuration)
 	defer cancel()
+	now, sleep := time.Now, o.sleep
+	if sleep == nil {
+		sleep = func(ctx context.Context, d time.Duration) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(d):
+				return true
+			}
+		}
+	}
 	results := make([]result, o.Requests)
 	var done atomic.Int64
-	fire := func(i int) {
-		start := time.Now()
+	// fire times request i from due: its send time in the closed loop, its scheduled time
+	// in the open loop.
+	fire := func(i int, due time.Time) {
+		late := now().Sub(due) > LateAfter
 		code, err := req(ctx, i)
-		results[i] = result{status: code, latency: time.Since(start), err: err != nil, done: true}
+		results[i] = result{status: code, latency: now().Sub(due), err: err != nil, done: true, late: late}
 		done.Add(1)
 	}
 	stop := progress(o.Progress, &done, o.Requests)
-	start := time.Now()
+	start := now()
 	var wg sync.WaitGroup
 	mode := "closed"
 	if o.Rate <= 0 {
@@ -87,7 +123,7 @@ func Run(ctx context.Context, o Options, req Request) Summary {
 					if i >= o.Requests {
 						return
 					}
-					fire(i)
+					fire(i, now())
 				}
 			}()
 		}
@@ -99,11 +135,10 @@ func Run(ctx context.Context, o Options, req Request) Summary {
 		interval := time.Duration(float64(time.Second) / o.Rate)
 	loop:
 		for i := 0; i < o.Requests; i++ {
-			if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-				select {
-				case <-ctx.Done():
+			due := start.Add(time.Duration(i) * interval)
+			if wait := due.Sub(now()); wait > 0 {
+				if !sleep(ctx, wait) {
 					break loop
-				case <-time.After(wait):
 				}
 			} else if ctx.Err() != nil {
 				break loop
@@ -113,7 +148,7 @@ func Run(ctx context.Context, o Options, req Request) Summary {
 			default:
 				// The generator saturated: count it as an error rather than wait (which would
 				// silently lower the offered rate).
-				results[i] = result{err: true, done: true}
+				results[i] = result{err: true, done: true, saturated: true}
 				done.Add(1)
 				continue
 			}
@@ -121,12 +156,12 @@ func Run(ctx context.Context, o Options, req Request) Summary {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				fire(i)
+				fire(i, due)
 			}()
 		}
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := now().Sub(start)
 	stop()
 	return summarize(mode, results, elapsed)
 }
@@ -139,6 +174,12 @@ func summarize(mode string, rs []result, elapsed time.Duration) Summary {
 			continue
 		}
 		s.Requests++
+		if r.late {
+			s.Late++
+		}
+		if r.saturated {
+			s.Saturated++
+		}
 		if r.err {
 			s.Errors++
 			continue
