@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
@@ -28,7 +29,7 @@ import (
 type env struct {
 	dsn     string
 	db      *gorm.DB
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	gate    *stock.Gate
 	brokers []string
 	topics  event.Topics
@@ -193,6 +194,22 @@ func TestConflictsRetryAndConverge(t *testing.T) {
 	if left, _ := e.stock(t); left != 5 {
 		t.Fatalf("left %d, want 5", left)
 	}
+	// The conflict rate's numerator and denominator: 3 conflicts in 4 attempts.
+	if c, tx := testutil.ToFloat64(p.metrics.conflicts), testutil.ToFloat64(p.metrics.transactions); c != 3 || tx != 4 {
+		t.Fatalf("conflicts %v in %v transactions, want 3 in 4", c, tx)
+	}
+	if got := histogramCount(t, p.metrics.admitToOrder); got != 5 {
+		t.Fatalf("%d admission-to-order observations, want 5 (one per new order)", got)
+	}
+}
+
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
 
 func TestConflictStormCompensates(t *testing.T) {

@@ -1,12 +1,18 @@
 package main
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
 
 // metrics are the consumer's Prometheus series.
 type metrics struct {
 	batchSize     prometheus.Histogram
 	txLatency     prometheus.Histogram
 	conflicts     prometheus.Counter
+	transactions  prometheus.Counter
+	admitToOrder  prometheus.Histogram
 	retries       *prometheus.CounterVec
 	compensated   prometheus.Counter
 	deadLetters   prometheus.Counter
@@ -28,6 +34,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Duration of one persistence transaction.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_conflicts_total",
 			Help: "Optimistic-lock conflicts, deadlocks and lock wait timeouts."}),
+		// The conflict rate is conflicts_total / transactions_total: both count attempts,
+		// so a batch retried three times is three transactions.
+		transactions: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_transactions_total",
+			Help: "Persistence transactions attempted (each retry is one more); the denominator of the conflict rate."}),
+		// From the gateway's admission (the event's admitted_at) to the commit of the order,
+		// across Kafka, batching and retries: what a user waits before a poll says succeeded.
+		admitToOrder: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_consumer_admission_to_order_seconds",
+			Help:    "Time from a grab's admission in the gateway to the commit of its order (new orders only, succeeded or rejected).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_retries_total",
 			Help: "Persistence retries by tier (retry_now, retry_later, wait_for_db)."}, []string{"tier"}),
 		compensated: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_compensated_total",
@@ -56,7 +71,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_order_events_recovered_total",
 			Help: "Order events found already on the topic after a crash or an ambiguous produce error, marked instead of re-published."}),
 	}
-	reg.MustRegister(m.batchSize, m.txLatency, m.conflicts, m.retries, m.compensated, m.deadLetters, m.orders,
+	// Outcomes exported at 0 from the start: increase() cannot see a series' first
+	// increment, so the first sold_out rejection (an alert) would go unnoticed.
+	m.orders.WithLabelValues(string(seckill.OrderSucceeded), "")
+	m.orders.WithLabelValues(string(seckill.OrderRejected), string(seckill.ReasonSoldOut))
+	m.orders.WithLabelValues(string(seckill.OrderRejected), string(seckill.ReasonLimit))
+	reg.MustRegister(m.batchSize, m.txLatency, m.conflicts, m.transactions, m.admitToOrder, m.retries, m.compensated, m.deadLetters, m.orders,
 		m.redeliveries, m.mismatched, m.settleErrors, m.lag, m.outboxPending, m.published, m.recovered)
 	return m
 }

@@ -73,7 +73,9 @@ func (a *grabAPI) register(mux *http.ServeMux) {
 // guard applies, in order, the overload cap (cheapest refusal first), latency metrics and
 // the per-IP rate limit.
 func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := &statusRecorder{ResponseWriter: rw, code: http.StatusOK}
+		defer func() { a.metrics.responses.WithLabelValues(route, strconv.Itoa(w.code)).Inc() }()
 		select {
 		case a.inflight <- struct{}{}:
 		default:
@@ -97,6 +99,20 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// statusRecorder remembers the status code a handler wrote, for the responses counter.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

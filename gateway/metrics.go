@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the gateway's Prometheus series, registered on the registry main creates.
 type metrics struct {
 	grabs          *prometheus.CounterVec
+	responses      *prometheus.CounterVec
 	latency        *prometheus.HistogramVec
 	redis          *prometheus.HistogramVec
 	redisErrors    *prometheus.CounterVec
@@ -23,6 +24,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		grabs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_grabs_total",
 			Help: "Grab requests by outcome."}, []string{"outcome"}),
+		// Status codes are a small fixed set (the public API's contract), so route×code is
+		// bounded: the 5xx share is the gateway's error rate.
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_responses_total",
+			Help: "Public API responses by route (grab, status) and HTTP status code."}, []string{"route", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "seckill_gateway_request_duration_seconds",
 			Help: "Grab and status request latency by route.", Buckets: fast}, []string{"route"}),
 		redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "seckill_gateway_redis_duration_seconds",
@@ -46,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		scheduleErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_gateway_schedule_reload_errors_total",
 			Help: "Failed reloads of the session schedule cache (the last good copy keeps serving)."}),
 	}
-	reg.MustRegister(m.grabs, m.latency, m.redis, m.redisErrors, m.produce, m.produceErrors, m.relayPending,
+	reg.MustRegister(m.grabs, m.responses, m.latency, m.redis, m.redisErrors, m.produce, m.produceErrors, m.relayPending,
 		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors)
 	return m
 }

@@ -47,6 +47,11 @@ type driftMetrics struct {
 	corrected *prometheus.CounterVec
 	drift     *prometheus.GaugeVec
 	series    map[[2]string]bool // drift series set by the last run, to drop those out of scope
+	// uncorrected counts, per session×prize, the consecutive runs that found drift and
+	// left it in place (Redis moved under the compare-and-set, or the run failed first);
+	// a series exists only while the count is above 0, so it is bounded by the drifted.
+	uncorrected *prometheus.GaugeVec
+	streaks     map[[2]string]int
 }
 
 func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
@@ -59,8 +64,12 @@ func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
 			Help: "Redis left minus expected left, per session×prize in scope (open or ended within the key grace), at the last check."},
 			[]string{"session_id", "prize_id"}),
 		series: map[[2]string]bool{},
+		uncorrected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift_uncorrected_runs",
+			Help: "Consecutive reconciler runs that found this session×prize's Redis stock drifted and did not correct it; absent when 0."},
+			[]string{"session_id", "prize_id"}),
+		streaks: map[[2]string]int{},
 	}
-	reg.MustRegister(m.found, m.corrected, m.drift)
+	reg.MustRegister(m.found, m.corrected, m.drift, m.uncorrected)
 	return m
 }
 
@@ -76,6 +85,29 @@ func (m *driftMetrics) keep(values map[[2]string]float64) {
 	for k, v := range values {
 		m.drift.WithLabelValues(k[0], k[1]).Set(v)
 		m.series[k] = true
+	}
+}
+
+// track updates the uncorrected-run counts: left[k] is true when this run found k drifted
+// and did not correct it, false when k was checked and is right (or was corrected). A
+// session×prize not checked this run (events in flight, not loaded) keeps its count; one
+// out of scope loses it.
+func (m *driftMetrics) track(inScope map[[2]string]bool, left map[[2]string]bool) {
+	for k, drifted := range left {
+		if drifted {
+			m.streaks[k]++
+		} else {
+			delete(m.streaks, k)
+		}
+	}
+	for k := range m.streaks {
+		if !inScope[k] {
+			delete(m.streaks, k)
+		}
+	}
+	m.uncorrected.Reset()
+	for k, n := range m.streaks {
+		m.uncorrected.WithLabelValues(k[0], k[1]).Set(float64(n))
 	}
 }
 
@@ -96,7 +128,14 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		return result{Summary: sum}, err
 	}
 	values := map[[2]string]float64{}
-	defer func() { j.metrics.keep(values) }()
+	inScope, left := map[[2]string]bool{}, map[[2]string]bool{}
+	for _, s := range sc {
+		inScope[[2]string{strconv.FormatInt(s.stock.SessionID, 10), strconv.FormatInt(s.stock.PrizeID, 10)}] = true
+	}
+	defer func() {
+		j.metrics.keep(values)
+		j.metrics.track(inScope, left)
+	}()
 	var details []any
 	for _, s := range sc {
 		sid, pid := s.stock.SessionID, s.stock.PrizeID
@@ -130,7 +169,10 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		}
 		pending := int64(len(rids) - len(existing))
 		expected := max(0, int64(st.Left)-pending)
-		values[[2]string{strconv.FormatInt(sid, 10), strconv.FormatInt(pid, 10)}] = float64(v.Left - expected)
+		key := [2]string{strconv.FormatInt(sid, 10), strconv.FormatInt(pid, 10)}
+		values[key] = float64(v.Left - expected)
+		// Drifted until corrected: a return before the correction leaves it counted.
+		left[key] = v.Left != expected
 		if v.Left == expected {
 			continue
 		}
@@ -151,6 +193,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 			return result{Summary: sum}, err
 		}
 		sum["corrected"]++
+		left[key] = false
 		j.metrics.corrected.WithLabelValues(dir).Inc()
 		before, after := v.Left, expected
 		detail := fmt.Sprintf("%s: mysql left %d, %d reservations not yet orders, redis left %d", dir, st.Left, pending, v.Left)

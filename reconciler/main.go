@@ -165,6 +165,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
+	// Read-only, so outside the lease: every instance exports the stock side by side.
+	stockGauge := &stockGauges{catalog: catalog, gate: gate, lead: cfg.PreheatLead, grace: cfg.KeyGrace,
+		every: cfg.Interval, metrics: newStockMetrics(reg), log: log, now: time.Now}
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -178,6 +181,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
+	g.Go(func() error { return stockGauge.Run(gctx) })
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

@@ -66,6 +66,8 @@ type runnerMetrics struct {
 	runs     *prometheus.CounterVec
 	duration prometheus.Histogram
 	held     prometheus.Gauge
+	lastRun  prometheus.Gauge
+	fence    prometheus.Gauge
 }
 
 func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
@@ -76,8 +78,17 @@ func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
 			Help: "Duration of reconciler runs that held the lease.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_held",
 			Help: "1 while this instance holds the reconciler lease."}),
+		// lease_held is 1 only during a run (milliseconds every interval), so "is anyone
+		// reconciling?" is answered by when a run last held the lease: max over instances.
+		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_last_run_timestamp_seconds",
+			Help: "Unix time at which this instance's last run that held the lease ended (ok or failed); 0 before its first."}),
+		fence: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_fence",
+			Help: "Fencing number of this instance's last lease acquisition (it grows by one per acquisition by any instance)."}),
 	}
-	reg.MustRegister(m.runs, m.duration, m.held)
+	for _, result := range []string{"ok", "failed", "busy"} {
+		m.runs.WithLabelValues(result) // at 0 from the start, so increase() sees the first
+	}
+	reg.MustRegister(m.runs, m.duration, m.held, m.lastRun, m.fence)
 	return m
 }
 
@@ -111,7 +122,12 @@ func (r *runner) runOnce(ctx context.Context) (report, error) {
 		}
 		return nil
 	})
-	rep.DurationMS = r.now().Sub(rep.StartedAt).Milliseconds()
+	end := r.now()
+	rep.DurationMS = end.Sub(rep.StartedAt).Milliseconds()
+	if acquired {
+		r.metrics.lastRun.Set(float64(end.UnixMilli()) / 1000)
+		r.metrics.fence.Set(float64(rep.Fence))
+	}
 	switch {
 	case err != nil:
 		r.metrics.runs.WithLabelValues("failed").Inc()

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestResponsesCountedByRouteAndCode(t *testing.T) {
+	api := &grabAPI{inflight: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry())}
+	h := api.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("fail") != "" {
+			writeError(w, http.StatusServiceUnavailable, "not_loaded", "retry")
+			return
+		}
+		_, _ = w.Write([]byte("{}")) // an implicit 200
+	}))
+	for _, url := range []string{"/", "/?fail=1", "/?fail=1"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, url, nil))
+	}
+	api.inflight <- struct{}{} // full: the overload refusal is counted too
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", nil))
+	for code, want := range map[string]float64{"200": 1, "503": 3} {
+		if got := testutil.ToFloat64(api.metrics.responses.WithLabelValues("grab", code)); got != want {
+			t.Errorf("responses{code=%s} = %v, want %v", code, got, want)
+		}
+	}
+}
