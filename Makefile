@@ -13,7 +13,8 @@ REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSION) \
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
-.PHONY: run test lint chaos hotrow bench stack-up stack-down stack-status build vet unit clean docker-env
+.PHONY: run test lint chaos hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
+	monitor dashboard dashboard-check rules-test firedrill
 
 stack-up:
 	$(STACK) up
@@ -29,10 +30,38 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./gateway ./consumer ./reconciler
 
 # Shellcheck on every shell script, the stack script's installation test, docker-compose.yml
-# against the Compose specification's schema and hadolint on the Dockerfile (.ci/lint installs
-# its tools: shellcheck from Debian, the rest in a venv under ~/.cache/seckill).
+# against the Compose specification's schema, hadolint on the Dockerfile, the alert rules and
+# their unit tests (promtool), and whether the dashboard JSON is up to date (.ci/lint installs
+# its tools: shellcheck and prometheus from Debian, the rest in a venv under ~/.cache/seckill).
 lint:
 	.ci/lint
+
+# Monitoring (deploy/monitoring, docs/runbook.md). `make monitor` starts Prometheus on
+# http://127.0.0.1:19090 with the alert rules loaded, scraping the services of `make run`, and
+# the Redis exporter (both Debian packages, installed when missing); `make stack-down` stops them.
+monitor:
+	SECKILL_MONITORING=1 $(STACK) up
+
+# The Grafana dashboard is Go (deploy/monitoring/dashboard); the JSON is generated, never edited.
+dashboard:
+	$(GO) run ./deploy/monitoring/dashboard -o deploy/monitoring/dashboard/seckill.json
+
+# Every dashboard query against the local Prometheus: fails on a query error, lists empty ones.
+dashboard-check:
+	$(GO) run ./deploy/monitoring/dashboard -check http://127.0.0.1:$${SECKILL_PROMETHEUS_PORT:-19090}
+
+# The alert rules and their unit tests (also part of make lint).
+rules-test:
+	promtool check rules deploy/monitoring/alerts.yml
+	promtool test rules deploy/monitoring/alerts_test.yml
+
+# Makes a real alert fire against the services of `make run` and the Prometheus of `make monitor`
+# (SCENARIO=conflicts: SeckillConflictRateHigh, about 2 minutes; SCENARIO=soldout:
+# SeckillSoldOutAfterAdmission, about 30 seconds).
+SCENARIO ?= conflicts
+firedrill:
+	set -a && source $(STATE)/env && source $(STATE)/dev-secrets && set +a && \
+		$(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO)
 
 # Writes .env once (the secrets docker compose reads); an existing .env is kept.
 docker-env:
