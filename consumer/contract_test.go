@@ -19,8 +19,9 @@ import (
 )
 
 // What the consumer writes is what docs/api/asyncapi.yaml says: the order events its outbox
-// relay publishes (created, rejected sold_out, rejected limit) and the dead letter of an
-// undecodable grab message, from the consumer process (run, as main does); and the
+// relay publishes (created, rejected sold_out, rejected limit; cancelled and refund required
+// after downstream feedback) and the dead letters of an undecodable grab or feedback
+// message, from the consumer process (run, as main does); and the
 // compensation events of a group whose persistence ran out of retries, from the processor.
 func TestConsumerMessagesMatchTheContract(t *testing.T) {
 	events := contract.LoadEvents(t)
@@ -72,6 +73,63 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 		for _, m := range readAll(t, e.brokers, e.topics.DeadLetter) {
 			if err := events.Check("deadLetter", m); err != nil {
 				t.Errorf("the consumer's dead letter breaks the contract: %v", err)
+			}
+		}
+	})
+
+	t.Run("feedback: cancelled and refund events, dead letter", func(t *testing.T) {
+		t.Parallel()
+		// Two orders; downstream cancels the first, then reports it paid (a refund is
+		// required), and reports the second paid; one message is not feedback at all.
+		e := newEnv(t, 2, 2, 1)
+		rids := e.sold(t, 2)
+		var out []kafka.Message
+		for _, f := range []seckill.Feedback{
+			{RequestID: rids[0], Kind: seckill.FeedbackCancelled, Reason: seckill.ReasonMerchantCancelled, At: time.Now()},
+			{RequestID: rids[0], Kind: seckill.FeedbackPaid, At: time.Now()},
+			{RequestID: rids[1], Kind: seckill.FeedbackPaid, At: time.Now()},
+		} {
+			m, err := event.EncodeFeedback(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := events.Check("orderFeedback", m); err != nil {
+				t.Errorf("feedback as EncodeFeedback writes it breaks the contract: %v", err)
+			}
+			out = append(out, m)
+		}
+		out = append(out, kafka.Message{Key: []byte(rids[1]), Value: []byte(`{"v":1,"type":"order.paid"}`)})
+		if err := e.writer(t, e.topics.Feedback.Name).WriteMessages(e.ctx, out...); err != nil {
+			t.Fatal(err)
+		}
+		stop := runConsumer(t, e)
+		var msgs []kafka.Message
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			msgs = readAll(t, e.brokers, e.topics.Order)
+			if len(msgs) == 4 && len(readAll(t, e.brokers, e.topics.DeadLetter)) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d order events (want 2 created, 1 cancelled, 1 refund) and the dead letter not all written in 30s", len(msgs))
+			}
+		}
+		stop()
+		types := map[string]int{}
+		for _, m := range msgs {
+			if err := events.Check("order", m); err != nil {
+				t.Errorf("the consumer's order event breaks the contract: %v", err)
+			}
+			var ev event.OrderEvent
+			_ = json.Unmarshal(m.Value, &ev)
+			types[ev.Type+" "+ev.Reason]++
+		}
+		want := map[string]int{"order.created ": 2, "order.cancelled merchant_cancelled": 1, "order.refund_required paid_after_cancel": 1}
+		if !maps.Equal(types, want) {
+			t.Fatalf("order events %v, want %v", types, want)
+		}
+		for _, m := range readAll(t, e.brokers, e.topics.DeadLetter) {
+			if err := events.Check("deadLetter", m); err != nil {
+				t.Errorf("the consumer's dead letter of feedback breaks the contract: %v", err)
 			}
 		}
 	})

@@ -116,17 +116,27 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		brokers: cfg.KafkaBrokers, groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
 		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, log: log,
 	}
+	// Downstream's order feedback (paid, cancelled): its own group, the same care.
+	feedback := &groupConsumer{
+		brokers: cfg.KafkaBrokers, groupID: cfg.FeedbackGroup, topic: cfg.Topics.Feedback.Name,
+		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, log: log,
+		proc: &feedbackProcessor{orders: store.NewOrders(db), gate: gate, returns: store.NewReturns(db),
+			deadLetters: deadLetters, policy: retry.Default(), metrics: newFeedbackMetrics(reg), log: log,
+			now: time.Now, onApplied: relay.Kick},
+	}
 	gauges := &sampler{lag: kafkaAdmin, group: cfg.GroupID, topic: cfg.Topics.Grab, outbox: store.NewOutbox(db),
 		every: 5 * time.Second, metrics: m, log: log}
 
 	log.Info("consumer starting", "http_addr", cfg.HTTPAddr, "group_id", cfg.GroupID,
 		"grab_topic", cfg.Topics.Grab.Name, "order_topic", cfg.Topics.Order.Name,
 		"compensation_topic", cfg.Topics.Compensation.Name, "dead_letter_topic", cfg.Topics.DeadLetter.Name,
+		"feedback_topic", cfg.Topics.Feedback.Name, "feedback_group", cfg.FeedbackGroup,
 		"batch_size", cfg.BatchSize, "batch_wait", cfg.BatchWait.String(), "kafka_acks", "all")
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return group.Run(gctx) })
+	g.Go(func() error { return feedback.Run(gctx) })
 	g.Go(func() error { return gauges.Run(gctx) })
 	// The relay outlives the group by a moment so the last batches' events go out.
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))

@@ -18,6 +18,7 @@ import (
 type outboxStore interface {
 	Pending(ctx context.Context, limit int) ([]store.OutboxEvent, error)
 	MarkPublished(ctx context.Context, ids []int64, at time.Time) error
+	MarkFollowPublished(ctx context.Context, ids []int64, at time.Time) error
 	MarkFound(ctx context.Context, eventIDs []string, at time.Time) (int64, error)
 	Checkpoints(ctx context.Context, topic string) (map[int]int64, error)
 	SetCheckpoints(ctx context.Context, topic string, next map[int]int64) error
@@ -145,11 +146,15 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	msgs := make([]kafka.Message, len(events))
-	ids := make([]int64, len(events))
+	var ids, follow []int64
 	for i, e := range events {
 		msgs[i] = kafka.Message{Key: []byte(e.Key), Value: e.Payload,
-			Headers: []kafka.Header{{Key: eventIDHeader, Value: []byte(e.EventID)}, {Key: "schema", Value: []byte("order.v1")}}}
-		ids[i] = e.ID
+			Headers: []kafka.Header{{Key: eventIDHeader, Value: []byte(e.EventID)}, {Key: "schema", Value: []byte(e.Schema)}}}
+		if e.Follow {
+			follow = append(follow, e.ID)
+		} else {
+			ids = append(ids, e.ID)
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	err = r.writer.WriteMessages(wctx, msgs...)
@@ -161,7 +166,10 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 	if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), ids, r.now()); err != nil {
 		return 0, err
 	}
-	r.metrics.published.Add(float64(len(ids)))
+	if err := r.outbox.MarkFollowPublished(context.WithoutCancel(ctx), follow, r.now()); err != nil {
+		return 0, err
+	}
+	r.metrics.published.Add(float64(len(events)))
 	return len(events), nil
 }
 

@@ -213,7 +213,7 @@ func (p *processor) settlement(ctx context.Context, k prizeKey, res *store.Persi
 					"request_id", o.Grab.RequestID, "event_user_id", o.Grab.UserID, "order_user_id", order.UserID,
 					"order_id", order.ID)
 			}
-			it = stock.Settlement{RequestID: order.RequestID, UserID: order.UserID, OrderID: order.ID, Reason: string(order.Reason)}
+			it = stock.SettlementOf(order) // a cancelled order stays cancelled in Redis
 		}
 		b.Items = append(b.Items, it)
 	}

@@ -104,13 +104,16 @@ type prizeInput struct {
 }
 
 type activityInput struct {
-	Name          string       `json:"name"`
-	WindowStart   string       `json:"window_start"`
-	WindowEnd     string       `json:"window_end"`
-	Interval      string       `json:"interval"`
-	SessionLength string       `json:"session_length"`
-	PerUserLimit  *int         `json:"per_user_limit"`
-	Prizes        []prizeInput `json:"prizes"`
+	Name          string `json:"name"`
+	WindowStart   string `json:"window_start"`
+	WindowEnd     string `json:"window_end"`
+	Interval      string `json:"interval"`
+	SessionLength string `json:"session_length"`
+	PerUserLimit  *int   `json:"per_user_limit"`
+	// PaymentTimeout ("15m"; "" or "0s": none) and RegrabAfterCancel: see seckill.Activity.
+	PaymentTimeout    string       `json:"payment_timeout"`
+	RegrabAfterCancel bool         `json:"regrab_after_cancel"`
+	Prizes            []prizeInput `json:"prizes"`
 }
 
 // domain converts the input, collecting parse errors by field; semantic checks are the
@@ -142,6 +145,10 @@ func (in activityInput) domain() (seckill.Activity, error) {
 	if in.PerUserLimit != nil {
 		a.PerUserLimit = *in.PerUserLimit
 	}
+	if in.PaymentTimeout != "" {
+		a.PaymentTimeout = parseDur("payment_timeout", in.PaymentTimeout)
+	}
+	a.RegrabAfterCancel = in.RegrabAfterCancel
 	for i, p := range in.Prizes {
 		if p.Stock == nil {
 			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].stock", i), Message: "is required"})
@@ -162,21 +169,25 @@ type prizeView struct {
 }
 
 type activityView struct {
-	ID            int64         `json:"id"`
-	Name          string        `json:"name"`
-	WindowStart   time.Time     `json:"window_start"`
-	WindowEnd     time.Time     `json:"window_end"`
-	Interval      string        `json:"interval"`
-	SessionLength string        `json:"session_length"`
-	PerUserLimit  int           `json:"per_user_limit"`
-	Status        string        `json:"status"`
-	Prizes        []prizeView   `json:"prizes"`
-	Sessions      []sessionView `json:"sessions,omitempty"`
+	ID            int64     `json:"id"`
+	Name          string    `json:"name"`
+	WindowStart   time.Time `json:"window_start"`
+	WindowEnd     time.Time `json:"window_end"`
+	Interval      string    `json:"interval"`
+	SessionLength string    `json:"session_length"`
+	PerUserLimit  int       `json:"per_user_limit"`
+	// PaymentTimeout is "0s" when the activity has none.
+	PaymentTimeout    string        `json:"payment_timeout"`
+	RegrabAfterCancel bool          `json:"regrab_after_cancel"`
+	Status            string        `json:"status"`
+	Prizes            []prizeView   `json:"prizes"`
+	Sessions          []sessionView `json:"sessions,omitempty"`
 }
 
 func viewActivity(a seckill.Activity) activityView {
 	v := activityView{ID: a.ID, Name: a.Name, WindowStart: a.WindowStart, WindowEnd: a.WindowEnd,
 		Interval: a.Interval.String(), SessionLength: a.SessionLength.String(), PerUserLimit: a.PerUserLimit,
+		PaymentTimeout: a.PaymentTimeout.String(), RegrabAfterCancel: a.RegrabAfterCancel,
 		Status: string(a.Status), Prizes: []prizeView{}}
 	for _, p := range a.Prizes {
 		v.Prizes = append(v.Prizes, prizeView{ID: p.ID, Name: p.Name, Stock: p.StockPerSession})

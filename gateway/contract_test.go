@@ -226,7 +226,8 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 	body := func(mutate func(m map[string]any)) string {
 		m := map[string]any{"name": "contract sale", "window_start": start.Format(time.RFC3339),
 			"window_end": start.Add(3 * time.Hour).Format(time.RFC3339), "interval": "1h", "session_length": "50m",
-			"per_user_limit": 1, "prizes": []map[string]any{{"name": "phone", "stock": 1}, {"name": "case", "stock": 5}}}
+			"per_user_limit": 1, "payment_timeout": "15m", "regrab_after_cancel": true,
+			"prizes": []map[string]any{{"name": "phone", "stock": 1}, {"name": "case", "stock": 5}}}
 		if mutate != nil {
 			mutate(m)
 		}
@@ -239,6 +240,9 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 	if len(sessions) != 3 {
 		t.Fatalf("%d sessions, want 3", len(sessions))
 	}
+	if act["payment_timeout"] != "15m0s" || act["regrab_after_cancel"] != true {
+		t.Fatalf("payment settings answered %v, %v", act["payment_timeout"], act["regrab_after_cancel"])
+	}
 	s1, s2, s3 := jsonID(sessions[0].(map[string]any)["id"]), jsonID(sessions[1].(map[string]any)["id"]), jsonID(sessions[2].(map[string]any)["id"])
 	prizes := act["prizes"].([]any)
 	p1, p2 := jsonID(prizes[0].(map[string]any)["id"]), jsonID(prizes[1].(map[string]any)["id"])
@@ -249,6 +253,8 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 		{method: "POST", path: "/admin/v1/activities", body: body(nil), status: 401, code: "unauthorized", docRefuses: true},
 		{method: "POST", path: "/admin/v1/activities", token: "wrong-token-0123456789", body: body(nil), status: 401, code: "unauthorized"},
 		{method: "POST", path: "/admin/v1/activities", token: tok, body: body(func(m map[string]any) { m["interval"] = "0s" }),
+			status: 400, code: "invalid_input"},
+		{method: "POST", path: "/admin/v1/activities", token: tok, body: body(func(m map[string]any) { m["payment_timeout"] = "10ms" }),
 			status: 400, code: "invalid_input"},
 		{method: "POST", path: "/admin/v1/activities", token: tok, body: body(func(m map[string]any) { m["stok"] = 1 }),
 			status: 400, code: "invalid_input", docRefuses: true},
@@ -396,6 +402,15 @@ func checkPublic(t *testing.T, public, admin contractListener, gate *stock.Gate,
 	_, lost := public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + rid2, token: token("erin"), status: 200})
 	if won["status"] != "succeeded" || lost["status"] != "rejected" {
 		t.Fatalf("settled grabs answer %v and %v", won, lost)
+	}
+	// ... and a cancellation: alice's order is not paid in time, its unit goes back.
+	if _, err := gate.Return(ctx, s1, p1, []stock.UnitReturn{{RequestID: rid, UserID: "alice", OrderID: 42,
+		Reason: string(seckill.ReasonPaymentTimeout), Resale: true}}); err != nil {
+		t.Fatal(err)
+	}
+	_, cancelled := public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + rid, token: token("alice"), status: 200})
+	if cancelled["status"] != "cancelled" || cancelled["reason"] != "payment_timeout" || cancelled["order_id"] != float64(42) {
+		t.Fatalf("cancelled grab answers %v", cancelled)
 	}
 	return []string{rid, rid2}, admitted, soldOut, limited
 }

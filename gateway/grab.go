@@ -428,8 +428,10 @@ func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, boo
 	return grabView{RequestID: rid, Status: string(o.Status), OrderID: orderID(o), Reason: string(o.Reason)}, true, nil
 }
 
+// orderID is the order id a poll shows: a succeeded order's, and a cancelled one's (it was
+// created, then cancelled); a rejected grab has none to show.
 func orderID(o seckill.Order) int64 {
-	if o.Status == seckill.OrderSucceeded {
+	if o.Status == seckill.OrderSucceeded || o.Status == seckill.OrderCancelled {
 		return o.ID
 	}
 	return 0

@@ -18,19 +18,24 @@ import (
 
 type driftCatalog interface {
 	sessionLister
-	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
+	StockWithReturns(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, int, error)
 	Record(ctx context.Context, e store.AuditEntry) error
 }
 
 type driftGate interface {
 	View(ctx context.Context, sessionID, prizeID int64) (stock.View, error)
-	CorrectLeft(ctx context.Context, sessionID, prizeID, from, to, fence int64) error
+	CorrectLeft(ctx context.Context, sessionID, prizeID int64, from stock.View, to, fence int64) error
 }
 
 // driftJob compares each open or recently ended session×prize: the Redis stock it expects
-// is MySQL's left_stock minus the reservations admitted in Redis that are not orders yet.
+// is MySQL's left_stock minus the reservations admitted in Redis that are not orders yet,
+// minus the cancelled orders' units MySQL took back that Redis has not (yet) been given:
+// a Redis return still pending after its cancellation committed, or a unit returned after
+// the session, which is never for sale. Both counts come with the value they qualify
+// (MySQL's left and cancellations in one statement, Redis's left and returns in one
+// script), so a return landing in between cannot be corrected in twice.
 // It corrects only when the prize's partition has no events in flight and Redis did not
-// move while it looked (compare-and-set); otherwise it retries next run.
+// move while it looked (compare-and-set on left and returns); otherwise it retries next run.
 type driftJob struct {
 	catalog driftCatalog
 	gate    driftGate
@@ -163,12 +168,13 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		if err != nil {
 			return result{Summary: sum}, err
 		}
-		st, err := j.catalog.Stock(ctx, sid, pid)
+		st, cancelled, err := j.catalog.StockWithReturns(ctx, sid, pid)
 		if err != nil {
 			return result{Summary: sum}, err
 		}
 		pending := int64(len(rids) - len(existing))
-		expected := max(0, int64(st.Left)-pending)
+		notReturned := max(0, int64(cancelled)-v.Returned)
+		expected := max(0, int64(st.Left)-pending-notReturned)
 		key := [2]string{strconv.FormatInt(sid, 10), strconv.FormatInt(pid, 10)}
 		values[key] = float64(v.Left - expected)
 		// Drifted until corrected: a return before the correction leaves it counted.
@@ -185,7 +191,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		if err := fence.Check(ctx); err != nil {
 			return result{Summary: sum}, err
 		}
-		if err := j.gate.CorrectLeft(ctx, sid, pid, v.Left, expected, fence.Number); err != nil {
+		if err := j.gate.CorrectLeft(ctx, sid, pid, v, expected, fence.Number); err != nil {
 			if errors.Is(err, stock.ErrMoved) {
 				sum["uncorrected"]++
 				continue
@@ -196,7 +202,8 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		left[key] = false
 		j.metrics.corrected.WithLabelValues(dir).Inc()
 		before, after := v.Left, expected
-		detail := fmt.Sprintf("%s: mysql left %d, %d reservations not yet orders, redis left %d", dir, st.Left, pending, v.Left)
+		detail := fmt.Sprintf("%s: mysql left %d, %d reservations not yet orders, %d cancelled units not in redis, redis left %d",
+			dir, st.Left, pending, notReturned, v.Left)
 		if err := j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "correct_redis_stock",
 			SessionID: &sid, PrizeID: &pid, Before: &before, After: &after, Detail: detail,
 			Fence: &store.Fence{Lease: fence.Name, Number: fence.Number}}); err != nil {

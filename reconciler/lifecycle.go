@@ -18,6 +18,7 @@ type lifecycleCatalog interface {
 	SaveReport(ctx context.Context, f store.Fence, r store.SessionReport) (bool, error)
 	Reported(ctx context.Context, sessionID, prizeID int64) (bool, error)
 	DriftCorrections(ctx context.Context, sessionID, prizeID int64) (int, error)
+	PaymentTimeouts(ctx context.Context, sessionIDs ...int64) (map[int64]time.Duration, error)
 }
 
 type lifecycleGate interface {
@@ -27,15 +28,23 @@ type lifecycleGate interface {
 
 type orderCounter interface {
 	CountsFor(ctx context.Context, sessionID, prizeID int64) (store.Counts, error)
+	Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, limit int) ([]string, error)
+}
+
+// returnCounter counts a session×prize's cancelled units by where they went.
+type returnCounter interface {
+	CountsFor(ctx context.Context, sessionID, prizeID int64) (resale, afterEnd int, err error)
 }
 
 // lifecycleJob writes each ended session×prize's final report once everything admitted was
-// settled, and removes Redis keys after the grace period, never while reservations are
-// pending (they are the trace the stale job re-publishes from).
+// settled (and, in an activity with a payment timeout, every order was paid or cancelled),
+// and removes Redis keys after the grace period, never while reservations are pending (they
+// are the trace the stale job re-publishes from).
 type lifecycleJob struct {
 	catalog lifecycleCatalog
 	gate    lifecycleGate
 	orders  orderCounter
+	returns returnCounter
 	grace   time.Duration
 	log     *slog.Logger
 	now     func() time.Time
@@ -44,7 +53,7 @@ type lifecycleJob struct {
 func (lifecycleJob) Name() string { return "lifecycle" }
 
 func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
-	sum := map[string]int64{"reports": 0, "keys_removed": 0, "report_pending": 0, "keys_kept_pending": 0}
+	sum := map[string]int64{"reports": 0, "keys_removed": 0, "report_pending": 0, "report_waiting_payment": 0, "keys_kept_pending": 0}
 	now := j.now()
 	sessions, err := j.catalog.SessionsOverlapping(ctx, now.Add(-3*j.grace-24*time.Hour), now)
 	if err != nil {
@@ -67,6 +76,10 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 	if err != nil {
 		return result{Summary: sum}, err
 	}
+	timeouts, err := j.catalog.PaymentTimeouts(ctx, ids...)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
 	f := store.Fence{Lease: fence.Name, Number: fence.Number}
 	var details []any
 	for _, st := range stocks {
@@ -83,6 +96,18 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 				sum["report_pending"]++ // grabs still on their way to an order
 				continue
 			}
+			if timeouts[st.SessionID] > 0 {
+				// Every order is paid or will be cancelled: the report waits for the last
+				// cancellation, so it can say how many units came back.
+				unpaid, err := j.orders.Unpaid(ctx, st.SessionID, st.PrizeID, now.Add(24*time.Hour), 1)
+				if err != nil {
+					return result{Summary: sum}, err
+				}
+				if len(unpaid) > 0 {
+					sum["report_waiting_payment"]++
+					continue
+				}
+			}
 			r, err := j.report(ctx, st)
 			if err != nil {
 				return result{Summary: sum}, err
@@ -93,7 +118,8 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 				sum["reports"]++
 				details = append(details, r)
 				j.log.Info("session report", "session_id", r.SessionID, "prize_id", r.PrizeID, "total", r.Total,
-					"sold", r.Sold, "left", r.Left, "rejected", r.Rejected, "drift_corrected", r.DriftCorrected)
+					"sold", r.Sold, "left", r.Left, "rejected", r.Rejected, "drift_corrected", r.DriftCorrected,
+					"cancelled", r.Cancelled, "returned_for_resale", r.ReturnedForResale, "returned_after_end", r.ReturnedAfterEnd)
 			}
 		}
 		if now.Sub(endOf[st.SessionID]) <= j.grace {
@@ -127,6 +153,11 @@ func (j lifecycleJob) report(ctx context.Context, st seckill.Stock) (store.Sessi
 	if err != nil {
 		return store.SessionReport{}, err
 	}
+	resale, afterEnd, err := j.returns.CountsFor(ctx, st.SessionID, st.PrizeID)
+	if err != nil {
+		return store.SessionReport{}, err
+	}
 	return store.SessionReport{SessionID: st.SessionID, PrizeID: st.PrizeID, Total: fresh.Total, Sold: c.Succeeded,
-		Left: fresh.Left, Rejected: c.Rejected, DriftCorrected: drift}, nil
+		Left: fresh.Left, Rejected: c.Rejected, DriftCorrected: drift, Cancelled: c.Cancelled,
+		ReturnedForResale: resale, ReturnedAfterEnd: afterEnd}, nil
 }

@@ -141,7 +141,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		metrics: newRunnerMetrics(reg),
 		now:     time.Now,
 		// Order matters: replay compensation before judging reservations stale, rebuild lost
-		// keys before measuring drift, report sessions last.
+		// keys before giving cancelled units back (a unit the rebuild counted is then found
+		// done) and both before measuring drift, report sessions last.
 		jobs: []job{
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
 			comp,
@@ -149,9 +150,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				gateways: store.NewUnpublished(db), gatewayAlive: 5 * time.Second, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
 			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
 				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled, log: log, now: time.Now},
+			paymentJob{catalog: catalog, orders: orders, returns: store.NewReturns(db), gate: gate, grace: cfg.KeyGrace,
+				batch: 500, perRun: 5000, sweep: 2000, metrics: newPaymentMetrics(reg), log: log, now: time.Now},
 			driftJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grace: cfg.KeyGrace,
 				metrics: newDriftMetrics(reg), log: log, now: time.Now},
-			lifecycleJob{catalog: catalog, gate: gate, orders: orders, grace: cfg.KeyGrace, log: log, now: time.Now},
+			lifecycleJob{catalog: catalog, gate: gate, orders: orders, returns: store.NewReturns(db), grace: cfg.KeyGrace, log: log, now: time.Now},
 		},
 	}
 	if *once {

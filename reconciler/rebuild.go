@@ -23,11 +23,12 @@ type rebuildCatalog interface {
 
 type rebuildGate interface {
 	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
-	Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []stock.Settlement, expireAt time.Time, fence int64) (bool, error)
+	Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []stock.Settlement, returned []string, expireAt time.Time, fence int64) (bool, error)
 }
 
-type stockOrders interface {
-	ForStock(ctx context.Context, sessionID, prizeID int64) ([]seckill.Order, error)
+// stockState reads a session×prize's stock row, orders and returns from one snapshot.
+type stockState interface {
+	State(ctx context.Context, sessionID, prizeID int64) (store.StockState, error)
 }
 
 // gatewayHolds says whether gateways still hold admitted grabs of a prize that Kafka has
@@ -51,7 +52,7 @@ type backlogReader interface {
 // read after the one before, so what passed one is visible to the next.
 type rebuildJob struct {
 	catalog      rebuildCatalog
-	orders       stockOrders
+	orders       stockState
 	gate         rebuildGate
 	lag          grabLag
 	compensation backlogReader
@@ -183,19 +184,30 @@ func (j rebuildJob) waitGatewaysQuiet(ctx context.Context, prizes []scope, since
 	}
 }
 
+// rebuild copies one session×prize from MySQL into Redis. Stock row, orders and returns are
+// read from one snapshot, so a cancellation committing meanwhile is counted whole or not at
+// all: its unit is either in left and recorded as returned (a later return finds it done),
+// or in neither (its return, made later, adds it). A unit returned after the session ended
+// is in MySQL's left but never for sale in Redis.
 func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) error {
-	st, err := j.catalog.Stock(ctx, s.stock.SessionID, s.stock.PrizeID)
+	state, err := j.orders.State(ctx, s.stock.SessionID, s.stock.PrizeID)
 	if err != nil {
 		return err
 	}
-	orders, err := j.orders.ForStock(ctx, st.SessionID, st.PrizeID)
-	if err != nil {
-		return err
-	}
+	st, orders := state.Stock, state.Orders
 	users := map[string]int{}
+	var returned []string
 	for _, o := range orders {
-		if o.Status == seckill.OrderSucceeded {
+		if o.HoldsSlot {
 			users[o.UserID]++
+		}
+		if o.Status != seckill.OrderCancelled {
+			continue
+		}
+		if state.Resale[o.RequestID] {
+			returned = append(returned, o.RequestID)
+		} else {
+			st.Left--
 		}
 	}
 	// The Redis script refuses a fence older than one that already wrote these keys; this
@@ -203,7 +215,7 @@ func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) err
 	if err := fence.Check(ctx); err != nil {
 		return err
 	}
-	created, err := j.gate.Rebuild(ctx, st, users, settleOf(st.SessionID, st.PrizeID, orders).Items, s.session.End.Add(j.grace), fence.Number)
+	created, err := j.gate.Rebuild(ctx, st, users, settleOf(st.SessionID, st.PrizeID, orders).Items, returned, s.session.End.Add(j.grace), fence.Number)
 	if err != nil || !created {
 		return err
 	}

@@ -108,13 +108,7 @@ func activeScope(ctx context.Context, c sessionLister, now time.Time, grace time
 func settleOf(sessionID, prizeID int64, orders []seckill.Order) stock.SettleBatch {
 	b := stock.SettleBatch{SessionID: sessionID, PrizeID: prizeID}
 	for _, o := range orders {
-		s := stock.Settlement{RequestID: o.RequestID, UserID: o.UserID}
-		if o.Status == seckill.OrderSucceeded {
-			s.OrderID = o.ID
-		} else {
-			s.Reason = string(o.Reason)
-		}
-		b.Items = append(b.Items, s)
+		b.Items = append(b.Items, stock.SettlementOf(o))
 	}
 	return b
 }

@@ -122,6 +122,8 @@ type Consumer struct {
 	GroupID   string
 	BatchSize int
 	BatchWait time.Duration
+	// FeedbackGroup is the group consuming downstream's order feedback (paid, cancelled).
+	FeedbackGroup string
 }
 
 // LoadConsumer reads the consumer's configuration.
@@ -133,6 +135,8 @@ func LoadConsumer(getenv func(string) string) (Consumer, error) {
 		GroupID:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
 		BatchSize: r.integer("SECKILL_BATCH_SIZE", 500, 1, 10000),
 		BatchWait: r.duration("SECKILL_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
+
+		FeedbackGroup: r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
 	}
 	return c, r.err()
 }

@@ -75,7 +75,7 @@ func TestBrokenDocumentsAreRefused(t *testing.T) {
 func TestChannelsAreTheTopics(t *testing.T) {
 	e := contract.LoadEvents(t)
 	ids := map[string]string{"seckill.grab": "grab", "seckill.order": "order",
-		"seckill.compensation": "compensation", "seckill.deadletter": "deadLetter"}
+		"seckill.compensation": "compensation", "seckill.deadletter": "deadLetter", "seckill.order-feedback": "orderFeedback"}
 	var want []string
 	for _, topic := range event.DefaultTopics("").All() {
 		id, ok := ids[topic.Name]
@@ -104,7 +104,7 @@ func TestEventExamplesAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	for name, ch := range map[string]string{"Grab": "grab", "Order": "order"} {
+	for name, ch := range map[string]string{"Grab": "grab", "Order": "order", "OrderFollow": "order", "OrderFeedback": "orderFeedback"} {
 		examples, _ := contract.At(d, "components", "messages", name)["examples"].([]any)
 		for _, ex := range examples {
 			ex := ex.(map[string]any)
@@ -124,7 +124,7 @@ func TestEventExamplesAreValid(t *testing.T) {
 			n++
 		}
 	}
-	if n < 3 {
+	if n < 7 {
 		t.Fatalf("%d examples checked", n)
 	}
 }

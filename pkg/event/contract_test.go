@@ -21,9 +21,10 @@ func (c *counter) Add(n float64) { *c += counter(n) }
 
 // Messages as this package builds them, written to and read back from the real broker, are
 // what docs/api/asyncapi.yaml says: a grab event, compensation and dead-letter envelopes
-// (of a grab event, of an undecodable message, of a compensation event), and order events
-// (their payload as NewOrderEvent builds it; consumer/contract_test.go checks the relay's
-// framing). Changing a field, a header or a document fragment makes the check fail.
+// (of a grab event, of an undecodable message, of a compensation event, of an undecodable
+// feedback message), order events v1 and v2 (their payload as NewOrderEvent and
+// NewFollowEvent build it; consumer/contract_test.go checks the relay's framing), and
+// downstream feedback as EncodeFeedback writes it. Changing a field, a header or a document fragment makes the check fail.
 func TestMessagesMatchTheContract(t *testing.T) {
 	events := contract.LoadEvents(t)
 	brokers, topics := stacktest.Kafka(t)
@@ -79,6 +80,34 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadRead := read(topics.DeadLetter, 2)
+	// Downstream's feedback, written as a downstream system would (EncodeFeedback), and a
+	// message on that topic that is not feedback at all.
+	paidMsg, err := event.EncodeFeedback(seckill.Feedback{RequestID: g.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelMsg, err := event.EncodeFeedback(seckill.Feedback{RequestID: g.RequestID, Kind: seckill.FeedbackCancelled,
+		Reason: seckill.ReasonMerchantCancelled, At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer(topics.Feedback).WriteMessages(ctx, paidMsg, cancelMsg,
+		kafka.Message{Key: []byte(g.RequestID), Value: []byte(`{"v":1,"type":"order.shipped"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var feedback []kafka.Message
+	var feedbackPoison kafka.Message
+	for _, m := range read(topics.Feedback, 3) {
+		if _, err := event.DecodeFeedback(m.Value); err != nil {
+			feedbackPoison = m
+		} else {
+			feedback = append(feedback, m)
+		}
+	}
+	if err := dls.Write(ctx, event.Poison{Msg: feedbackPoison, Cause: errors.New("unknown type")}); err != nil {
+		t.Fatal(err)
+	}
+	deadRead = read(topics.DeadLetter, 3)
 
 	order := func(o seckill.Order) kafka.Message {
 		b, err := json.Marshal(event.NewOrderEvent(o))
@@ -94,6 +123,22 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		Status: seckill.OrderSucceeded, AdmittedAt: now, CreatedAt: now})
 	rejected := order(seckill.Order{ID: 43, RequestID: seckill.RequestID(7, 3, "bob-key-00001"), UserID: "bob", SessionID: 7,
 		PrizeID: 3, Status: seckill.OrderRejected, Reason: seckill.ReasonSoldOut, AdmittedAt: now, CreatedAt: now})
+	follow := func(typ, reason string) kafka.Message {
+		o := seckill.Order{ID: 42, RequestID: g.RequestID, UserID: "alice", SessionID: 7, PrizeID: 3,
+			Status: seckill.OrderCancelled, Reason: seckill.ReasonPaymentTimeout, AdmittedAt: now, CreatedAt: now}
+		ev := event.NewFollowEvent(o, typ, reason, now)
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kafka.Message{Key: []byte(o.RequestID), Value: b,
+			Headers: []kafka.Header{{Key: "event-id", Value: []byte(ev.EventID)}, {Key: "schema", Value: []byte(ev.Schema())}}}
+	}
+	cancelled := follow(event.OrderCancelled, string(seckill.ReasonPaymentTimeout))
+	refund := follow(event.OrderRefundRequired, string(seckill.CasePaidAfterCancel))
+	// A cancelled order's creation event is still order.created.
+	createdOfCancelled := order(seckill.Order{ID: 44, RequestID: seckill.RequestID(7, 3, "carol-key-001"), UserID: "carol",
+		SessionID: 7, PrizeID: 3, Status: seckill.OrderCancelled, Reason: seckill.ReasonBuyerCancelled, AdmittedAt: now, CreatedAt: now})
 
 	valid := []struct {
 		name, channel string
@@ -105,6 +150,12 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		{"dead letter of a compensation event", "deadLetter", deadRead[1]},
 		{"order created", "order", created},
 		{"order rejected", "order", rejected},
+		{"order cancelled (v2)", "order", cancelled},
+		{"order refund required (v2)", "order", refund},
+		{"creation event of an order cancelled since", "order", createdOfCancelled},
+		{"feedback: paid", "orderFeedback", feedback[0]},
+		{"feedback: cancelled", "orderFeedback", feedback[1]},
+		{"dead letter of an undecodable feedback message", "deadLetter", deadRead[2]},
 	}
 	for _, tc := range valid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,6 +188,19 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		{"order event id of another outcome", "order", withPayload(t, created, func(p map[string]any) {
 			p["event_id"] = event.OrderEventID(g.RequestID, seckill.OrderRejected)
 		})},
+		{"cancelled event under the v1 schema header", "order", withHeaders(cancelled, []kafka.Header{cancelled.Headers[0], {Key: "schema", Value: []byte("order.v1")}})},
+		{"cancelled event as schema v1", "order", withPayload(t, cancelled, func(p map[string]any) { p["v"] = 1 })},
+		{"cancelled event without a reason", "order", withPayload(t, cancelled, func(p map[string]any) { delete(p, "reason") })},
+		{"cancelled event for a rejection's reason", "order", withPayload(t, cancelled, func(p map[string]any) { p["reason"] = "sold_out" })},
+		{"cancelled event with the refund's id", "order", withPayload(t, cancelled, func(p map[string]any) { p["event_id"] = "order:" + g.RequestID + ":refund_required" })},
+		{"refund event with a cancellation reason", "order", withPayload(t, refund, func(p map[string]any) { p["reason"] = "payment_timeout" })},
+		{"cancelled event without its time", "order", withPayload(t, cancelled, func(p map[string]any) { delete(p, "occurred_at") })},
+		{"feedback: paid with a reason", "orderFeedback", withPayload(t, feedback[0], func(p map[string]any) { p["reason"] = "buyer_cancelled" })},
+		{"feedback: cancelled without a reason", "orderFeedback", withPayload(t, feedback[1], func(p map[string]any) { delete(p, "reason") })},
+		{"feedback: cancelled for the pipeline's own reason", "orderFeedback", withPayload(t, feedback[1], func(p map[string]any) { p["reason"] = "payment_timeout" })},
+		{"feedback: an unknown type", "orderFeedback", withPayload(t, feedback[0], func(p map[string]any) { p["type"] = "order.refunded" })},
+		{"feedback keyed by session:prize", "orderFeedback", withKey(feedback[0], "7:3")},
+		{"feedback without its schema header", "orderFeedback", withHeaders(feedback[0], nil)},
 		{"grab event on the order channel", "order", withTopic(grabRead, "")},
 		{"grab event read from another topic", "grab", withTopic(grabRead, topics.Order.Name)},
 	} {

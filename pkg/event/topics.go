@@ -20,6 +20,7 @@ type Topics struct {
 	Order        Topic // order created / rejected events for downstream systems
 	Compensation Topic // grabs whose persistence ran out of retries
 	DeadLetter   Topic // messages that could not be decoded
+	Feedback     Topic // order paid / cancelled, from downstream order systems, keyed by request id
 }
 
 // DefaultTopics returns the topic layout with an optional name prefix, so tests and
@@ -38,12 +39,13 @@ func DefaultTopics(prefix string) Topics {
 		Order:        Topic{Name: name("order"), Partitions: 6},
 		Compensation: Topic{Name: name("compensation"), Partitions: 3},
 		DeadLetter:   Topic{Name: name("deadletter"), Partitions: 1},
+		Feedback:     Topic{Name: name("order-feedback"), Partitions: 6},
 	}
 }
 
 // All lists the topics in a fixed order.
 func (t Topics) All() []Topic {
-	return []Topic{t.Grab, t.Order, t.Compensation, t.DeadLetter}
+	return []Topic{t.Grab, t.Order, t.Compensation, t.DeadLetter, t.Feedback}
 }
 
 // Validate reports a topic without a name or partitions.

@@ -100,6 +100,9 @@ func (a Activity) Validate() error {
 	if a.PerUserLimit < 1 || a.PerUserLimit > MaxPerUserLimit {
 		add("per_user_limit", fmt.Sprintf("must be 1 to %d", MaxPerUserLimit))
 	}
+	if a.PaymentTimeout != 0 && (a.PaymentTimeout < MinPaymentTimeout || a.PaymentTimeout > MaxPaymentTimeout) {
+		add("payment_timeout", fmt.Sprintf("must be 0 (off) or %s to %s", MinPaymentTimeout, MaxPaymentTimeout))
+	}
 	if len(a.Prizes) == 0 {
 		add("prizes", "at least one prize is required")
 	} else if len(a.Prizes) > MaxPrizes {

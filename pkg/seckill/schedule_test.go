@@ -84,6 +84,11 @@ func TestActivityValidate(t *testing.T) {
 		{"negative stock", func(a *Activity) { a.Prizes = []Prize{{Name: "x", StockPerSession: -1}} }, "prizes[0].stock"},
 		{"duplicate prize", func(a *Activity) { a.Prizes = []Prize{{Name: "x"}, {Name: "x"}} }, "prizes[1].name"},
 		{"window shorter than a session", func(a *Activity) { a.WindowEnd = t0.Add(5 * time.Minute) }, "window_end"},
+		{"payment timeout 15m", func(a *Activity) { a.PaymentTimeout = 15 * time.Minute }, ""},
+		{"payment timeout off, regrab allowed", func(a *Activity) { a.RegrabAfterCancel = true }, ""},
+		{"payment timeout under a second", func(a *Activity) { a.PaymentTimeout = time.Millisecond }, "payment_timeout"},
+		{"payment timeout over a day", func(a *Activity) { a.PaymentTimeout = 25 * time.Hour }, "payment_timeout"},
+		{"negative payment timeout", func(a *Activity) { a.PaymentTimeout = -time.Minute }, "payment_timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,5 +137,26 @@ func TestSessionOpenAt(t *testing.T) {
 		if got := tc.s.OpenAt(tc.at); got != tc.want {
 			t.Errorf("case %d: OpenAt(%s) = %v, want %v", i, tc.at, got, tc.want)
 		}
+	}
+}
+
+func TestDownstreamCancelReason(t *testing.T) {
+	for _, tc := range []struct {
+		reason Reason
+		want   bool
+	}{
+		{ReasonBuyerCancelled, true},
+		{ReasonPaymentFailed, true},
+		{ReasonMerchantCancelled, true},
+		{ReasonPaymentTimeout, false}, // the pipeline's own
+		{ReasonSoldOut, false},
+		{"", false},
+		{"Buyer_Cancelled", false},
+	} {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			if got := DownstreamCancelReason(tc.reason); got != tc.want {
+				t.Fatalf("DownstreamCancelReason(%q) = %v, want %v", tc.reason, got, tc.want)
+			}
+		})
 	}
 }

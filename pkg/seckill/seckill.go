@@ -39,8 +39,14 @@ type Activity struct {
 	Interval      time.Duration
 	SessionLength time.Duration
 	PerUserLimit  int // orders one user may hold per session×prize
-	Status        ActivityStatus
-	Prizes        []Prize
+	// PaymentTimeout, when > 0, is how long a succeeded order may stay unpaid before the
+	// pipeline cancels it and gives its unit back (see payment.go).
+	PaymentTimeout time.Duration
+	// RegrabAfterCancel lets a buyer whose order was cancelled grab the prize again in the
+	// same session: the cancelled order gives its per-user slot back.
+	RegrabAfterCancel bool
+	Status            ActivityStatus
+	Prizes            []Prize
 }
 
 // Prize is something an activity offers, with the stock each session starts with.
@@ -88,16 +94,18 @@ type Grab struct {
 	AdmittedAt time.Time
 }
 
-// OrderStatus is an order's final state.
+// OrderStatus is an order's state: succeeded or rejected when stored; a succeeded order
+// may later become cancelled (once, never back).
 type OrderStatus string
 
 // Order states.
 const (
 	OrderSucceeded OrderStatus = "succeeded"
 	OrderRejected  OrderStatus = "rejected"
+	OrderCancelled OrderStatus = "cancelled"
 )
 
-// Reason says why an order was rejected; it is shown to the user.
+// Reason says why an order was rejected or cancelled; it is shown to the user.
 type Reason string
 
 // Rejection reasons.
@@ -114,7 +122,14 @@ type Order struct {
 	SessionID  int64
 	PrizeID    int64
 	Status     OrderStatus
-	Reason     Reason // empty unless rejected
+	Reason     Reason // empty unless rejected or cancelled
 	AdmittedAt time.Time
 	CreatedAt  time.Time
+	// PaidAt is when downstream reported the order paid; CancelledAt when it was cancelled.
+	// An order is never both (the database refuses it).
+	PaidAt      *time.Time
+	CancelledAt *time.Time
+	// HoldsSlot: the order counts against its user's per-user limit (succeeded, or
+	// cancelled in an activity that does not let the buyer grab again).
+	HoldsSlot bool
 }

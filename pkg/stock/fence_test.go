@@ -20,16 +20,16 @@ func TestReconcilerWritesRefuseStaleFence(t *testing.T) {
 	st := seckill.Stock{SessionID: sid, PrizeID: 1, Total: 10, Left: 10, PerUserLimit: 1}
 	exp := time.Now().Add(time.Hour)
 
-	if created, err := g.Rebuild(ctx, st, nil, nil, exp, 5); err != nil || !created {
+	if created, err := g.Rebuild(ctx, st, nil, nil, nil, exp, 5); err != nil || !created {
 		t.Fatalf("rebuild with fence 5: %v %v", created, err)
 	}
-	if err := g.CorrectLeft(ctx, sid, 1, 10, 9, 4); !errors.Is(err, stock.ErrFenced) {
+	if err := g.CorrectLeft(ctx, sid, 1, stock.View{Left: 10}, 9, 4); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("correct with older fence 4: %v, want ErrFenced", err)
 	}
 	if left, _ := rdb.HGet(ctx, k.Meta, "left").Result(); left != "10" {
 		t.Fatalf("left %s after a refused correction", left)
 	}
-	if err := g.CorrectLeft(ctx, sid, 1, 10, 9, 6); err != nil {
+	if err := g.CorrectLeft(ctx, sid, 1, stock.View{Left: 10}, 9, 6); err != nil {
 		t.Fatalf("correct with newer fence 6: %v", err)
 	}
 	if err := g.Remove(ctx, sid, 1, 5); !errors.Is(err, stock.ErrFenced) {
@@ -39,7 +39,7 @@ func TestReconcilerWritesRefuseStaleFence(t *testing.T) {
 		t.Fatal("a refused remove deleted the keys")
 	}
 	rdb.Del(ctx, k.Meta)
-	if _, err := g.Rebuild(ctx, st, map[string]int{"u": 1}, nil, exp, 5); !errors.Is(err, stock.ErrFenced) {
+	if _, err := g.Rebuild(ctx, st, map[string]int{"u": 1}, nil, nil, exp, 5); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("rebuild with fence 5 after 6 wrote: %v, want ErrFenced", err)
 	}
 	if n, _ := rdb.Exists(ctx, k.Meta, k.Users).Result(); n != 0 {
@@ -58,7 +58,7 @@ func TestRebuildWritesNothingWhenStockKeyExists(t *testing.T) {
 	t.Cleanup(func() { rdb.Del(context.Background(), k.Fence) })
 	st := seckill.Stock{SessionID: sid, PrizeID: 1, Total: 5, Left: 2, PerUserLimit: 1}
 	created, err := g.Rebuild(ctx, st, map[string]int{"stale-user": 1},
-		[]stock.Settlement{{RequestID: seckill.RequestID(sid, 1, "k1"), UserID: "stale-user", OrderID: 7}}, time.Now().Add(time.Hour), 1)
+		[]stock.Settlement{{RequestID: seckill.RequestID(sid, 1, "k1"), UserID: "stale-user", OrderID: 7}}, nil, time.Now().Add(time.Hour), 1)
 	if err != nil || created {
 		t.Fatalf("rebuild over a live key: created=%v err=%v", created, err)
 	}
@@ -84,7 +84,7 @@ func TestRebuildLargeAndRemoveRefusesPending(t *testing.T) {
 		outs = append(outs, stock.Settlement{RequestID: seckill.RequestID(sid, 1, u), UserID: u, OrderID: int64(i + 1)})
 	}
 	st := seckill.Stock{SessionID: sid, PrizeID: 1, Total: 6000, Left: 1000, PerUserLimit: 1}
-	if created, err := g.Rebuild(ctx, st, users, outs, time.Now().Add(time.Hour), 1); err != nil || !created {
+	if created, err := g.Rebuild(ctx, st, users, outs, nil, time.Now().Add(time.Hour), 1); err != nil || !created {
 		t.Fatalf("rebuild: %v %v", created, err)
 	}
 	if n, _ := rdb.HLen(ctx, k.Users).Result(); n != int64(len(users)) {

@@ -31,14 +31,16 @@ type Keys struct {
 	Meta     string // hash: left, total, limit, exp
 	Users    string // hash: user id -> admitted count
 	Reserved string // hash: request id -> "user|admitted_ms" (admitted, not yet an order)
-	Outcomes string // hash: request id -> "user|s|order id" or "user|r|reason"
+	Outcomes string // hash: request id -> "user|s|order id", "user|r|reason" or "user|c|order id|reason"
 	Fence    string // string: the highest reconciler fencing number that wrote these keys
+	Returned string // hash: request id -> 1, cancelled orders' units given back for resale
 }
 
 // KeysFor returns the keys of a session×prize.
 func KeysFor(sessionID, prizeID int64) Keys {
 	tag := "sk:{" + strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + "}:"
-	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out", Fence: tag + "fence"}
+	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out", Fence: tag + "fence",
+		Returned: tag + "ret"}
 }
 
 func (k Keys) all() []string { return []string{k.Meta, k.Users, k.Reserved, k.Outcomes} }
@@ -83,7 +85,7 @@ type Verdict struct {
 
 // Status is where a grab is from the gate's point of view.
 type Status struct {
-	State   string // "queued", "succeeded", "rejected" ("" when unknown)
+	State   string // "queued", "succeeded", "rejected", "cancelled" ("" when unknown)
 	OrderID int64
 	Reason  string
 }
@@ -147,7 +149,7 @@ func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
 	return v, nil
 }
 
-// parseState reads "queued", "s|order id" or "r|reason".
+// parseState reads "queued", "s|order id", "r|reason" or "c|order id|reason".
 func parseState(s string) Status {
 	kind, rest, _ := strings.Cut(s, "|")
 	switch kind {
@@ -156,6 +158,10 @@ func parseState(s string) Status {
 		return Status{State: "succeeded", OrderID: id}
 	case "r":
 		return Status{State: "rejected", Reason: rest}
+	case "c":
+		oid, reason, _ := strings.Cut(rest, "|")
+		id, _ := strconv.ParseInt(oid, 10, 64)
+		return Status{State: "cancelled", OrderID: id, Reason: reason}
 	case "queued":
 		return Status{State: "queued"}
 	}
@@ -255,8 +261,9 @@ func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.T
 type Settlement struct {
 	RequestID string
 	UserID    string
-	OrderID   int64  // succeeded orders
-	Reason    string // rejected orders ("" means succeeded)
+	OrderID   int64  // succeeded and cancelled orders
+	Reason    string // rejected and cancelled orders ("" means succeeded)
+	Cancelled bool   // a cancelled order: recorded as such; its unit is Return's business
 }
 
 // SettleBatch is the settlements of one session×prize.
@@ -278,11 +285,8 @@ func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error)
 			k := KeysFor(b.SessionID, b.PrizeID)
 			args := make([]any, 0, 4*len(b.Items))
 			for _, it := range b.Items {
-				if it.Reason == "" {
-					args = append(args, it.RequestID, it.UserID, "s", strconv.FormatInt(it.OrderID, 10))
-				} else {
-					args = append(args, it.RequestID, it.UserID, "r", it.Reason)
-				}
+				kind, detail := it.encode()
+				args = append(args, it.RequestID, it.UserID, kind, detail)
 			}
 			cmds = append(cmds, g.settle.EvalSha(ctx, pipe, k.all(), args...))
 		}

@@ -43,6 +43,7 @@ type View struct {
 	Left     int64
 	Total    int64
 	Pending  int64 // reservations when Left was read (the same instant)
+	Returned int64 // cancelled orders' units given back for resale, read with Left
 	Reserved []Reservation
 }
 
@@ -59,11 +60,11 @@ type View struct {
 // Left by it.
 func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error) {
 	k := KeysFor(sessionID, prizeID)
-	res, err := snapshotScript.Run(ctx, g.rdb, []string{k.Meta, k.Reserved}).Slice()
+	res, err := snapshotScript.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.Returned}).Slice()
 	if err != nil {
 		return View{}, fmt.Errorf("view session %d prize %d: %w", sessionID, prizeID, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return View{}, fmt.Errorf("view session %d prize %d: unexpected reply %v", sessionID, prizeID, res)
 	}
 	var v View
@@ -74,6 +75,7 @@ func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error)
 		v.Total, _ = strconv.ParseInt(t, 10, 64)
 	}
 	v.Pending, _ = res[2].(int64)
+	v.Returned, _ = res[3].(int64)
 	if v.Pending == 0 {
 		return v, nil
 	}
@@ -93,11 +95,12 @@ var ErrFenced = errors.New("stale fence: a newer reconciler acted on these keys"
 // ErrPending is returned by Remove while reservations wait for their orders.
 var ErrPending = errors.New("reservations still pending")
 
-// CorrectLeft sets left stock to to, only if it is still from and fence is not older than
-// the newest fence that wrote these keys.
-func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID, from, to, fence int64) error {
+// CorrectLeft sets left stock to to, only if left and the number of returned units are
+// still what from (a View) read and fence is not older than the newest fence that wrote
+// these keys.
+func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID int64, from View, to, fence int64) error {
 	k := KeysFor(sessionID, prizeID)
-	n, err := correctScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence}, from, to, fence).Int64()
+	n, err := correctScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence, k.Returned}, from.Left, to, fence, from.Returned).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("correct session %d prize %d: %w", sessionID, prizeID, err)
@@ -112,23 +115,24 @@ func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID, from, to, fe
 }
 
 // Rebuild recreates a lost session×prize from the system of record in one atomic script:
-// per-user counts, outcomes and the stock key, or nothing at all when the stock key exists.
-// It returns false when the key was there.
-func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []Settlement, expireAt time.Time, fence int64) (bool, error) {
+// per-user counts, outcomes, the units st.Left already holds back from cancelled orders
+// (returned: their request ids, so a return replayed later adds nothing) and the stock key,
+// or nothing at all when the stock key exists. It returns false when the key was there.
+func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []Settlement, returned []string, expireAt time.Time, fence int64) (bool, error) {
 	k := KeysFor(st.SessionID, st.PrizeID)
-	args := make([]any, 0, 6+2*len(users)+2*len(outcomes))
-	args = append(args, fence, st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), len(users))
+	args := make([]any, 0, 7+2*len(users)+len(returned)+2*len(outcomes))
+	args = append(args, fence, st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), len(users), len(returned))
 	for u, n := range users {
 		args = append(args, u, n)
 	}
-	for _, o := range outcomes {
-		v := o.UserID + "|s|" + strconv.FormatInt(o.OrderID, 10)
-		if o.Reason != "" {
-			v = o.UserID + "|r|" + o.Reason
-		}
-		args = append(args, o.RequestID, v)
+	for _, rid := range returned {
+		args = append(args, rid)
 	}
-	n, err := rebuildScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Outcomes, k.Fence}, args...).Int64()
+	for _, o := range outcomes {
+		kind, detail := o.encode()
+		args = append(args, o.RequestID, o.UserID+"|"+kind+"|"+detail)
+	}
+	n, err := rebuildScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Outcomes, k.Fence, k.Returned}, args...).Int64()
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("rebuild session %d prize %d: %w", st.SessionID, st.PrizeID, err)
@@ -142,7 +146,7 @@ func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]i
 // ErrPending while reservations are not settled, and with ErrFenced for a stale fence.
 func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) error {
 	k := KeysFor(sessionID, prizeID)
-	n, err := removeScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence}, fence).Int64()
+	n, err := removeScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned}, fence).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("remove session %d prize %d: %w", sessionID, prizeID, err)

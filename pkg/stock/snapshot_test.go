@@ -55,7 +55,7 @@ func TestSnapshotStaysO1WithManyReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	reply, err := script.Run(ctx, rdb, []string{k.Meta, k.Reserved}).Slice()
+	reply, err := script.Run(ctx, rdb, []string{k.Meta, k.Reserved, k.Returned}).Slice()
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func (c *Catalog) CreateActivity(ctx context.Context, a seckill.Activity) (secki
 		Name: a.Name, WindowStart: a.WindowStart.UTC(), WindowEnd: a.WindowEnd.UTC(),
 		IntervalMs: a.Interval.Milliseconds(), SessionMs: a.SessionLength.Milliseconds(),
 		PerUserLimit: a.PerUserLimit, Status: string(seckill.ActivityActive), CreatedAt: now,
+		PaymentTimeoutMs: a.PaymentTimeout.Milliseconds(), RegrabAfterCancel: a.RegrabAfterCancel,
 	}
 	var prizes []seckill.Prize
 	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -383,6 +384,49 @@ func (c *Catalog) Stock(ctx context.Context, sessionID, prizeID int64) (seckill.
 	return row.domain(), nil
 }
 
+// PaymentTimeouts returns the payment timeout of each given session's activity (0: none).
+func (c *Catalog) PaymentTimeouts(ctx context.Context, sessionIDs ...int64) (map[int64]time.Duration, error) {
+	out := make(map[int64]time.Duration, len(sessionIDs))
+	if len(sessionIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ID               int64
+		PaymentTimeoutMs int64
+	}
+	err := c.db.WithContext(ctx).Raw(`SELECT s.id, a.payment_timeout_ms FROM sessions s
+		JOIN activities a ON a.id = s.activity_id WHERE s.id IN ?`, sessionIDs).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("payment timeouts: %w", err)
+	}
+	for _, r := range rows {
+		out[r.ID] = time.Duration(r.PaymentTimeoutMs) * time.Millisecond
+	}
+	return out, nil
+}
+
+// StockWithReturns returns one session×prize's stock row and how many of its orders were
+// cancelled (their units are back in left_stock), read in one statement: one snapshot, so a
+// cancellation is counted in both or in neither.
+func (c *Catalog) StockWithReturns(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, int, error) {
+	var rows []struct {
+		Total, LeftStock, PerUserLimit, Cancelled int
+		Version                                   int64
+	}
+	err := c.db.WithContext(ctx).Raw(`SELECT s.total, s.left_stock, s.per_user_limit, s.version,
+		(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = s.session_id AND r.prize_id = s.prize_id) AS cancelled
+		FROM session_stocks s WHERE s.session_id = ? AND s.prize_id = ?`, sessionID, prizeID).Scan(&rows).Error
+	if err != nil {
+		return seckill.Stock{}, 0, fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	if len(rows) == 0 {
+		return seckill.Stock{}, 0, fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, seckill.ErrNotFound)
+	}
+	r := rows[0]
+	return seckill.Stock{SessionID: sessionID, PrizeID: prizeID, Total: r.Total, Left: r.LeftStock, Version: r.Version,
+		PerUserLimit: r.PerUserLimit}, r.Cancelled, nil
+}
+
 // Record appends an audit entry.
 func (c *Catalog) Record(ctx context.Context, e AuditEntry) error {
 	if e.At.IsZero() {
@@ -402,26 +446,35 @@ func (c *Catalog) Record(ctx context.Context, e AuditEntry) error {
 	return nil
 }
 
-// SessionReport is the final account of one session×prize.
+// SessionReport is the final account of one session×prize. Sold counts the orders still
+// succeeded (total = left + sold); Cancelled the orders cancelled since, whose units came
+// back: ReturnedForResale while the session was open (sold again if a buyer came),
+// ReturnedAfterEnd after it (MySQL only).
 type SessionReport struct {
-	SessionID      int64 `json:"session_id"`
-	PrizeID        int64 `json:"prize_id"`
-	Total          int   `json:"total"`
-	Sold           int   `json:"sold"`
-	Left           int   `json:"left"`
-	Rejected       int   `json:"rejected"`
-	DriftCorrected int   `json:"drift_corrected"`
+	SessionID         int64 `json:"session_id"`
+	PrizeID           int64 `json:"prize_id"`
+	Total             int   `json:"total"`
+	Sold              int   `json:"sold"`
+	Left              int   `json:"left"`
+	Rejected          int   `json:"rejected"`
+	DriftCorrected    int   `json:"drift_corrected"`
+	Cancelled         int   `json:"cancelled"`
+	ReturnedForResale int   `json:"returned_for_resale"`
+	ReturnedAfterEnd  int   `json:"returned_after_end"`
 }
 
 type reportRow struct {
-	SessionID      int64 `gorm:"primaryKey"`
-	PrizeID        int64 `gorm:"primaryKey"`
-	Total          int
-	Sold           int
-	LeftStock      int
-	Rejected       int
-	DriftCorrected int
-	ReportedAt     time.Time
+	SessionID         int64 `gorm:"primaryKey"`
+	PrizeID           int64 `gorm:"primaryKey"`
+	Total             int
+	Sold              int
+	LeftStock         int
+	Rejected          int
+	DriftCorrected    int
+	Cancelled         int
+	ReturnedForResale int
+	ReturnedAfterEnd  int
+	ReportedAt        time.Time
 }
 
 func (reportRow) TableName() string { return "session_reports" }
@@ -434,7 +487,8 @@ func (c *Catalog) SaveReport(ctx context.Context, f Fence, r SessionReport) (boo
 	err := fenced(ctx, c.db, f, func(tx *gorm.DB) error {
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&reportRow{
 			SessionID: r.SessionID, PrizeID: r.PrizeID, Total: r.Total, Sold: r.Sold, LeftStock: r.Left,
-			Rejected: r.Rejected, DriftCorrected: r.DriftCorrected, ReportedAt: c.now().UTC()})
+			Rejected: r.Rejected, DriftCorrected: r.DriftCorrected, Cancelled: r.Cancelled,
+			ReturnedForResale: r.ReturnedForResale, ReturnedAfterEnd: r.ReturnedAfterEnd, ReportedAt: c.now().UTC()})
 		saved = res.RowsAffected == 1
 		return res.Error
 	})

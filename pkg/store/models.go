@@ -18,6 +18,9 @@ type activityRow struct {
 	PerUserLimit int
 	Status       string
 	CreatedAt    time.Time
+	// PaymentTimeoutMs (0: none) and RegrabAfterCancel: see seckill.Activity.
+	PaymentTimeoutMs  int64
+	RegrabAfterCancel bool
 }
 
 func (activityRow) TableName() string { return "activities" }
@@ -28,6 +31,8 @@ func (r activityRow) domain(prizes []seckill.Prize) seckill.Activity {
 		Interval:      time.Duration(r.IntervalMs) * time.Millisecond,
 		SessionLength: time.Duration(r.SessionMs) * time.Millisecond,
 		PerUserLimit:  r.PerUserLimit, Status: seckill.ActivityStatus(r.Status), Prizes: prizes,
+		PaymentTimeout:    time.Duration(r.PaymentTimeoutMs) * time.Millisecond,
+		RegrabAfterCancel: r.RegrabAfterCancel,
 	}
 }
 

@@ -24,6 +24,10 @@ type orderRow struct {
 	CreatedAt    time.Time
 	// EventPublishedAt is set once the order's event is on the order topic.
 	EventPublishedAt *time.Time
+	// PaidAt and CancelledAt are read-only here: the batched INSERT of the hot path leaves
+	// them out (NULL), and only ApplyFeedback's conditional UPDATEs set them.
+	PaidAt      *time.Time `gorm:"->"`
+	CancelledAt *time.Time `gorm:"->"`
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -31,7 +35,16 @@ func (orderRow) TableName() string { return "orders" }
 func (r orderRow) domain() seckill.Order {
 	return seckill.Order{ID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
 		PrizeID: r.PrizeID, Status: seckill.OrderStatus(r.Status), Reason: seckill.Reason(r.Reason),
-		AdmittedAt: r.AdmittedAt.UTC(), CreatedAt: r.CreatedAt.UTC()}
+		AdmittedAt: r.AdmittedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+		PaidAt: utc(r.PaidAt), CancelledAt: utc(r.CancelledAt), HoldsSlot: r.Slot != nil}
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // Orders reads and writes orders.
@@ -97,10 +110,11 @@ func (o *Orders) ForStock(ctx context.Context, sessionID, prizeID int64) ([]seck
 	return out, nil
 }
 
-// Counts is how many orders a session×prize has by outcome.
+// Counts is how many orders a session×prize has by state.
 type Counts struct {
 	Succeeded int
 	Rejected  int
+	Cancelled int
 }
 
 // CountsFor returns a session×prize's order counts.
@@ -116,10 +130,13 @@ func (o *Orders) CountsFor(ctx context.Context, sessionID, prizeID int64) (Count
 	}
 	var c Counts
 	for _, r := range rows {
-		if r.Status == string(seckill.OrderSucceeded) {
+		switch seckill.OrderStatus(r.Status) {
+		case seckill.OrderSucceeded:
 			c.Succeeded = r.N
-		} else {
-			c.Rejected = r.N
+		case seckill.OrderCancelled:
+			c.Cancelled = r.N
+		default:
+			c.Rejected += r.N
 		}
 	}
 	return c, nil

@@ -15,14 +15,17 @@ import (
 
 // OutboxEvent is an order event waiting to be published.
 type OutboxEvent struct {
-	ID      int64 // the order id
+	ID      int64 // the order id; for a Follow event, its order_events row id
 	EventID string
 	Key     string
 	Payload []byte
+	Schema  string // the schema header: order.v1 (creation) or order.v2 (follow events)
+	Follow  bool   // an event after the order's creation (order_events), not the creation event
 }
 
 // Outbox reads and stamps the order events still to publish. The orders table is the
-// outbox: Persist writes every order with event_published_at NULL.
+// outbox of creation events: Persist writes every order with event_published_at NULL. The
+// events that follow a creation (cancelled, refund required) wait in order_events.
 type Outbox struct {
 	db *gorm.DB
 }
@@ -30,29 +33,82 @@ type Outbox struct {
 // NewOutbox returns an Outbox on db.
 func NewOutbox(db *gorm.DB) *Outbox { return &Outbox{db: db} }
 
-// Pending returns up to limit orders whose event is unpublished, oldest first, as events.
+// Pending returns up to limit unpublished events, oldest first: creation events, then
+// follow events whose order's creation event is already published, so on the topic (one
+// partition per order, by key) an order's cancellation always comes after its creation.
 func (o *Outbox) Pending(ctx context.Context, limit int) ([]OutboxEvent, error) {
 	var rows []orderRow
 	if err := o.db.WithContext(ctx).Where("event_published_at IS NULL").Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("pending order events: %w", err)
 	}
-	out := make([]OutboxEvent, len(rows))
-	for i, r := range rows {
+	out := make([]OutboxEvent, 0, len(rows))
+	for _, r := range rows {
 		ev := event.NewOrderEvent(r.domain())
 		payload, err := json.Marshal(ev)
 		if err != nil {
 			return nil, fmt.Errorf("encode order event: %w", err)
 		}
-		out[i] = OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload}
+		out = append(out, OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema()})
+	}
+	if len(out) >= limit {
+		return out, nil
+	}
+	var follow []orderEventRow
+	err := o.db.WithContext(ctx).Table("order_events AS e").Select("e.*").
+		Joins("JOIN orders o ON o.id = e.order_id").
+		Where("e.published_at IS NULL AND o.event_published_at IS NOT NULL").
+		Order("e.id").Limit(limit - len(out)).Find(&follow).Error
+	if err != nil {
+		return nil, fmt.Errorf("pending follow events: %w", err)
+	}
+	if len(follow) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(follow))
+	for i, f := range follow {
+		ids[i] = f.OrderID
+	}
+	var orders []orderRow
+	if err := o.db.WithContext(ctx).Where("id IN ?", ids).Find(&orders).Error; err != nil {
+		return nil, fmt.Errorf("orders of follow events: %w", err)
+	}
+	byID := make(map[int64]orderRow, len(orders))
+	for _, r := range orders {
+		byID[r.ID] = r
+	}
+	for _, f := range follow {
+		r := byID[f.OrderID]
+		ev := event.NewFollowEvent(r.domain(), f.Type, f.Reason, f.OccurredAt)
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode order event: %w", err)
+		}
+		out = append(out, OutboxEvent{ID: f.ID, EventID: f.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema(), Follow: true})
 	}
 	return out, nil
 }
 
 // CountPending returns how many order events wait to be published (a metric).
 func (o *Outbox) CountPending(ctx context.Context) (int64, error) {
-	var n int64
-	err := o.db.WithContext(ctx).Model(&orderRow{}).Where("event_published_at IS NULL").Count(&n).Error
-	return n, err
+	var n, m int64
+	if err := o.db.WithContext(ctx).Model(&orderRow{}).Where("event_published_at IS NULL").Count(&n).Error; err != nil {
+		return 0, err
+	}
+	err := o.db.WithContext(ctx).Model(&orderEventRow{}).Where("published_at IS NULL").Count(&m).Error
+	return n + m, err
+}
+
+// MarkFollowPublished stamps follow events (by order_events id) that were published.
+func (o *Outbox) MarkFollowPublished(ctx context.Context, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := o.db.WithContext(ctx).Model(&orderEventRow{}).Where("id IN ? AND published_at IS NULL", ids).
+		Update("published_at", at.UTC()).Error
+	if err != nil {
+		return fmt.Errorf("stamp follow events published: %w", err)
+	}
+	return nil
 }
 
 // MarkPublished stamps orders (by id) whose events were published.
@@ -68,27 +124,43 @@ func (o *Outbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) e
 	return nil
 }
 
-// MarkFound stamps the orders of events found on the topic (by event id) and returns how
-// many it changed.
+// MarkFound stamps the events found on the topic (by event id) and returns how many it
+// changed: creation events ("order:<rid>:succeeded|rejected") on their order, follow
+// events ("order:<rid>:cancelled|refund_required") on their order_events row.
 func (o *Outbox) MarkFound(ctx context.Context, eventIDs []string, at time.Time) (int64, error) {
 	rids := make([]string, 0, len(eventIDs))
+	var follow []string
 	for _, id := range eventIDs {
 		// "order:<request id>:<status>"
 		if rest, ok := strings.CutPrefix(id, "order:"); ok {
 			if i := strings.LastIndex(rest, ":"); i > 0 {
-				rids = append(rids, rest[:i])
+				switch rest[i+1:] {
+				case "succeeded", "rejected":
+					rids = append(rids, rest[:i])
+				default:
+					follow = append(follow, id)
+				}
 			}
 		}
 	}
-	if len(rids) == 0 {
-		return 0, nil
+	var n int64
+	if len(rids) > 0 {
+		res := o.db.WithContext(ctx).Model(&orderRow{}).Where("request_id IN ? AND event_published_at IS NULL", rids).
+			Update("event_published_at", at.UTC())
+		if res.Error != nil {
+			return 0, fmt.Errorf("stamp found order events: %w", res.Error)
+		}
+		n += res.RowsAffected
 	}
-	res := o.db.WithContext(ctx).Model(&orderRow{}).Where("request_id IN ? AND event_published_at IS NULL", rids).
-		Update("event_published_at", at.UTC())
-	if res.Error != nil {
-		return 0, fmt.Errorf("stamp found order events: %w", res.Error)
+	if len(follow) > 0 {
+		res := o.db.WithContext(ctx).Model(&orderEventRow{}).Where("event_id IN ? AND published_at IS NULL", follow).
+			Update("published_at", at.UTC())
+		if res.Error != nil {
+			return n, fmt.Errorf("stamp found follow events: %w", res.Error)
+		}
+		n += res.RowsAffected
 	}
-	return res.RowsAffected, nil
+	return n, nil
 }
 
 type checkpointRow struct {

@@ -79,7 +79,7 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 				fresh = append(fresh, g)
 			}
 		}
-		held, err := userCounts(tx, sessionID, prizeID, fresh)
+		held, err := userSlots(tx, sessionID, prizeID, fresh)
 		if err != nil {
 			return err
 		}
@@ -90,13 +90,13 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 			row := orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: sessionID, PrizeID: prizeID,
 				PerUserLimit: st.PerUserLimit, AdmittedAt: g.AdmittedAt.UTC(), CreatedAt: now.UTC()}
 			switch {
-			case held[g.UserID] >= st.PerUserLimit:
+			case len(held[g.UserID]) >= st.PerUserLimit:
 				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonLimit)
 			case accepted >= st.LeftStock:
 				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonSoldOut)
 			default:
-				held[g.UserID]++
-				slot := held[g.UserID]
+				slot := freeSlot(held[g.UserID])
+				held[g.UserID] = append(held[g.UserID], slot)
 				row.Status, row.Slot = string(seckill.OrderSucceeded), &slot
 				accepted++
 			}
@@ -196,9 +196,13 @@ func existingOrders(tx *gorm.DB, grabs []seckill.Grab) (map[string]orderRow, err
 	return out, nil
 }
 
-// userCounts returns how many succeeded orders each user of grabs already holds.
-func userCounts(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab) (map[string]int, error) {
-	out := map[string]int{}
+// userSlots returns the per-user slots each user of grabs already holds: those of their
+// succeeded orders, and of cancelled ones that kept theirs (an activity without re-grab). A
+// cancellation that released its slot leaves a gap, so a new order takes the lowest free
+// slot (freeSlot), not count+1, which may be taken. The query reads the unique slot index
+// alone (session, prize, user, slot).
+func userSlots(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab) (map[string][]int, error) {
+	out := map[string][]int{}
 	if len(grabs) == 0 {
 		return out, nil
 	}
@@ -212,18 +216,34 @@ func userCounts(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab) (ma
 	}
 	var rows []struct {
 		UserID string
-		N      int
+		Slot   int
 	}
-	err := tx.Raw(`SELECT user_id, COUNT(*) AS n FROM orders
-		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND user_id IN ? GROUP BY user_id`,
+	err := tx.Raw(`SELECT user_id, slot FROM orders
+		WHERE session_id = ? AND prize_id = ? AND user_id IN ? AND slot IS NOT NULL`,
 		sessionID, prizeID, users).Scan(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("read per-user counts: %w", err)
+		return nil, fmt.Errorf("read per-user slots: %w", err)
 	}
 	for _, r := range rows {
-		out[r.UserID] = r.N
+		out[r.UserID] = append(out[r.UserID], r.Slot)
 	}
 	return out, nil
+}
+
+// freeSlot returns the lowest slot from 1 not in held.
+func freeSlot(held []int) int {
+	for s := 1; ; s++ {
+		taken := false
+		for _, h := range held {
+			if h == s {
+				taken = true
+				break
+			}
+		}
+		if !taken {
+			return s
+		}
+	}
 }
 
 func orderIDs(tx *gorm.DB, rows []orderRow) (map[string]int64, error) {

@@ -3,9 +3,11 @@
 -- another (or with a preheat) never mixes its per-user counts and outcomes into live keys.
 -- The stock key is written last in the same step; its presence is what lets admission
 -- resume.
--- KEYS: 1 meta, 2 users, 3 outcomes, 4 fence.
+-- KEYS: 1 meta, 2 users, 3 outcomes, 4 fence, 5 returned.
 -- ARGV: 1 fence, 2 left, 3 total, 4 limit, 5 expire at (ms), 6 number of users n,
---       then n pairs (user, count), then pairs (request id, outcome).
+--       7 number of returned units r, then n pairs (user, count), then r request ids (the
+--       cancelled orders whose unit MySQL's left already counts for resale: recorded as
+--       returned, so a return replayed later adds nothing), then pairs (request id, outcome).
 -- Returns 1 created, 0 already there, -2 stale fence (a newer reconciler acted here).
 local fence = tonumber(ARGV[1])
 local seen = tonumber(redis.call('GET', KEYS[4]) or '0')
@@ -25,13 +27,20 @@ local function hset_range(key, from, to)
     i = j + 1
   end
 end
-local users_end = 6 + 2 * tonumber(ARGV[6])
-if users_end > 6 then
-  hset_range(KEYS[2], 7, users_end)
+local users_end = 7 + 2 * tonumber(ARGV[6])
+if users_end > 7 then
+  hset_range(KEYS[2], 8, users_end)
   redis.call('PEXPIREAT', KEYS[2], ARGV[5])
 end
-if #ARGV > users_end then
-  hset_range(KEYS[3], users_end + 1, #ARGV)
+local returned_end = users_end + tonumber(ARGV[7])
+if returned_end > users_end then
+  for i = users_end + 1, returned_end do
+    redis.call('HSET', KEYS[5], ARGV[i], '1')
+  end
+  redis.call('PEXPIREAT', KEYS[5], ARGV[5])
+end
+if #ARGV > returned_end then
+  hset_range(KEYS[3], returned_end + 1, #ARGV)
   redis.call('PEXPIREAT', KEYS[3], ARGV[5])
 end
 redis.call('HSET', KEYS[1], 'left', ARGV[2], 'total', ARGV[3], 'limit', ARGV[4], 'exp', ARGV[5])

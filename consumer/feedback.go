@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// feedbackStore applies reports to orders in one transaction per session×prize.
+type feedbackStore interface {
+	ApplyFeedback(ctx context.Context, f *store.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
+}
+
+// unitReturner gives cancelled orders' units back in Redis: the stock gate.
+type unitReturner interface {
+	ReturnAll(ctx context.Context, items []stock.UnitReturn) (stock.ReturnReport, error)
+}
+
+// returnStamper records that a return's Redis step ran.
+type returnStamper interface {
+	MarkRedisDone(ctx context.Context, orderIDs []int64, at time.Time) error
+}
+
+// feedbackProcessor turns one fetched batch of the feedback topic (downstream's order.paid
+// and order.cancelled) into order changes, with the grab consumer's care: undecodable
+// messages go to the dead-letter topic, each session×prize's reports are applied in one
+// transaction, and only then may the offsets be committed; a redelivered report is a
+// duplicate and changes nothing. After the commit the cancelled orders' units go back into
+// Redis; if that step fails (or the process dies first) the stock_returns row remembers it,
+// and a redelivery or the reconciler's sweep completes it.
+type feedbackProcessor struct {
+	orders      feedbackStore
+	gate        unitReturner
+	returns     returnStamper
+	deadLetters deadLetterer
+	policy      retry.Policy
+	metrics     *feedbackMetrics
+	log         *slog.Logger
+	now         func() time.Time
+	onApplied   func() // wakes the outbox relay (new order events)
+}
+
+type feedbackMetrics struct {
+	reports    *prometheus.CounterVec
+	exceptions *prometheus.CounterVec
+	returned   *prometheus.CounterVec
+	stepErrors prometheus.Counter
+}
+
+func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
+	m := &feedbackMetrics{
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_feedback_total",
+			Help: "Order feedback reports consumed, by kind (paid, cancelled) and result (applied, duplicate, refund, exception)."},
+			[]string{"kind", "result"}),
+		exceptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_cases_total",
+			Help: "Reports recorded as exception cases (MySQL exception_cases), by kind (unknown_order, cancel_after_paid, paid_after_cancel, feedback_for_rejected)."},
+			[]string{"kind"}),
+		returned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_units_returned_total",
+			Help: "Cancelled orders' Redis steps, by result (returned: back on sale; already: done before; marked: outcome only, after the session)."},
+			[]string{"result"}),
+		stepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_return_errors_total",
+			Help: "Redis returns that failed or found no keys after the cancellation committed (the reconciler's sweep completes them)."}),
+	}
+	for _, r := range []string{"returned", "already", "marked"} {
+		m.returned.WithLabelValues(r)
+	}
+	reg.MustRegister(m.reports, m.exceptions, m.returned, m.stepErrors)
+	return m
+}
+
+type feedbackGroup struct {
+	key   prizeKey
+	items []seckill.Feedback
+	msgs  []kafka.Message
+}
+
+// Process handles msgs, from one partition in offset order. It returns an error only when
+// it must stop without everything accounted for (shutdown while MySQL or Kafka was down).
+func (p *feedbackProcessor) Process(ctx context.Context, msgs []kafka.Message) error {
+	var groups []*feedbackGroup
+	var poison []event.Poison
+	index := map[prizeKey]*feedbackGroup{}
+	for _, m := range msgs {
+		f, err := event.DecodeFeedback(m.Value)
+		if err != nil {
+			poison = append(poison, event.Poison{Msg: m, Cause: err})
+			continue
+		}
+		sid, pid, _, _ := seckill.ParseRequestID(f.RequestID) // DecodeFeedback checked it
+		k := prizeKey{sid, pid}
+		if index[k] == nil {
+			index[k] = &feedbackGroup{key: k}
+			groups = append(groups, index[k])
+		}
+		index[k].items = append(index[k].items, f)
+		index[k].msgs = append(index[k].msgs, m)
+	}
+	if len(poison) > 0 {
+		if err := produceRetrying(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, poison...) }); err != nil {
+			return err
+		}
+		p.log.Warn("feedback dead-lettered", "count", len(poison), "partition", poison[0].Msg.Partition,
+			"first_offset", poison[0].Msg.Offset, "error", poison[0].Cause.Error())
+	}
+	var steps []store.StockReturn
+	applied := false
+	for _, g := range groups {
+		res, err := p.apply(ctx, g)
+		if err != nil {
+			return err
+		}
+		if res == nil {
+			continue // dead-lettered
+		}
+		p.count(*res)
+		steps = append(steps, res.Returns...)
+		applied = applied || res.Cancelled > 0 || res.Refunds > 0
+	}
+	if applied && p.onApplied != nil {
+		p.onApplied()
+	}
+	// MySQL committed; Redis only follows. A failure here loses nothing: the returns stay
+	// pending in MySQL until a redelivery or the reconciler's sweep completes them.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := returnUnits(sctx, p.gate, p.returns, steps, p.now, p.metrics.returned); err != nil {
+		p.metrics.stepErrors.Inc()
+		p.log.Warn("units not returned to redis yet; the reconciler will", "error", err.Error())
+	}
+	return nil
+}
+
+// apply runs one group's transaction with the shared retry policy. Contention and an
+// unreachable MySQL are retried for as long as it takes (there is no compensation topic for
+// feedback: a report is small and its offset must not move before it is applied); an error
+// that retrying does not cure dead-letters the group after the policy's retries.
+func (p *feedbackProcessor) apply(ctx context.Context, g *feedbackGroup) (*store.FeedbackBatch, error) {
+	for failed := 1; ; failed++ {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		res, err := p.orders.ApplyFeedback(tctx, nil, g.key.session, g.key.prize, g.items, p.now())
+		cancel()
+		if err == nil {
+			return &res, nil
+		}
+		act, delay := p.policy.Decide(failed, err)
+		if act == retry.Compensate || act == retry.DeadLetter {
+			if store.IsTransient(err) {
+				act, delay = retry.Later, p.policy.Delay(p.policy.Backoff)
+			} else {
+				dls := make([]event.Poison, len(g.msgs))
+				for i, m := range g.msgs {
+					dls[i] = event.Poison{Msg: m, Cause: err}
+				}
+				if err := produceRetrying(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, dls...) }); err != nil {
+					return nil, err
+				}
+				p.log.Error("feedback could not be applied; dead-lettered", "session_id", g.key.session, "prize_id", g.key.prize,
+					"count", len(dls), "error", err.Error())
+				return nil, nil
+			}
+		}
+		if act == retry.WaitForDB {
+			p.log.Warn("mysql unavailable; waiting", "session_id", g.key.session, "prize_id", g.key.prize,
+				"attempt", failed, "delay", delay.String(), "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stopped while applying feedback of session %d prize %d: %w", g.key.session, g.key.prize, err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (p *feedbackProcessor) count(res store.FeedbackBatch) {
+	for _, o := range res.Outcomes {
+		p.metrics.reports.WithLabelValues(string(o.Feedback.Kind), string(o.Result)).Inc()
+		if o.Case != "" {
+			p.metrics.exceptions.WithLabelValues(o.Case).Inc()
+		}
+		if o.Result == seckill.FeedbackException || o.Result == seckill.FeedbackRefund {
+			p.log.Warn("order feedback recorded as an exception case", "request_id", o.Feedback.RequestID,
+				"kind", string(o.Feedback.Kind), "case", o.Case, "order_id", o.OrderID)
+		}
+	}
+}
+
+// returnUnits runs the Redis step of cancellations (one script per session×prize) and
+// stamps the ones it completed. Steps whose prize has no keys in Redis stay pending: after a
+// Redis loss the rebuild counts those units from MySQL, and the sweep then finds them done.
+func returnUnits(ctx context.Context, gate unitReturner, stamps returnStamper, steps []store.StockReturn, now func() time.Time, counted *prometheus.CounterVec) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	rep, err := gate.ReturnAll(ctx, unitReturns(steps))
+	counted.WithLabelValues("returned").Add(float64(rep.Returned))
+	counted.WithLabelValues("already").Add(float64(rep.Already))
+	counted.WithLabelValues("marked").Add(float64(rep.Marked))
+	errs := []error{err}
+	if len(rep.Waiting) > 0 {
+		errs = append(errs, fmt.Errorf("%d returns wait for their prize's keys: %w", len(rep.Waiting), seckill.ErrNotLoaded))
+	}
+	errs = append(errs, stamps.MarkRedisDone(ctx, rep.Done, now()))
+	return errors.Join(errs...)
+}
+
+func unitReturns(steps []store.StockReturn) []stock.UnitReturn {
+	out := make([]stock.UnitReturn, len(steps))
+	for i, s := range steps {
+		out[i] = stock.UnitReturn{SessionID: s.SessionID, PrizeID: s.PrizeID, RequestID: s.RequestID, UserID: s.UserID,
+			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot}
+	}
+	return out
+}
+
+// produceRetrying runs a produce until Kafka acknowledges it or ctx ends. Each attempt gets
+// its own timeout and survives ctx's end: a produce cut short would be ambiguous.
+func produceRetrying(ctx context.Context, log *slog.Logger, produce func(context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := produce(wctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		log.Warn("produce failed; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

@@ -1,0 +1,521 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// Order event types that follow an order's creation, kept in the order_events outbox.
+const (
+	EventCancelled      = "order.cancelled"
+	EventRefundRequired = "order.refund_required"
+)
+
+// StockReturn is a cancelled order's unit: back in MySQL's left_stock since the
+// cancellation committed, and still to be recorded in Redis: given back for sale when Resale
+// (the session was open), otherwise only the order's outcome (status polls say cancelled).
+type StockReturn struct {
+	OrderID     int64
+	RequestID   string
+	UserID      string
+	SessionID   int64
+	PrizeID     int64
+	Reason      seckill.Reason
+	ReleaseSlot bool // the buyer may grab again: the per-user count goes down too
+	Resale      bool // the session was open: the unit goes back into Redis to be sold again
+}
+
+// FeedbackOutcome is what one report did.
+type FeedbackOutcome struct {
+	Feedback seckill.Feedback
+	Result   seckill.FeedbackResult
+	Case     string // the exception case kind, for FeedbackException and FeedbackRefund
+	OrderID  int64  // 0 when no order has the request id
+}
+
+// FeedbackBatch is what ApplyFeedback did for one session×prize batch.
+type FeedbackBatch struct {
+	Outcomes []FeedbackOutcome // one per report, in order
+	Returns  []StockReturn     // Redis steps to make: one per new cancellation, and redelivered ones not done yet
+	Paid, Cancelled, Refunds, Duplicates, Exceptions, NotDue int
+}
+
+// ApplyFeedback applies reports about orders of one session×prize, in order, in one
+// transaction (fenced when f is not nil: the reconciler's payment timeout):
+//   - the stock row is locked first (FOR UPDATE), then the reports' orders: the same order
+//     Persist takes its locks in (stock row, then order rows), so the two cannot deadlock,
+//     and concurrent reports on one order are applied one after the other;
+//   - paid: a succeeded unpaid order is stamped paid; a cancelled one gets a refund event
+//     (order.refund_required, once) and stays cancelled; a paid one is a duplicate;
+//   - cancelled: a succeeded unpaid order becomes cancelled (conditional UPDATE), releases
+//     its per-user slot when the activity lets the buyer grab again, gets one order.cancelled
+//     event and one stock_returns row, and left_stock grows by one; a cancelled one is a
+//     duplicate; a paid one is refused (an exception case), except for the payment timeout,
+//     for which it is simply not due;
+//   - a request id without an order, or a rejected order, is an exception case.
+//
+// left_stock grows without a version bump: the consumer's conditional update compares the
+// version and left_stock >= n, and a concurrent return only raises left_stock, so its
+// update stays right and the hot path does not conflict with returns. Whether the unit is
+// for resale (back into Redis) is decided by the session's window at now.
+func (o *Orders) ApplyFeedback(ctx context.Context, f *Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (FeedbackBatch, error) {
+	var res FeedbackBatch
+	run := func(tx *gorm.DB) error {
+		res = FeedbackBatch{}
+		return applyFeedback(tx, sessionID, prizeID, items, now.UTC(), &res)
+	}
+	var err error
+	if f != nil {
+		err = fenced(ctx, o.db, *f, run)
+	} else {
+		err = o.db.WithContext(ctx).Transaction(run)
+	}
+	if err != nil {
+		return FeedbackBatch{}, fmt.Errorf("apply feedback to session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return res, nil
+}
+
+func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedback, now time.Time, res *FeedbackBatch) error {
+	var cases []exceptionRow
+	record := func(i int, kind string, orderID int64, detail string) {
+		res.Outcomes[i].Result, res.Outcomes[i].Case, res.Outcomes[i].OrderID = seckill.FeedbackException, kind, orderID
+		res.Exceptions++
+		cases = append(cases, exceptionRow{Kind: kind, RequestID: items[i].RequestID, Detail: truncate(detail, 1024),
+			FirstSeenAt: now, LastSeenAt: now, Seen: 1})
+	}
+	res.Outcomes = make([]FeedbackOutcome, len(items))
+	for i, it := range items {
+		res.Outcomes[i].Feedback = it
+	}
+
+	var st stockRow
+	err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &st)
+	if errors.Is(err, seckill.ErrNotFound) {
+		for i, it := range items {
+			record(i, seckill.CaseUnknownOrder, 0, fmt.Sprintf("%s: no such session×prize", it.Kind))
+		}
+		return saveCases(tx, cases)
+	}
+	if err != nil {
+		return fmt.Errorf("lock stock row: %w", err)
+	}
+	var window struct {
+		StartsAt          time.Time
+		EndsAt            time.Time
+		ClosedAt          *time.Time
+		RegrabAfterCancel bool
+	}
+	if err := tx.Raw(`SELECT s.starts_at, s.ends_at, s.closed_at, a.regrab_after_cancel
+		FROM sessions s JOIN activities a ON a.id = s.activity_id WHERE s.id = ?`, sessionID).Scan(&window).Error; err != nil {
+		return fmt.Errorf("read session %d: %w", sessionID, err)
+	}
+	open := seckill.Session{Start: window.StartsAt, End: window.EndsAt, ClosedAt: window.ClosedAt}.OpenAt(now)
+
+	rids := make([]string, 0, len(items))
+	for _, it := range items {
+		rids = append(rids, it.RequestID)
+	}
+	var rows []orderRow
+	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("request_id IN ?", rids).Find(&rows).Error; err != nil {
+		return fmt.Errorf("lock orders: %w", err)
+	}
+	byRID := make(map[string]*orderRow, len(rows))
+	for i := range rows {
+		byRID[rows[i].RequestID] = &rows[i]
+	}
+
+	var paidIDs, cancelIDs, dupCancels []int64
+	var cancelReason []seckill.Reason
+	var events []orderEventRow
+	var returns []returnRow
+	for i, it := range items {
+		r := byRID[it.RequestID]
+		if r == nil || r.SessionID != sessionID || r.PrizeID != prizeID {
+			record(i, seckill.CaseUnknownOrder, 0, fmt.Sprintf("%s: no order has this request id", it.Kind))
+			continue
+		}
+		res.Outcomes[i].OrderID = r.ID
+		status := seckill.OrderStatus(r.Status)
+		switch {
+		case status == seckill.OrderRejected:
+			record(i, seckill.CaseNotSucceeded, r.ID, fmt.Sprintf("%s for an order rejected (%s)", it.Kind, r.Reason))
+
+		case it.Kind == seckill.FeedbackPaid && status == seckill.OrderSucceeded && r.PaidAt != nil:
+			res.Outcomes[i].Result = seckill.FeedbackDuplicate
+			res.Duplicates++
+		case it.Kind == seckill.FeedbackPaid && status == seckill.OrderSucceeded:
+			r.PaidAt = &now
+			paidIDs = append(paidIDs, r.ID)
+			res.Outcomes[i].Result = seckill.FeedbackApplied
+			res.Paid++
+		case it.Kind == seckill.FeedbackPaid: // cancelled: answered by a refund event, never revived
+			id := "order:" + r.RequestID + ":refund_required"
+			exists, err := eventExists(tx, id, events)
+			if err != nil {
+				return err
+			}
+			if exists {
+				res.Outcomes[i].Result = seckill.FeedbackDuplicate
+				res.Duplicates++
+				continue
+			}
+			events = append(events, orderEventRow{EventID: id, OrderID: r.ID, Type: EventRefundRequired,
+				Reason: string(seckill.CasePaidAfterCancel), OccurredAt: now})
+			cases = append(cases, exceptionRow{Kind: seckill.CasePaidAfterCancel, RequestID: r.RequestID,
+				Detail: fmt.Sprintf("paid after it was cancelled (%s); refund event sent", r.Reason), FirstSeenAt: now, LastSeenAt: now, Seen: 1})
+			res.Outcomes[i].Result, res.Outcomes[i].Case = seckill.FeedbackRefund, seckill.CasePaidAfterCancel
+			res.Refunds++
+
+		case status == seckill.OrderCancelled:
+			res.Outcomes[i].Result = seckill.FeedbackDuplicate
+			res.Duplicates++
+			if !containsID(cancelIDs, r.ID) {
+				dupCancels = append(dupCancels, r.ID)
+			}
+		case r.PaidAt != nil && !it.DueBefore.IsZero():
+			res.Outcomes[i].Result = seckill.FeedbackNotDue // paid meanwhile: nothing to time out
+			res.NotDue++
+		case r.PaidAt != nil:
+			record(i, seckill.CaseCancelAfterPaid, r.ID, fmt.Sprintf("cancelled (%s) after it was paid; kept paid", it.Reason))
+		case !it.DueBefore.IsZero() && !r.CreatedAt.Before(it.DueBefore):
+			res.Outcomes[i].Result = seckill.FeedbackNotDue
+			res.NotDue++
+		default:
+			r.Status, r.Reason, r.CancelledAt = string(seckill.OrderCancelled), string(it.Reason), &now
+			cancelIDs = append(cancelIDs, r.ID)
+			cancelReason = append(cancelReason, it.Reason)
+			events = append(events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
+				Type: EventCancelled, Reason: string(it.Reason), OccurredAt: now})
+			ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: sessionID, PrizeID: prizeID,
+				Reason: string(it.Reason), ReleaseSlot: window.RegrabAfterCancel, Resale: open, ReturnedAt: now}
+			returns = append(returns, ret)
+			res.Returns = append(res.Returns, ret.domain())
+			res.Outcomes[i].Result = seckill.FeedbackApplied
+			res.Cancelled++
+		}
+	}
+
+	if len(paidIDs) > 0 {
+		upd := tx.Exec("UPDATE orders SET paid_at = ? WHERE id IN ? AND status = 'succeeded' AND paid_at IS NULL", now, paidIDs)
+		if upd.Error != nil {
+			return fmt.Errorf("stamp orders paid: %w", upd.Error)
+		}
+		if upd.RowsAffected != int64(len(paidIDs)) {
+			return fmt.Errorf("stamp %d orders paid: %d matched: %w", len(paidIDs), upd.RowsAffected, seckill.ErrConflict)
+		}
+	}
+	if len(cancelIDs) > 0 {
+		// One UPDATE per reason (a batch usually has one or two).
+		byReason := map[seckill.Reason][]int64{}
+		for i, id := range cancelIDs {
+			byReason[cancelReason[i]] = append(byReason[cancelReason[i]], id)
+		}
+		slot := "slot"
+		if window.RegrabAfterCancel {
+			slot = "NULL"
+		}
+		for reason, ids := range byReason {
+			upd := tx.Exec(`UPDATE orders SET status = 'cancelled', reason = ?, cancelled_at = ?, slot = `+slot+`
+				WHERE id IN ? AND status = 'succeeded' AND paid_at IS NULL`, string(reason), now, ids)
+			if upd.Error != nil {
+				return fmt.Errorf("cancel orders: %w", upd.Error)
+			}
+			if upd.RowsAffected != int64(len(ids)) {
+				return fmt.Errorf("cancel %d orders: %d matched: %w", len(ids), upd.RowsAffected, seckill.ErrConflict)
+			}
+		}
+		upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", len(cancelIDs), now, st.ID)
+		if upd.Error != nil {
+			return fmt.Errorf("return %d units: %w", len(cancelIDs), upd.Error)
+		}
+		if err := tx.Create(&returns).Error; err != nil {
+			return fmt.Errorf("record stock returns: %w", err)
+		}
+	}
+	if len(events) > 0 {
+		if err := tx.Create(&events).Error; err != nil {
+			return fmt.Errorf("order events: %w", err)
+		}
+	}
+	// A redelivered cancellation whose Redis step never ran (the process died between the
+	// commit and the script) hands that step back, so a redelivery completes it at once
+	// instead of waiting for the reconciler's sweep. The script is idempotent per request id.
+	if len(dupCancels) > 0 {
+		var pending []returnRow
+		if err := tx.Where("order_id IN ? AND redis_done_at IS NULL", dupCancels).Find(&pending).Error; err != nil {
+			return fmt.Errorf("read pending stock returns: %w", err)
+		}
+		for _, r := range pending {
+			res.Returns = append(res.Returns, r.domain())
+		}
+	}
+	return saveCases(tx, cases)
+}
+
+func containsID(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// eventExists reports whether the outbox (or this batch) already has event id.
+func eventExists(tx *gorm.DB, id string, batch []orderEventRow) (bool, error) {
+	for _, e := range batch {
+		if e.EventID == id {
+			return true, nil
+		}
+	}
+	var n int64
+	if err := tx.Model(&orderEventRow{}).Where("event_id = ?", id).Count(&n).Error; err != nil {
+		return false, fmt.Errorf("read order event %s: %w", id, err)
+	}
+	return n > 0, nil
+}
+
+// Unpaid returns up to limit request ids of a session×prize's succeeded orders that are not
+// paid and were created before cutoff, oldest first: the payment timeout's candidates.
+func (o *Orders) Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, limit int) ([]string, error) {
+	var rids []string
+	err := o.db.WithContext(ctx).Raw(`SELECT request_id FROM orders
+		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL AND created_at < ?
+		ORDER BY id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), limit).Scan(&rids).Error
+	if err != nil {
+		return nil, fmt.Errorf("unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return rids, nil
+}
+
+// StockState is a session×prize as MySQL holds it at one instant: its stock row, its orders
+// and which cancelled orders gave their unit back for resale (into Redis).
+type StockState struct {
+	Stock  seckill.Stock
+	Orders []seckill.Order
+	Resale map[string]bool // request id -> the cancelled order's unit was for resale
+}
+
+// State reads a session×prize's stock row, orders and returns in one transaction, so all
+// three come from one snapshot: a cancellation committing meanwhile is either wholly in it
+// (left_stock raised, order cancelled, return recorded) or not at all. The reconciler's
+// rebuild copies Redis from it.
+func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockState, error) {
+	var out StockState
+	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		out = StockState{Resale: map[string]bool{}}
+		var st stockRow
+		if err := first(tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &st); err != nil {
+			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
+		}
+		out.Stock = st.domain()
+		var rows []orderRow
+		if err := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Order("id").Find(&rows).Error; err != nil {
+			return fmt.Errorf("orders of session %d prize %d: %w", sessionID, prizeID, err)
+		}
+		out.Orders = make([]seckill.Order, len(rows))
+		for i, r := range rows {
+			out.Orders[i] = r.domain()
+		}
+		var rets []returnRow
+		if err := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Find(&rets).Error; err != nil {
+			return fmt.Errorf("returns of session %d prize %d: %w", sessionID, prizeID, err)
+		}
+		for _, r := range rets {
+			out.Resale[r.RequestID] = r.Resale
+		}
+		return nil
+	})
+	return out, err
+}
+
+type orderEventRow struct {
+	ID          int64 `gorm:"primaryKey"`
+	EventID     string
+	OrderID     int64
+	Type        string
+	Reason      string
+	OccurredAt  time.Time
+	PublishedAt *time.Time
+}
+
+func (orderEventRow) TableName() string { return "order_events" }
+
+type returnRow struct {
+	OrderID     int64 `gorm:"primaryKey;autoIncrement:false"`
+	RequestID   string
+	UserID      string
+	SessionID   int64
+	PrizeID     int64
+	Reason      string
+	ReleaseSlot bool
+	Resale      bool
+	ReturnedAt  time.Time
+	RedisDoneAt *time.Time
+}
+
+func (returnRow) TableName() string { return "stock_returns" }
+
+func (r returnRow) domain() StockReturn {
+	return StockReturn{OrderID: r.OrderID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
+		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale}
+}
+
+// Returns reads and stamps the stock returns (the stock_returns table).
+type Returns struct {
+	db *gorm.DB
+}
+
+// NewReturns returns Returns on db.
+func NewReturns(db *gorm.DB) *Returns { return &Returns{db: db} }
+
+// PendingRedis returns up to limit returns whose Redis step is not known to have run (a
+// crash between the cancelling commit and the script, Redis down or without the keys),
+// oldest first.
+func (r *Returns) PendingRedis(ctx context.Context, limit int) ([]StockReturn, error) {
+	var rows []returnRow
+	if err := r.db.WithContext(ctx).Where("redis_done_at IS NULL").Order("order_id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("pending redis returns: %w", err)
+	}
+	out := make([]StockReturn, len(rows))
+	for i, row := range rows {
+		out[i] = row.domain()
+	}
+	return out, nil
+}
+
+// CountPendingRedis returns how many returns wait for their Redis step (a metric).
+func (r *Returns) CountPendingRedis(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Model(&returnRow{}).Where("redis_done_at IS NULL").Count(&n).Error
+	return n, err
+}
+
+// MarkRedisDone stamps returns (by order id) whose Redis step ran or was found done.
+func (r *Returns) MarkRedisDone(ctx context.Context, orderIDs []int64, at time.Time) error {
+	if len(orderIDs) == 0 {
+		return nil
+	}
+	err := r.db.WithContext(ctx).Model(&returnRow{}).Where("order_id IN ? AND redis_done_at IS NULL", orderIDs).
+		Update("redis_done_at", at.UTC()).Error
+	if err != nil {
+		return fmt.Errorf("stamp redis returns done: %w", err)
+	}
+	return nil
+}
+
+// CountsFor returns how many units of a session×prize came back while its session was open
+// (for resale) and after it ended (MySQL only).
+func (r *Returns) CountsFor(ctx context.Context, sessionID, prizeID int64) (resale, afterEnd int, err error) {
+	var rows []struct {
+		Resale bool
+		N      int
+	}
+	err = r.db.WithContext(ctx).Raw(`SELECT resale, COUNT(*) AS n FROM stock_returns WHERE session_id = ? AND prize_id = ? GROUP BY resale`,
+		sessionID, prizeID).Scan(&rows).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("stock returns of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	for _, row := range rows {
+		if row.Resale {
+			resale = row.N
+		} else {
+			afterEnd = row.N
+		}
+	}
+	return resale, afterEnd, nil
+}
+
+type exceptionRow struct {
+	ID          int64 `gorm:"primaryKey"`
+	Kind        string
+	RequestID   string
+	Detail      string
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	Seen        int
+}
+
+func (exceptionRow) TableName() string { return "exception_cases" }
+
+// saveCases records exception cases, one row per kind×request id: seeing one again moves
+// last_seen_at and counts it.
+func saveCases(tx *gorm.DB, cases []exceptionRow) error {
+	if len(cases) == 0 {
+		return nil
+	}
+	err := tx.Clauses(clause.OnConflict{DoUpdates: clause.Assignments(map[string]any{
+		"last_seen_at": gorm.Expr("VALUES(last_seen_at)"),
+		"detail":       gorm.Expr("VALUES(detail)"),
+		"seen":         gorm.Expr("seen + 1"),
+	})}).Create(&cases).Error
+	if err != nil {
+		return fmt.Errorf("record exception cases: %w", err)
+	}
+	return nil
+}
+
+// ExceptionCase is one report the pipeline could not apply.
+type ExceptionCase struct {
+	Kind      string    `json:"kind"`
+	RequestID string    `json:"request_id"`
+	Detail    string    `json:"detail"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Seen      int       `json:"seen"`
+}
+
+// Exceptions reads the exception cases.
+type Exceptions struct {
+	db *gorm.DB
+}
+
+// NewExceptions returns Exceptions on db.
+func NewExceptions(db *gorm.DB) *Exceptions { return &Exceptions{db: db} }
+
+// List returns the most recently seen cases.
+func (e *Exceptions) List(ctx context.Context, limit int) ([]ExceptionCase, error) {
+	var rows []exceptionRow
+	if err := e.db.WithContext(ctx).Order("last_seen_at DESC, id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("exception cases: %w", err)
+	}
+	out := make([]ExceptionCase, len(rows))
+	for i, r := range rows {
+		out[i] = ExceptionCase{Kind: r.Kind, RequestID: r.RequestID, Detail: r.Detail, FirstSeen: r.FirstSeenAt.UTC(),
+			LastSeen: r.LastSeenAt.UTC(), Seen: r.Seen}
+	}
+	return out, nil
+}
+
+// CountByKind returns how many cases there are of each kind.
+func (e *Exceptions) CountByKind(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		Kind string
+		N    int
+	}
+	if err := e.db.WithContext(ctx).Raw("SELECT kind, COUNT(*) AS n FROM exception_cases GROUP BY kind").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("exception cases by kind: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Kind] = r.N
+	}
+	return out, nil
+}
+
+// truncate keeps a detail within its column.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
