@@ -24,7 +24,7 @@ type adjustEnv struct {
 	*adminEnv
 	cat  *store.Catalog
 	gate *stock.Gate
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	ctx  context.Context
 }
 

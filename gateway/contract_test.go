@@ -468,7 +468,7 @@ func (r realAnswers) refusedByWrongDocuments(t *testing.T) {
 // checkLateVerdict: an admission verdict that arrives after the gateway stopped waiting
 // answers 503 unavailable with the request id and a Location to poll.
 func checkLateVerdict(t *testing.T, api *contract.API, client *http.Client) {
-	proxy, err := harness.NewProxy(stacktest.RedisAddr(), 1, 0, 800*time.Millisecond)
+	proxy, err := harness.NewProxy(stacktest.SingleRedisAddr(t), 1, 0, 800*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,7 @@ type grabAPI struct {
 	soldOut    *soldOutFlags
 	perUser    *keyedLimiter
 	perIP      *keyedLimiter
+	clients    *clientIPs // whose address a per-IP bucket is (X-Forwarded-For from trusted proxies)
 	events     publisher
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
@@ -91,7 +92,7 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 			a.metrics.inflight.Dec()
 			a.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
-		if ok, wait := a.perIP.Allow(clientIP(r)); !ok {
+		if ok, wait := a.perIP.Allow(a.clients.of(r)); !ok {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
 			tooMany(w, wait)
 			return

@@ -34,7 +34,7 @@ const jwtSecret = "jwt-secret-for-tests-0123456789abcdef"
 type grabEnv struct {
 	srv     *httptest.Server
 	api     *grabAPI
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	gate    *stock.Gate
 	brokers []string
 	topics  event.Topics
@@ -371,7 +371,7 @@ func TestKeyedRetryAfterSessionClosed(t *testing.T) {
 // delayed past the admission timeout) is answered 503 with the request id and a Location to
 // poll, so even a client that sent no Idempotency-Key can find its admitted grab.
 func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
-	proxy, err := harness.NewProxy(stacktest.RedisAddr(), 1, 0, 800*time.Millisecond)
+	proxy, err := harness.NewProxy(stacktest.SingleRedisAddr(t), 1, 0, 800*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

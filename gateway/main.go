@@ -173,11 +173,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	clients := newClientIPs(cfg.TrustedProxies)
 	api := &grabAPI{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, userHeader: cfg.TrustUserHeader,
 		schedule: schedule, soldOut: soldOut,
 		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
+		clients: clients,
 		events:  grabs, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 	}
@@ -186,7 +188,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	public.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	public.Handle("GET /readyz", newReadiness(checks, newKeyedLimiter(20, 40, cfg.RateMaxKeys, time.Now), time.Now, log))
+	public.Handle("GET /readyz", newReadiness(checks, newKeyedLimiter(20, 40, cfg.RateMaxKeys, time.Now), clients, time.Now, log))
 	api.register(public)
 
 	// After an admin change, this instance sees it at once; others within ScheduleRefresh.
@@ -211,6 +213,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
 		"kafka_batch_timeout", grabs.BatchTimeout.String(), "produce_timeout", cfg.ProduceTimeout.String(),
 		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "trust_user_header", cfg.TrustUserHeader,
+		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies),
 		"max_inflight", cfg.MaxInflight, "rate_per_user", cfg.RatePerUser, "burst_per_user", cfg.BurstPerUser,
 		"rate_per_ip", cfg.RatePerIP, "burst_per_ip", cfg.BurstPerIP, "soldout_recheck", cfg.SoldOutRecheck.String(),
 		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String())

@@ -21,6 +21,7 @@ type readiness struct {
 	ttl     time.Duration
 	timeout time.Duration // for one round of checks
 	limit   *keyedLimiter
+	clients *clientIPs // whose address the limit is keyed by
 	now     func() time.Time
 	log     *slog.Logger
 
@@ -30,12 +31,12 @@ type readiness struct {
 	failing   []string // names of the failing checks, sorted; empty when ready
 }
 
-func newReadiness(checks map[string]ops.Check, limit *keyedLimiter, now func() time.Time, log *slog.Logger) *readiness {
-	return &readiness{checks: checks, ttl: time.Second, timeout: 2 * time.Second, limit: limit, now: now, log: log}
+func newReadiness(checks map[string]ops.Check, limit *keyedLimiter, clients *clientIPs, now func() time.Time, log *slog.Logger) *readiness {
+	return &readiness{checks: checks, ttl: time.Second, timeout: 2 * time.Second, limit: limit, clients: clients, now: now, log: log}
 }
 
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := rd.limit.Allow(clientIP(r)); !ok {
+	if ok, wait := rd.limit.Allow(rd.clients.of(r)); !ok {
 		tooMany(w, wait)
 		return
 	}

@@ -29,7 +29,7 @@ type recEnv struct {
 	t        *testing.T
 	dsn      string
 	db       *gorm.DB
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	gate     *stock.Gate
 	brokers  []string
 	topics   event.Topics

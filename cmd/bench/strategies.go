@@ -30,7 +30,7 @@ import (
 
 // strategyServer serves /trivial, /lock, /optimistic and /pessimistic.
 type strategyServer struct {
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	db       *gorm.DB
 	verifier *auth.Verifier
 

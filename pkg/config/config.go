@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ const (
 
 // Common is what every deployable needs: where the servers are and how to log and stop.
 type Common struct {
-	RedisAddr       string
+	RedisAddr       string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
 	RedisPassword   string
 	RedisTimeout    time.Duration // read timeout of one Redis call (go-redis retries after it)
 	MySQLDSN        string
@@ -32,7 +33,7 @@ type Common struct {
 
 func readCommon(r *reader) Common {
 	c := Common{
-		RedisAddr:       r.str("SECKILL_REDIS_ADDR", DefaultRedisAddr),
+		RedisAddr:       r.addrs("SECKILL_REDIS_ADDR", DefaultRedisAddr),
 		RedisPassword:   r.getenv("SECKILL_REDIS_PASSWORD"),
 		RedisTimeout:    r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
 		MySQLDSN:        r.str("SECKILL_MYSQL_DSN", DefaultMySQLDSN),
@@ -78,6 +79,11 @@ type Gateway struct {
 	// behind a proxy that strips the header from client requests.
 	TrustUserHeader string
 
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client: a
+	// request from one of them is rate limited per the address it forwarded for, any other
+	// per its own peer address. Empty (the default): X-Forwarded-For is never read.
+	TrustedProxies []netip.Prefix
+
 	MaxInflight     int     // concurrent grab/status requests; beyond it, fast 503s
 	RatePerUser     float64 // token bucket per user (requests/s; 0 disables)
 	BurstPerUser    int
@@ -102,6 +108,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		JWTAudience: r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
 		TrustUserHeader: r.getenv("SECKILL_TRUST_USER_HEADER"),
+		TrustedProxies:  r.prefixes("SECKILL_TRUSTED_PROXIES"),
 		MaxInflight:     r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		RatePerUser:     float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
 		BurstPerUser:    r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),

@@ -35,6 +35,11 @@ func TestLoadGateway(t *testing.T) {
 		{"bad duration", with("SECKILL_SHUTDOWN_TIMEOUT", "soon"), "SECKILL_SHUTDOWN_TIMEOUT"},
 		{"bad log level", with("SECKILL_LOG_LEVEL", "loud"), "SECKILL_LOG_LEVEL"},
 		{"empty broker list", with("SECKILL_KAFKA_BROKERS", " , "), "SECKILL_KAFKA_BROKERS"},
+		{"redis cluster seeds", with("SECKILL_REDIS_ADDR", "127.0.0.1:17001, 127.0.0.1:17002"), ""},
+		{"redis address without a port", with("SECKILL_REDIS_ADDR", "127.0.0.1:17001,localhost"), `"localhost" is not a host:port`},
+		{"redis address with a bad port", with("SECKILL_REDIS_ADDR", "127.0.0.1:0"), "SECKILL_REDIS_ADDR"},
+		{"trusted proxies", with("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.2,::1"), ""},
+		{"bad trusted proxy", with("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local"), `"proxy.local" is neither`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +51,29 @@ func TestLoadGateway(t *testing.T) {
 				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestListsAreNormalised(t *testing.T) {
+	g, err := LoadGateway(getenv(map[string]string{
+		"SECKILL_ADMIN_TOKEN": "0123456789abcdef", "SECKILL_JWT_SECRET": "0123456789abcdef0123456789abcdef",
+		"SECKILL_REDIS_ADDR": " 127.0.0.1:17001 ,127.0.0.1:17002,", "SECKILL_TRUSTED_PROXIES": "10.1.2.3/8, 127.0.0.2, ::ffff:192.0.2.1",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.RedisAddr != "127.0.0.1:17001,127.0.0.1:17002" {
+		t.Errorf("redis addr = %q", g.RedisAddr)
+	}
+	var got []string
+	for _, p := range g.TrustedProxies {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, " ") != "10.0.0.0/8 127.0.0.2/32 192.0.2.1/32" {
+		t.Errorf("trusted proxies = %v", got)
+	}
+	if g, _ := LoadGateway(getenv(map[string]string{})); len(g.TrustedProxies) != 0 {
+		t.Errorf("trusted proxies by default: %v, want none", g.TrustedProxies)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -85,6 +87,38 @@ func (r *reader) list(key, def string) []string {
 	}
 	if len(out) == 0 {
 		r.errs = append(r.errs, fmt.Errorf("%s: want a comma-separated list", key))
+	}
+	return out
+}
+
+// addrs reads a comma-separated list of host:port addresses and returns it normalised
+// (entries trimmed, joined by commas).
+func (r *reader) addrs(key, def string) string {
+	list := r.list(key, def)
+	for _, a := range list {
+		host, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			r.errs = append(r.errs, fmt.Errorf("%s: %q is not a host:port address", key, a))
+		}
+	}
+	return strings.Join(list, ",")
+}
+
+// prefixes reads a comma-separated list of CIDR prefixes or single IP addresses (an
+// address is its own /32 or /128); empty gives none.
+func (r *reader) prefixes(key string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range strings.Split(r.getenv(key), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		} else if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			r.errs = append(r.errs, fmt.Errorf("%s: %q is neither a CIDR prefix nor an IP address", key, s))
+		}
 	}
 	return out
 }

@@ -55,16 +55,20 @@ func (a *Admin) WaitReady(ctx context.Context) error {
 	}
 }
 
-// EnsureTopics creates the topics that do not exist yet. A topic that exists is left as it
-// is (its partition count is not changed), so running this twice is harmless.
+// EnsureTopics creates the topics that do not exist yet, replicated as the brokers'
+// defaults say (default.replication.factor, min.insync.replicas: 1 on the single-node
+// stack, 3 and 2 on the cluster profile). A topic that exists is left as it is (its
+// partition count is not changed), so running this twice is harmless.
 func (a *Admin) EnsureTopics(ctx context.Context, topics ...Topic) error {
+	return a.EnsureReplicatedTopics(ctx, Replication{}, topics...)
+}
+
+// EnsureReplicatedTopics is EnsureTopics with an explicit replication for the topics it
+// creates (CheckReplication says whether existing ones match).
+func (a *Admin) EnsureReplicatedTopics(ctx context.Context, r Replication, topics ...Topic) error {
 	req := &kafka.CreateTopicsRequest{}
 	for _, t := range topics {
-		req.Topics = append(req.Topics, kafka.TopicConfig{
-			Topic:             t.Name,
-			NumPartitions:     t.Partitions,
-			ReplicationFactor: 1,
-		})
+		req.Topics = append(req.Topics, r.topicConfig(t))
 	}
 	resp, err := a.client.CreateTopics(ctx, req)
 	if err != nil {

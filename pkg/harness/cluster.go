@@ -43,7 +43,7 @@ type Cluster struct {
 	ID      string
 	DSN     string
 	DB      *gorm.DB
-	Redis   *redis.Client
+	Redis   redis.UniversalClient
 	Brokers []string
 	Topics  event.Topics
 	Admin   *event.Admin

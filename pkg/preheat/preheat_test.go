@@ -21,7 +21,7 @@ type env struct {
 	ctx  context.Context
 	cat  *store.Catalog
 	gate *stock.Gate
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 }
 
 func newEnv(t *testing.T) *env {

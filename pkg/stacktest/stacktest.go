@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,15 +70,138 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// Redis connects to the stack's Redis. Tests keep to keys under their own prefix (ID).
-func Redis(tb testing.TB) *redis.Client {
+// Redis connects to the stack's Redis: one server, or a Redis Cluster when
+// SECKILL_REDIS_ADDR names one (the cluster profile's variables), and then any CROSSSLOT
+// error fails the test (GuardCrossSlot). Tests keep to keys under their own prefix (ID).
+func Redis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	rdb, err := stock.Connect(Context(tb, 5*time.Second), RedisAddr(), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second)
 	if err != nil {
 		unavailable(tb, "redis", err)
 	}
 	tb.Cleanup(func() { _ = rdb.Close() })
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		GuardCrossSlot(tb, rdb)
+	}
 	return rdb
+}
+
+// SingleRedisAddr is the stack's Redis address for a test that puts a TCP proxy in front of
+// one server (lost and late replies). Such a proxy cannot stand in front of a Redis Cluster
+// (a cluster client follows the nodes' own addresses), so there the test is skipped.
+func SingleRedisAddr(tb testing.TB) string {
+	tb.Helper()
+	if _, ok := Redis(tb).(*redis.ClusterClient); ok {
+		tb.Skip("SECKILL_REDIS_ADDR is a Redis Cluster: a TCP proxy in front of one server cannot stand in for it")
+	}
+	return RedisAddr()
+}
+
+// DefaultClusterRedisAddr is the cluster profile's Redis Cluster (deploy/local/cluster.sh).
+const DefaultClusterRedisAddr = "127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003,127.0.0.1:17004,127.0.0.1:17005,127.0.0.1:17006"
+
+// ClusterRedisAddr is where the cluster profile's Redis Cluster is: SECKILL_CLUSTER_REDIS_ADDR,
+// else its six nodes on their default ports.
+func ClusterRedisAddr() string { return env("SECKILL_CLUSTER_REDIS_ADDR", DefaultClusterRedisAddr) }
+
+// ClusterRedis connects to the cluster profile's Redis Cluster (`deploy/local/stack up
+// --profile cluster`), whatever SECKILL_REDIS_ADDR says, so the single-node run of the
+// suite also runs the cluster tests when the cluster is up. Without it the test is skipped,
+// under CI too (CI runs no cluster), unless SECKILL_CLUSTER=1 says it must be up: then it
+// fails. Any CROSSSLOT error on the client fails the test.
+func ClusterRedis(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	rdb, err := stock.Connect(Context(tb, 5*time.Second), ClusterRedisAddr(), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second)
+	if err != nil {
+		msg := fmt.Sprintf("redis cluster unavailable: %v (start it with: deploy/local/stack up --profile cluster)", err)
+		if os.Getenv("SECKILL_CLUSTER") == "1" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	tb.Cleanup(func() { _ = rdb.Close() })
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		tb.Fatalf("redis at %s is not a cluster", ClusterRedisAddr())
+	}
+	GuardCrossSlot(tb, cc)
+	return cc
+}
+
+// DefaultClusterKafkaBrokers are the cluster profile's three Kafka nodes.
+const DefaultClusterKafkaBrokers = "127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093"
+
+// ClusterKafka returns the cluster profile's brokers (SECKILL_CLUSTER_KAFKA_BROKERS, else
+// its three nodes on their default ports) once all three answer, with the same skip rule
+// as ClusterRedis.
+func ClusterKafka(tb testing.TB) []string {
+	tb.Helper()
+	brokers := strings.Split(env("SECKILL_CLUSTER_KAFKA_BROKERS", DefaultClusterKafkaBrokers), ",")
+	for _, b := range brokers {
+		admin, err := event.NewAdmin([]string{b})
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			err = admin.Ping(ctx)
+			cancel()
+		}
+		if err != nil {
+			msg := fmt.Sprintf("kafka cluster broker %s unavailable: %v (start it with: deploy/local/stack up --profile cluster)", b, err)
+			if os.Getenv("SECKILL_CLUSTER") == "1" {
+				tb.Fatal(msg)
+			}
+			tb.Skip(msg)
+		}
+	}
+	return brokers
+}
+
+// GuardCrossSlot fails the test when it ends if any command or pipeline on rdb got a
+// CROSSSLOT error (keys of one call in different cluster slots), even one the code under
+// test swallowed.
+func GuardCrossSlot(tb testing.TB, rdb redis.UniversalClient) {
+	tb.Helper()
+	g := &crossSlotGuard{}
+	rdb.AddHook(g)
+	tb.Cleanup(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.seen) > 0 {
+			tb.Errorf("%d CROSSSLOT errors, first: %s", len(g.seen), g.seen[0])
+		}
+	})
+}
+
+type crossSlotGuard struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (g *crossSlotGuard) check(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT") {
+			g.mu.Lock()
+			g.seen = append(g.seen, fmt.Sprintf("%v: %v", c.Args(), err))
+			g.mu.Unlock()
+		}
+	}
+}
+
+func (g *crossSlotGuard) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *crossSlotGuard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		g.check(cmd)
+		return err
+	}
+}
+
+func (g *crossSlotGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		g.check(cmds...)
+		return err
+	}
 }
 
 // MySQL creates a fresh database for the test, returns its DSN and a gorm handle on it,
@@ -213,7 +337,7 @@ func Migrated(tb testing.TB) (string, *gorm.DB) {
 }
 
 // CleanupKeys deletes, when the test ends, the Redis keys of every session×prize in db.
-func CleanupKeys(tb testing.TB, rdb *redis.Client, db *gorm.DB) {
+func CleanupKeys(tb testing.TB, rdb redis.UniversalClient, db *gorm.DB) {
 	tb.Helper()
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -234,7 +358,7 @@ func CleanupKeys(tb testing.TB, rdb *redis.Client, db *gorm.DB) {
 type OpenPrize struct {
 	DSN       string
 	DB        *gorm.DB
-	Redis     *redis.Client
+	Redis     redis.UniversalClient
 	Gate      *stock.Gate
 	SessionID int64
 	PrizeID   int64

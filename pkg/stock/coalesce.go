@@ -63,27 +63,14 @@ func (c *coalescer) send(batch []*pending) {
 	// The calls' own contexts may end while queued; the pipeline runs under the first's
 	// deadline-free parent so one impatient caller cannot fail the others.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	exec := func() ([]*redis.Cmd, error) {
-		pipe := c.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(batch))
-		for i, p := range batch {
-			cmds[i] = c.script.EvalSha(ctx, pipe, p.keys, p.args...)
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := exec()
-	if err != nil && isNoScript(err) {
-		if lerr := c.script.Load(ctx, c.rdb).Err(); lerr == nil {
-			cmds, err = exec()
-		}
-	}
+	calls := make([]scriptCall, len(batch))
 	for i, p := range batch {
-		if cmds != nil {
-			p.res, p.err = cmds[i].Slice()
-		} else {
-			p.err = err
-		}
+		calls[i] = scriptCall{keys: p.keys, args: p.args}
+	}
+	// One command per call, whichever node of a cluster served it (runScripts).
+	cmds := runScripts(ctx, c.rdb, c.script, calls)
+	for i, p := range batch {
+		p.res, p.err = cmds[i].Slice()
 		close(p.done)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
@@ -13,7 +15,11 @@ import (
 // Every write the reconciler makes carries its lease's fencing number; once a newer
 // reconciler wrote a session×prize, an older one's correct, rebuild and remove are refused.
 func TestReconcilerWritesRefuseStaleFence(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+	onEachRedis(t, reconcilerWritesRefuseStaleFence)
+}
+
+func reconcilerWritesRefuseStaleFence(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	k := stock.KeysFor(sid, 1)
 	t.Cleanup(func() { rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence) })
@@ -51,7 +57,11 @@ func TestReconcilerWritesRefuseStaleFence(t *testing.T) {
 // exists: a rebuild racing a preheat or another rebuild cannot mix stale counts into live
 // keys.
 func TestRebuildWritesNothingWhenStockKeyExists(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+	onEachRedis(t, rebuildWritesNothingWhenStockKeyExists)
+}
+
+func rebuildWritesNothingWhenStockKeyExists(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	load(t, g, rdb, ctx, sid, 1, 5, 1)
 	k := stock.KeysFor(sid, 1)
@@ -72,7 +82,11 @@ func TestRebuildWritesNothingWhenStockKeyExists(t *testing.T) {
 
 // A rebuild of thousands of users and outcomes lands completely (chunked inside the script).
 func TestRebuildLargeAndRemoveRefusesPending(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+	onEachRedis(t, rebuildLargeAndRemoveRefusesPending)
+}
+
+func rebuildLargeAndRemoveRefusesPending(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	k := stock.KeysFor(sid, 1)
 	t.Cleanup(func() { rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence) })

@@ -223,29 +223,15 @@ func (g *Gate) Load(ctx context.Context, stocks []seckill.Stock, expireAt time.T
 	if len(stocks) == 0 {
 		return nil, nil
 	}
-	run := func() ([]*redis.Cmd, error) {
-		pipe := g.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(stocks))
-		for i, s := range stocks {
-			k := KeysFor(s.SessionID, s.PrizeID)
-			cmds[i] = g.load.EvalSha(ctx, pipe, []string{k.Meta, k.Reserved, k.revision()},
-				s.Left, s.Total, s.PerUserLimit, expireAt.UnixMilli(), s.Version)
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
+	calls := make([]scriptCall, len(stocks))
+	for i, s := range stocks {
+		k := KeysFor(s.SessionID, s.PrizeID)
+		calls[i] = scriptCall{keys: []string{k.Meta, k.Reserved, k.revision()},
+			args: []any{s.Left, s.Total, s.PerUserLimit, expireAt.UnixMilli(), s.Version}}
 	}
-	cmds, err := run()
-	if err != nil && isNoScript(err) {
-		// Redis lost its script cache (restart): load once more and repeat; the script is
-		// idempotent, so keys the first attempt created are kept, not doubled.
-		if lerr := g.load.Load(ctx, g.rdb).Err(); lerr != nil {
-			return nil, fmt.Errorf("preheat: reload script: %w", lerr)
-		}
-		cmds, err = run()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("preheat: %w", err)
-	}
+	// A script missing on a node (restart) is run with EVAL there; the script is
+	// idempotent, so keys an earlier attempt created are kept, not doubled.
+	cmds := runScripts(ctx, g.rdb, g.load, calls)
 	out := make([]LoadResult, len(stocks))
 	for i, c := range cmds {
 		n, err := c.Int64()
@@ -278,37 +264,27 @@ func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error)
 	if len(batches) == 0 {
 		return 0, nil
 	}
-	run := func() ([]*redis.Cmd, error) {
-		pipe := g.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, 0, len(batches))
-		for _, b := range batches {
-			k := KeysFor(b.SessionID, b.PrizeID)
-			args := make([]any, 0, 4*len(b.Items))
-			for _, it := range b.Items {
-				kind, detail := it.encode()
-				args = append(args, it.RequestID, it.UserID, kind, detail)
-			}
-			cmds = append(cmds, g.settle.EvalSha(ctx, pipe, k.all(), args...))
+	calls := make([]scriptCall, len(batches))
+	for i, b := range batches {
+		k := KeysFor(b.SessionID, b.PrizeID)
+		args := make([]any, 0, 4*len(b.Items))
+		for _, it := range b.Items {
+			kind, detail := it.encode()
+			args = append(args, it.RequestID, it.UserID, kind, detail)
 		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := run()
-	if err != nil && isNoScript(err) {
-		if lerr := g.settle.Load(ctx, g.rdb).Err(); lerr != nil {
-			return 0, fmt.Errorf("settle: reload script: %w", lerr)
-		}
-		cmds, err = run()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("settle: %w", err)
+		calls[i] = scriptCall{keys: k.all(), args: args}
 	}
 	var cleared int64
-	for _, c := range cmds {
-		n, _ := c.Int64()
+	var errs []error
+	for i, c := range runScripts(ctx, g.rdb, g.settle, calls) {
+		n, err := c.Int64()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("settle session %d prize %d: %w", batches[i].SessionID, batches[i].PrizeID, err))
+			continue
+		}
 		cleared += n
 	}
-	return cleared, nil
+	return cleared, errors.Join(errs...)
 }
 
 func isNoScript(err error) bool {

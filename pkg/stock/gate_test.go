@@ -24,9 +24,13 @@ func testSession(t *testing.T) int64 {
 	return n
 }
 
-func newGate(t *testing.T, opts ...stock.Option) (*stock.Gate, *redis.Client, context.Context) {
+func newGate(t *testing.T, opts ...stock.Option) (*stock.Gate, redis.UniversalClient, context.Context) {
 	t.Helper()
-	rdb := stacktest.Redis(t)
+	return newGateOn(t, stacktest.Redis(t), opts...)
+}
+
+func newGateOn(t *testing.T, rdb redis.UniversalClient, opts ...stock.Option) (*stock.Gate, redis.UniversalClient, context.Context) {
+	t.Helper()
 	ctx := stacktest.Context(t, 60*time.Second)
 	g, err := stock.NewGate(ctx, rdb, opts...)
 	if err != nil {
@@ -36,7 +40,7 @@ func newGate(t *testing.T, opts ...stock.Option) (*stock.Gate, *redis.Client, co
 	return g, rdb, ctx
 }
 
-func load(t *testing.T, g *stock.Gate, rdb *redis.Client, ctx context.Context, sid, pid int64, left, limit int) {
+func load(t *testing.T, g *stock.Gate, rdb redis.UniversalClient, ctx context.Context, sid, pid int64, left, limit int) {
 	t.Helper()
 	res, err := g.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: left, Left: left, PerUserLimit: limit}},
 		time.Now().Add(time.Hour))
@@ -47,12 +51,22 @@ func load(t *testing.T, g *stock.Gate, rdb *redis.Client, ctx context.Context, s
 	t.Cleanup(func() { rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes) })
 }
 
+// onEachRedis runs test on the stack's Redis ("stack") and on the cluster profile's Redis
+// Cluster ("cluster": skipped when it is not up, unless SECKILL_CLUSTER=1), where every
+// key of a call must share a slot and any CROSSSLOT error fails the test.
+func onEachRedis(t *testing.T, test func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("stack", func(t *testing.T) { test(t, stacktest.Redis(t)) })
+	t.Run("cluster", func(t *testing.T) { test(t, stacktest.ClusterRedis(t)) })
+}
+
 func grab(sid, pid int64, user, key string) seckill.Grab {
 	return seckill.Grab{RequestID: seckill.RequestID(sid, pid, key), UserID: user, SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}
 }
 
-func TestReserveVerdicts(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+func TestReserveVerdicts(t *testing.T) { onEachRedis(t, reserveVerdicts) }
+
+func reserveVerdicts(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	load(t, g, rdb, ctx, sid, 1, 2, 1) // stock 2, one per user
 
@@ -103,12 +117,14 @@ func TestReserveVerdicts(t *testing.T) {
 // 500 concurrent grabs on stock 100: exactly 100 admitted and stock never below zero,
 // one EVALSHA per call and with concurrent calls coalesced into pipelines.
 func TestReserveConcurrentExactlyStock(t *testing.T) {
-	t.Run("one round trip each", func(t *testing.T) { concurrentExactlyStock(t) })
-	t.Run("coalesced", func(t *testing.T) { concurrentExactlyStock(t, stock.WithCoalescing(32, 4)) })
+	onEachRedis(t, func(t *testing.T, rdb redis.UniversalClient) {
+		t.Run("one round trip each", func(t *testing.T) { concurrentExactlyStock(t, rdb) })
+		t.Run("coalesced", func(t *testing.T) { concurrentExactlyStock(t, rdb, stock.WithCoalescing(32, 4)) })
+	})
 }
 
-func concurrentExactlyStock(t *testing.T, opts ...stock.Option) {
-	g, rdb, ctx := newGate(t, opts...)
+func concurrentExactlyStock(t *testing.T, rdb redis.UniversalClient, opts ...stock.Option) {
+	g, rdb, ctx := newGateOn(t, rdb, opts...)
 	sid := testSession(t)
 	load(t, g, rdb, ctx, sid, 7, 100, 1)
 	var admitted, soldOut atomic.Int64
@@ -154,7 +170,11 @@ func concurrentExactlyStock(t *testing.T, opts ...stock.Option) {
 }
 
 func TestPreheatIdempotentAndNeverOverwrites(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+	onEachRedis(t, preheatIdempotentAndNeverOverwrites)
+}
+
+func preheatIdempotentAndNeverOverwrites(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	k := stock.KeysFor(sid, 3)
 	t.Cleanup(func() { rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved) })
@@ -211,13 +231,17 @@ func TestPreheatIdempotentAndNeverOverwrites(t *testing.T) {
 	}
 }
 
-func TestAdjustBeforeOpen(t *testing.T) {
-	g, rdb, ctx := newGate(t)
+func TestAdjustBeforeOpen(t *testing.T) { onEachRedis(t, adjustBeforeOpen) }
+
+func adjustBeforeOpen(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	load(t, g, rdb, ctx, sid, 4, 5, 1)
 	exp := time.Now().Add(time.Hour)
 	t.Cleanup(func() {
-		rdb.Del(context.Background(), fmt.Sprintf("sk:{%d:4}:rev", sid), fmt.Sprintf("sk:{%d:99}:rev", sid))
+		// One DEL per prize: the two keys are in different cluster slots.
+		rdb.Del(context.Background(), fmt.Sprintf("sk:{%d:4}:rev", sid))
+		rdb.Del(context.Background(), fmt.Sprintf("sk:{%d:99}:rev", sid))
 	})
 	if loaded, err := g.Adjust(ctx, seckill.Stock{SessionID: sid, PrizeID: 4, Total: 8, Version: 1}, exp); err != nil || !loaded {
 		t.Fatalf("adjust: %v %v", loaded, err)

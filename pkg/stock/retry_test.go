@@ -21,7 +21,7 @@ func TestLostReplyRetryDoesNotDoubleDeduct(t *testing.T) {
 
 func lostReply(t *testing.T, opts ...stock.Option) {
 	direct := stacktest.Redis(t)
-	proxy, err := harness.NewProxy(stacktest.RedisAddr(), 1, 0, 600*time.Millisecond)
+	proxy, err := harness.NewProxy(stacktest.SingleRedisAddr(t), 1, 0, 600*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

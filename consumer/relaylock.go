@@ -1,0 +1,26 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// relayLockName names the order relay's MySQL named lock. A named lock is server-wide, not
+// per database, while an outbox is one database's orders table published to one topic: two
+// databases on one server (the local stack's single and cluster profiles, tests) are two
+// outboxes, and one relay of each must be able to run. So the name holds the database and
+// the topic; a name MySQL would refuse (over 64 characters) is replaced by a hash of them.
+func relayLockName(dsn, topic string) string {
+	db := ""
+	if cfg, err := mysql.ParseDSN(dsn); err == nil {
+		db = cfg.DBName
+	}
+	name := "seckill.order-relay." + db + "." + topic
+	if len(name) <= 64 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(db + "\x00" + topic))
+	return "seckill.order-relay." + hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// clientIPs names the client of a request for the per-IP rate limits. Behind a reverse
+// proxy every request's peer is the proxy, so keyed by peer the per-IP buckets would
+// collapse into one bucket for every client. The proxy names its client in
+// X-Forwarded-For, but a client can send that header too, so it is believed only as far
+// as trusted proxies vouch for it: when the peer is trusted, the header's addresses are
+// read from the right (each was appended by the hop to its right), skipping trusted
+// proxies, and the first untrusted one is the client. What a client wrote further left is
+// never reached. A nil *clientIPs (no trusted proxies) always answers the peer's address.
+type clientIPs struct {
+	trusted []netip.Prefix
+}
+
+func newClientIPs(trusted []netip.Prefix) *clientIPs {
+	if len(trusted) == 0 {
+		return nil
+	}
+	return &clientIPs{trusted: trusted}
+}
+
+func (c *clientIPs) isTrusted(a netip.Addr) bool {
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// of returns the client address of r.
+func (c *clientIPs) of(r *http.Request) string {
+	if c == nil {
+		return clientIP(r)
+	}
+	peer, ok := parseHop(clientIP(r))
+	if !ok || !c.isTrusted(peer) {
+		return clientIP(r)
+	}
+	var hops []string
+	for _, line := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(line, ",")...)
+	}
+	at := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseHop(hops[i])
+		if !ok {
+			// A trusted proxy (at) passed on something that is not an address: the client
+			// cannot be named past it, so its clients share its bucket.
+			return at.String()
+		}
+		at = a
+		if !c.isTrusted(a) {
+			return a.String()
+		}
+	}
+	// Every hop is a trusted proxy (or the header is absent): the left-most one is the
+	// client as far as anyone can tell.
+	return at.String()
+}
+
+// parseHop reads one X-Forwarded-For entry: an IPv4 or IPv6 address, optionally with a
+// port ("192.0.2.1:4711", "[2001:db8::1]:4711") or in brackets; IPv4-mapped IPv6 addresses
+// are read as IPv4, so one client has one bucket.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
+			return a.Unmap(), true
+		}
+	}
+	return netip.Addr{}, false
+}
