@@ -108,10 +108,12 @@ func (l *Lease) Renew(ctx context.Context, h Held) (bool, error) {
 	return res.RowsAffected == 1, nil
 }
 
-// Release frees a held lease (it expires now); it never frees a lease someone else holds.
-// The fencing number stays: the next holder draws a higher one.
+// Release frees a held lease (it expires now and forgets its holder); it never frees a
+// lease someone else holds. Clearing the holder matters: a renewal cancelled on the client
+// may still run on the server after the release, and it must not bring the lease back for a
+// whole TTL. The fencing number stays: the next holder draws a higher one.
 func (l *Lease) Release(ctx context.Context, h Held) error {
-	if err := l.db.WithContext(ctx).Exec(`UPDATE leases SET expires_at = NOW(6) - INTERVAL 1 MICROSECOND
+	if err := l.db.WithContext(ctx).Exec(`UPDATE leases SET holder = '', expires_at = NOW(6) - INTERVAL 1 MICROSECOND
 		WHERE name = ? AND holder = ? AND fence = ?`, l.name, h.Token, h.Fence.Number).Error; err != nil {
 		return fmt.Errorf("release lease %s: %w", l.name, err)
 	}

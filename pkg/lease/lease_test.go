@@ -118,3 +118,27 @@ func TestDoRunsOneActorAndRenews(t *testing.T) {
 		t.Fatal("lease still held after Do returned")
 	}
 }
+
+// A renewal that reaches the server after the release (its client gave up on it, the
+// statement ran anyway) must not bring the lease back.
+func TestLateRenewalCannotResurrectAReleasedLease(t *testing.T) {
+	_, db := stacktest.Migrated(t)
+	ctx := stacktest.Context(t, 30*time.Second)
+	l := lease.New(db, "r", 10*time.Second)
+	h, ok, err := l.TryAcquire(ctx)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if err := l.Release(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := l.Renew(ctx, h); ok {
+		t.Fatal("a renewal after the release succeeded")
+	}
+	if holder, _, _ := l.Holder(ctx); holder != "" {
+		t.Fatal("the released lease is held again")
+	}
+	if _, ok, err := lease.New(db, "r", time.Second).TryAcquire(ctx); err != nil || !ok {
+		t.Fatalf("another instance could not take the released lease: %v %v", ok, err)
+	}
+}
