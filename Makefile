@@ -5,6 +5,9 @@ SHELL := /bin/bash
 GO ?= go
 STACK := deploy/local/stack
 STATE ?= $(CURDIR)/.state
+# The stack profile `make run` and the stack-* targets act on: single (one node each) or
+# cluster (3 Kafka nodes, a 6-node Redis Cluster; make run PROFILE=cluster).
+PROFILE ?= single
 
 # What --version and the seckill_build_info metric report (GOFLAGS may hold -buildvcs=false,
 # so the revision is passed too rather than left to Go's VCS stamp).
@@ -17,13 +20,13 @@ LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSIO
 	monitor dashboard dashboard-check rules-test firedrill
 
 stack-up:
-	$(STACK) up
+	$(STACK) up --profile $(PROFILE)
 
 stack-down:
-	$(STACK) down
+	$(STACK) down --profile $(PROFILE)
 
 stack-status:
-	$(STACK) status
+	$(STACK) status --profile $(PROFILE)
 
 build:
 	mkdir -p bin
@@ -95,7 +98,7 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 run: stack-up build
-	deploy/local/run
+	PROFILE=$(PROFILE) deploy/local/run
 
 clean: stack-down
 	rm -rf bin
