@@ -30,6 +30,10 @@ type Result struct {
 	Duplicates int // request ids stored twice, users over the limit, order events not exactly once
 	Lost       int // 202s without a final, readable outcome
 	Drift      int // Σ|Redis left − MySQL left| after the reconciler ran
+	Cancelled  int // orders cancelled (downstream or payment timeout); their units came back
+	Resold     int // units sold beyond the stock: returned units bought again (Σ succeeded + cancelled − total)
+	Paid       int // orders downstream reported paid
+	Refunds    int // order.refund_required events (paid after the pipeline cancelled)
 	Duration   time.Duration
 	Problems   []string
 }
@@ -118,6 +122,27 @@ func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 	if pending > 0 {
 		parts = append(parts, fmt.Sprintf("%d order events unpublished", pending))
 	}
+	// Downstream feedback consumed, and every cancellation's unit back in Redis.
+	if group := c.Env["SECKILL_FEEDBACK_GROUP"]; group != "" {
+		flag, err := c.Admin.Lag(ctx, group, c.Topics.Feedback)
+		if err != nil {
+			return "", err
+		}
+		var n int64
+		for _, l := range flag {
+			n += l
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s lag %d", c.Topics.Feedback.Name, n))
+		}
+	}
+	steps, err := store.NewReturns(c.DB).CountPendingRedis(ctx)
+	if err != nil {
+		return "", err
+	}
+	if steps > 0 {
+		parts = append(parts, fmt.Sprintf("%d cancelled units not returned to redis yet", steps))
+	}
 	return strings.Join(parts, "; "), nil
 }
 
@@ -139,8 +164,11 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 	}
 	limit := c.opts.Limit
 
-	// I1: per session×prize, orders ≤ stock and total = left + succeeded.
+	// I1: per session×prize, orders ≤ stock and total = left + succeeded (a cancelled order's
+	// unit is back in left, so this stays exact through cancellations).
 	dbLeft := map[int64]int{}
+	afterEnd := map[int64]int{}
+	resale := map[int64]int{}
 	for _, p := range c.Prizes {
 		var row struct {
 			Total, LeftStock int
@@ -155,7 +183,18 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 		}
 		res.Orders += counts.Succeeded
 		res.Rejected += counts.Rejected
+		res.Cancelled += counts.Cancelled
+		res.Resold += max(0, counts.Succeeded+counts.Cancelled-row.Total)
 		dbLeft[p.ID] = row.LeftStock
+		if resale[p.ID], afterEnd[p.ID], err = store.NewReturns(c.DB).CountsFor(ctx, c.Session.ID, p.ID); err != nil {
+			return err
+		}
+		// A returned unit is sold at most once: whatever was sold beyond the stock is at
+		// most what came back.
+		if over := counts.Succeeded + counts.Cancelled - row.Total - resale[p.ID] - afterEnd[p.ID]; over > 0 {
+			res.Oversold += over
+			res.problem("I1 prize %d: %d sold beyond stock %d and the %d units returned", p.ID, over, row.Total, resale[p.ID]+afterEnd[p.ID])
+		}
 		if counts.Succeeded > row.Total {
 			res.Oversold += counts.Succeeded - row.Total
 			res.problem("I1 prize %d: %d orders for stock %d", p.ID, counts.Succeeded, row.Total)
@@ -175,7 +214,8 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 		PrizeID int64
 		N       int
 	}
-	if err := c.DB.WithContext(ctx).Raw(`SELECT user_id, prize_id, COUNT(*) AS n FROM orders WHERE status = 'succeeded'
+	// Slots are held by succeeded orders and by cancelled ones that did not release theirs.
+	if err := c.DB.WithContext(ctx).Raw(`SELECT user_id, prize_id, COUNT(*) AS n FROM orders WHERE slot IS NOT NULL
 		GROUP BY session_id, prize_id, user_id HAVING COUNT(*) > ?`, limit).Scan(&overLimit).Error; err != nil {
 		return err
 	}
@@ -224,7 +264,7 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 					why = err.Error()
 				} else if st, reason, err := Poll(ctx, "http://"+c.GatewayAddr, tok, rid); err != nil {
 					why = "status: " + err.Error()
-				} else if st != "succeeded" && !(st == "rejected" && reason != "") {
+				} else if st != "succeeded" && !((st == "rejected" || st == "cancelled") && reason != "") {
 					why = "status " + st
 				}
 				if why != "" {
@@ -252,7 +292,8 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 		return err
 	}
 	for _, s := range snaps {
-		d := int(s.Left) - dbLeft[s.PrizeID]
+		// A unit returned after the session is in MySQL's left, never for sale in Redis.
+		d := int(s.Left) - (dbLeft[s.PrizeID] - afterEnd[s.PrizeID])
 		if !s.Loaded {
 			d = dbLeft[s.PrizeID] + 1
 			res.problem("I4 prize %d: keys missing in Redis", s.PrizeID)
@@ -266,19 +307,42 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 		}
 	}
 
-	// Exactly one order event per order on the order topic.
+	if err := c.verifyReturns(ctx, res, resale); err != nil {
+		return err
+	}
+
+	// Exactly one creation event per order on the order topic, one order.cancelled per
+	// cancellation, at most one order.refund_required per cancelled order. The last
+	// reconciler run may have just cancelled orders: their events are given a moment.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if n, err := store.NewOutbox(c.DB).CountPending(ctx); err == nil && n == 0 {
+			break
+		}
+	}
 	msgs, err := ReadTopic(ctx, c.Brokers, c.Topics.Order)
 	if err != nil {
 		return err
 	}
 	perOrder := map[int64]int{}
+	cancelledEvents := map[int64]int{}
+	refundEvents := map[int64]int{}
 	for _, m := range msgs {
 		ev, err := event.DecodeOrderEvent(m.Value)
 		if err != nil {
 			res.problem("order topic: %v", err)
 			continue
 		}
-		perOrder[ev.OrderID]++
+		switch ev.Type {
+		case event.OrderCancelled:
+			cancelledEvents[ev.OrderID]++
+		case event.OrderRefundRequired:
+			refundEvents[ev.OrderID]++
+		default:
+			perOrder[ev.OrderID]++
+		}
+	}
+	if err := c.verifyFollowEvents(ctx, res, cancelledEvents, refundEvents); err != nil {
+		return err
 	}
 	var total int64
 	c.DB.WithContext(ctx).Table("orders").Count(&total)
@@ -295,6 +359,128 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 	if int64(len(perOrder)) != total {
 		res.Lost += int(total) - len(perOrder)
 		res.problem("order topic has events for %d orders, MySQL has %d", len(perOrder), total)
+	}
+	return nil
+}
+
+// verifyReturns checks every cancellation against Redis and MySQL: one stock return per
+// cancelled order and none for any other, never paid and cancelled, each unit for resale in
+// Redis's returned set exactly once (not twice, not lost), and, when anything was cancelled,
+// the per-user counts Redis admits with match the slots MySQL holds.
+func (c *Cluster) verifyReturns(ctx context.Context, res *Result, resale map[int64]int) error {
+	var n struct {
+		Cancelled, Returns, Stray, PaidCancelled, Paid int
+	}
+	err := c.DB.WithContext(ctx).Raw(`SELECT
+		(SELECT COUNT(*) FROM orders WHERE status = 'cancelled') AS cancelled,
+		(SELECT COUNT(*) FROM stock_returns) AS returns,
+		(SELECT COUNT(*) FROM stock_returns r JOIN orders o ON o.id = r.order_id WHERE o.status <> 'cancelled') AS stray,
+		(SELECT COUNT(*) FROM orders WHERE status = 'cancelled' AND paid_at IS NOT NULL) AS paid_cancelled,
+		(SELECT COUNT(*) FROM orders WHERE paid_at IS NOT NULL) AS paid`).Scan(&n).Error
+	if err != nil {
+		return err
+	}
+	res.Paid = n.Paid
+	if n.Returns != n.Cancelled || n.Stray > 0 {
+		res.Duplicates += abs(n.Returns - n.Cancelled)
+		res.problem("returns: %d cancelled orders, %d stock returns (%d for orders not cancelled)", n.Cancelled, n.Returns, n.Stray)
+	}
+	if n.PaidCancelled > 0 {
+		res.Duplicates += n.PaidCancelled
+		res.problem("%d orders both paid and cancelled", n.PaidCancelled)
+	}
+	if n.Cancelled == 0 {
+		return nil
+	}
+	for _, p := range c.Prizes {
+		k := stock.KeysFor(c.Session.ID, p.ID)
+		returned, err := c.Redis.HLen(ctx, k.Returned).Result()
+		if err != nil {
+			return err
+		}
+		if int(returned) != resale[p.ID] {
+			res.Drift += abs(int(returned) - resale[p.ID])
+			res.problem("prize %d: redis holds %d returned units, mysql returned %d for resale", p.ID, returned, resale[p.ID])
+		}
+		var slots []struct {
+			UserID string
+			Slots  int
+			Limits int
+		}
+		if err := c.DB.WithContext(ctx).Raw(`SELECT user_id, SUM(slot IS NOT NULL) AS slots,
+			SUM(status = 'rejected' AND reason = 'limit') AS limits FROM orders
+			WHERE session_id = ? AND prize_id = ? GROUP BY user_id`, c.Session.ID, p.ID).Scan(&slots).Error; err != nil {
+			return err
+		}
+		counts, err := c.Redis.HGetAll(ctx, k.Users).Result()
+		if err != nil {
+			return err
+		}
+		var wrong []string
+		for _, s := range slots {
+			got := 0
+			fmt.Sscan(counts[s.UserID], &got)
+			if got < s.Slots || got > s.Slots+s.Limits {
+				wrong = append(wrong, fmt.Sprintf("%s: redis %d, mysql slots %d", s.UserID, got, s.Slots))
+			}
+		}
+		if len(wrong) > 0 {
+			res.problem("prize %d: per-user counts differ for %d users: %v", p.ID, len(wrong), first(wrong, 5))
+		}
+	}
+	return nil
+}
+
+// verifyFollowEvents checks the events that follow creations: one order.cancelled per
+// cancelled order and none for others; refunds only for cancelled orders, at most one each,
+// and one per paid_after_cancel exception case.
+func (c *Cluster) verifyFollowEvents(ctx context.Context, res *Result, cancelledEvents, refundEvents map[int64]int) error {
+	var cancelled []int64
+	if err := c.DB.WithContext(ctx).Raw("SELECT id FROM orders WHERE status = 'cancelled'").Scan(&cancelled).Error; err != nil {
+		return err
+	}
+	isCancelled := make(map[int64]bool, len(cancelled))
+	var missing, twice, stray []string
+	for _, id := range cancelled {
+		isCancelled[id] = true
+		switch cancelledEvents[id] {
+		case 1:
+		case 0:
+			missing = append(missing, fmt.Sprint(id))
+		default:
+			twice = append(twice, fmt.Sprintf("order %d ×%d", id, cancelledEvents[id]))
+		}
+	}
+	for id := range cancelledEvents {
+		if !isCancelled[id] {
+			stray = append(stray, fmt.Sprint(id))
+		}
+	}
+	refunds := 0
+	for id, k := range refundEvents {
+		refunds += k
+		if !isCancelled[id] {
+			stray = append(stray, fmt.Sprintf("refund for %d", id))
+		}
+		if k > 1 {
+			twice = append(twice, fmt.Sprintf("refund of order %d ×%d", id, k))
+		}
+	}
+	res.Refunds = refunds
+	var cases int
+	if err := c.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM exception_cases WHERE kind = 'paid_after_cancel'").Scan(&cases).Error; err != nil {
+		return err
+	}
+	res.Lost += len(missing)
+	res.Duplicates += len(twice) + len(stray)
+	if len(missing) > 0 {
+		res.problem("cancelled orders without an order.cancelled event: %v", first(missing, 10))
+	}
+	if len(twice)+len(stray) > 0 {
+		res.problem("follow events not exactly once: %v %v", first(twice, 10), first(stray, 10))
+	}
+	if cases != len(refundEvents) {
+		res.problem("%d refund events for %d paid_after_cancel cases", len(refundEvents), cases)
 	}
 	return nil
 }

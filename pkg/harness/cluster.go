@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -34,6 +36,10 @@ type Options struct {
 	Consumers  int    // consumer processes
 	GatewayEnv map[string]string
 	Log        io.Writer
+
+	PaymentTimeout    time.Duration     // the activity's payment timeout (0: none)
+	RegrabAfterCancel bool              // the activity lets a buyer whose order was cancelled grab again
+	ConsumerEnv       map[string]string // added to the consumers' environment
 }
 
 // Cluster is one isolated pipeline on the local stack: its own MySQL database, topics,
@@ -59,6 +65,10 @@ type Cluster struct {
 	Reconciler  *Proc
 
 	base *gorm.DB
+
+	feedback     *kafka.Writer // downstream feedback, written by scenarios (Feedback)
+	feedbackOnce sync.Once
+	feedbackErr  error
 }
 
 func env(key, def string) string {
@@ -143,7 +153,8 @@ func (c *Cluster) setup(ctx context.Context) error {
 	now := time.Now().UTC()
 	start := now.Add(2 * time.Second).Truncate(time.Millisecond)
 	act := seckill.Activity{Name: "chaos " + c.ID, WindowStart: start, WindowEnd: start.Add(30 * time.Minute),
-		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit}
+		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit,
+		PaymentTimeout: c.opts.PaymentTimeout, RegrabAfterCancel: c.opts.RegrabAfterCancel}
 	for i, s := range c.opts.Stocks {
 		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s})
 	}
@@ -171,6 +182,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 		"SECKILL_MYSQL_DSN":          c.DSN,
 		"SECKILL_TOPIC_PREFIX":       "chaos" + c.ID,
 		"SECKILL_CONSUMER_GROUP":     "chaos-orders-" + c.ID,
+		"SECKILL_FEEDBACK_GROUP":     "chaos-feedback-" + c.ID,
 		"SECKILL_RECONCILER_LEASE":   "chaos-lease-" + c.ID,
 		"SECKILL_ADMIN_TOKEN":        "chaos-admin-token-" + c.ID,
 		"SECKILL_JWT_SECRET":         secret,
@@ -274,7 +286,11 @@ func (c *Cluster) startConsumer(ctx context.Context) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := Start("consumer", filepath.Join(c.opts.Bin, "consumer"), c.procEnv(map[string]string{"SECKILL_CONSUMER_ADDR": addr}))
+	extra := map[string]string{"SECKILL_CONSUMER_ADDR": addr}
+	for k, v := range c.opts.ConsumerEnv {
+		extra[k] = v
+	}
+	p, err := Start("consumer", filepath.Join(c.opts.Bin, "consumer"), c.procEnv(extra))
 	if err != nil {
 		return nil, err
 	}
@@ -339,9 +355,12 @@ func (c *Cluster) Close() {
 	if c.Redis != nil {
 		for _, p := range c.Prizes {
 			k := stock.KeysFor(c.Session.ID, p.ID)
-			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence)
+			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned)
 		}
 		_ = c.Redis.Close()
+	}
+	if c.feedback != nil {
+		_ = c.feedback.Close()
 	}
 	if c.Admin != nil && c.Topics.Grab.Name != "" {
 		var names []string

@@ -54,6 +54,9 @@ type Crowd struct {
 	Tokens      func(user int) string
 	Prizes      []int64
 	Session     int64
+	// Rate, when > 0, paces the crowd: click i is sent no earlier than i/Rate seconds after
+	// the start, so a sale lasts long enough for returned units to be sold again.
+	Rate float64
 }
 
 var crowdClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512}}
@@ -64,6 +67,7 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 	answers := make([]Answer, len(clicks))
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
+	start := time.Now()
 	for range c.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -72,6 +76,11 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 				i := int(next.Add(1) - 1)
 				if i >= len(clicks) {
 					return
+				}
+				if c.Rate > 0 {
+					if wait := time.Until(start.Add(time.Duration(float64(i) / c.Rate * float64(time.Second)))); wait > 0 {
+						time.Sleep(wait)
+					}
 				}
 				answers[i] = c.click(ctx, clicks[i])
 				if onProgress != nil {

@@ -95,6 +95,48 @@ type Proxy struct {
 	delayed int
 	armed   bool
 	next    bool
+	cut     bool                  // Cut: every connection is dropped, new ones refused
+	conns   map[net.Conn]struct{} // open client and server sides, for Cut
+}
+
+// Cut drops every open connection and refuses new ones (on), or lets clients connect again
+// (off): the server is unreachable for this proxy's clients only.
+func (p *Proxy) Cut(on bool) {
+	p.mu.Lock()
+	p.cut = on
+	var open []net.Conn
+	if on {
+		for c := range p.conns {
+			open = append(open, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+}
+
+// track registers c for Cut, or closes it at once when the proxy is cut.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		c.Close()
+		return false
+	}
+	if p.conns == nil {
+		p.conns = map[net.Conn]struct{}{}
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	for _, c := range cs {
+		delete(p.conns, c)
+	}
+	p.mu.Unlock()
 }
 
 // HoldNext holds back the very next reply, armed or not (a deterministic lost reply).
@@ -153,13 +195,21 @@ func (p *Proxy) serve() {
 		if err != nil {
 			return
 		}
+		if !p.track(c) {
+			continue
+		}
 		s, err := net.Dial("tcp", p.target)
-		if err != nil {
+		if err != nil || !p.track(s) {
+			if s != nil {
+				s.Close()
+			}
 			c.Close()
+			p.untrack(c)
 			continue
 		}
 		go func() { _, _ = io.Copy(s, c); s.Close() }()
 		go func() {
+			defer p.untrack(c, s)
 			defer c.Close()
 			buf := make([]byte, 64<<10)
 			for {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // Crowd sizes; the short suite in `make test` uses a smaller one.
@@ -38,6 +39,12 @@ type Scenario struct {
 	GatewayEnv func(seed uint64) (map[string]string, func(), error)
 	Before     func(ctx context.Context, e *Env) error
 	During     func(ctx context.Context, e *Env) error
+
+	// The sale's activity and pace, for the payment scenarios.
+	PaymentTimeout    time.Duration
+	RegrabAfterCancel bool
+	ConsumerEnv       func(seed uint64) (map[string]string, func(), error)
+	Rate              float64 // clicks per second (0: as fast as the crowd goes)
 }
 
 // Env is what a scenario's hooks can act on.
@@ -45,6 +52,7 @@ type Env struct {
 	Cluster *Cluster
 	Servers Servers
 	Log     io.Writer
+	Seed    uint64
 	stop    chan struct{} // closed when the crowd finished
 }
 
@@ -125,6 +133,17 @@ func Scenarios() []Scenario {
 				return c.Redis.HIncrBy(ctx, down, "left", -100).Err()
 			}},
 		slowRedis(),
+		// Unpaid and cancelled orders give their stock back (payment.go). The crowd is paced
+		// (2,000 clicks/s, about 10 s) so returned units meet buyers while the session is open.
+		{Name: "cancellation storm: 30% of winners cancel", Repeats: 0.1, Consumers: 2, At: 0.1, Rate: 2000,
+			RegrabAfterCancel: true, During: cancellationStorm(0.3)},
+		{Name: "paid and cancelled racing (payment timeout 2s)", Repeats: 0.1, Consumers: 2, At: 0.05, Rate: 2000,
+			PaymentTimeout: 2 * time.Second, During: paidCancelledRace(2 * time.Second)},
+		cutReturns(),
+		{Name: "payment timeouts while Redis lost its keys", Repeats: 0.1, Consumers: 2, At: 0.05, Rate: 1500,
+			PaymentTimeout: 2 * time.Second, During: timeoutsWhileKeysLost},
+		{Name: "a fifth of the winners never pay (timeout 2s)", Repeats: 0.1, Consumers: 2, At: 0, Rate: 2000,
+			PaymentTimeout: 2 * time.Second, During: neverPay(2 * time.Second)},
 		{Name: "reconciler killed mid-run, two at once", Repeats: 0.1, Consumers: 2, At: 0.5,
 			During: func(ctx context.Context, e *Env) error {
 				second, err := e.Cluster.StartReconciler(ctx)
@@ -137,6 +156,15 @@ func Scenarios() []Scenario {
 				return nil
 			}},
 	}
+}
+
+// cutReturns routes the consumers' Redis through a proxy that cuts them off mid-storm, so
+// they die between a cancellation's commit and its Redis return.
+func cutReturns() Scenario {
+	var proxy *Proxy
+	return Scenario{Name: "consumer killed between the DB commit and the Redis return", Repeats: 0.1, Consumers: 2,
+		At: 0.05, Rate: 1000, RegrabAfterCancel: true, ConsumerEnv: consumerRedisProxy(&proxy),
+		During: cutBetweenCommitAndReturn(&proxy)}
 }
 
 // slowRedis puts a proxy between the gateway and Redis that, during the crowd, holds back
@@ -183,12 +211,22 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		defer closeFn()
 		gwEnv = extra
 	}
-	c, err := NewCluster(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log})
+	var consumerEnv map[string]string
+	if sc.ConsumerEnv != nil {
+		extra, closeFn, err := sc.ConsumerEnv(seed)
+		if err != nil {
+			return res, err
+		}
+		defer closeFn()
+		consumerEnv = extra
+	}
+	c, err := NewCluster(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
+		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv})
 	if err != nil {
 		return res, fmt.Errorf("cluster: %w", err)
 	}
 	defer c.Close()
-	e := &Env{Cluster: c, Servers: servers, Log: log, stop: make(chan struct{})}
+	e := &Env{Cluster: c, Servers: servers, Log: log, Seed: seed, stop: make(chan struct{})}
 	if sc.Before != nil {
 		if err := sc.Before(ctx, e); err != nil {
 			return res, fmt.Errorf("before: %w", err)
@@ -206,7 +244,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		prizes[i] = p.ID
 	}
 	crowd := &Crowd{Target: "http://" + c.GatewayAddr, Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
-		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID}
+		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate}
 	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
 
 	var faultErr error
@@ -260,18 +298,29 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	if err := c.Verify(ctx, answers, &res); err != nil {
 		return res, fmt.Errorf("verify: %w", err)
 	}
+	if res.Cancelled > 0 || res.Paid > 0 {
+		cases, err := store.NewExceptions(c.DB).CountByKind(ctx)
+		if err != nil {
+			return res, err
+		}
+		fmt.Fprintf(log, "  orders: %d winners in all, %d still succeeded (%d paid), %d cancelled, %d units resold, %d refunds, exception cases %v\n",
+			res.Orders+res.Cancelled, res.Orders, res.Paid, res.Cancelled, res.Resold, res.Refunds, cases)
+		if err := c.logPrizes(ctx, log); err != nil {
+			return res, err
+		}
+	}
 	res.Duration = time.Since(start)
 	return res, nil
 }
 
 // Table formats results as the chaos table.
 func Table(w io.Writer, rows []Result) {
-	fmt.Fprintf(w, "| %-46s | %10s | %8s | %7s | %5s | %6s | %8s | %8s | %10s | %4s | %5s | %8s |\n",
-		"scenario", "seed", "requests", "retried", "202s", "orders", "rejected", "oversold", "duplicates", "lost", "drift", "duration")
-	fmt.Fprintln(w, "|"+strings.Repeat("---|", 12))
+	fmt.Fprintf(w, "| %-58s | %10s | %8s | %7s | %5s | %6s | %8s | %9s | %6s | %8s | %10s | %4s | %5s | %8s |\n",
+		"scenario", "seed", "requests", "retried", "202s", "orders", "rejected", "cancelled", "resold", "oversold", "duplicates", "lost", "drift", "duration")
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", 14))
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %-46s | %10d | %8d | %7d | %5d | %6d | %8d | %8d | %10d | %4d | %5d | %7.1fs |\n", r.Scenario, r.Seed,
-			r.Requests, r.Retried, r.Accepted, r.Orders, r.Rejected, r.Oversold, r.Duplicates, r.Lost, r.Drift, r.Duration.Seconds())
+		fmt.Fprintf(w, "| %-58s | %10d | %8d | %7d | %5d | %6d | %8d | %9d | %6d | %8d | %10d | %4d | %5d | %7.1fs |\n", r.Scenario, r.Seed,
+			r.Requests, r.Retried, r.Accepted, r.Orders, r.Rejected, r.Cancelled, r.Resold, r.Oversold, r.Duplicates, r.Lost, r.Drift, r.Duration.Seconds())
 	}
 	for _, r := range rows {
 		for _, p := range r.Problems {

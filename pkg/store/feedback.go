@@ -45,6 +45,8 @@ type FeedbackOutcome struct {
 type FeedbackBatch struct {
 	Outcomes []FeedbackOutcome // one per report, in order
 	Returns  []StockReturn     // Redis steps to make: one per new cancellation, and redelivered ones not done yet
+
+	// How many reports ended how.
 	Paid, Cancelled, Refunds, Duplicates, Exceptions, NotDue int
 }
 

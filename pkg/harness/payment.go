@@ -1,0 +1,382 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// Winner is a succeeded order as the harness sees it appear in MySQL.
+type Winner struct {
+	ID        int64
+	RequestID string
+	UserID    string
+	CreatedAt time.Time
+}
+
+// winners returns the succeeded orders with an id above after, oldest first.
+func (c *Cluster) winners(ctx context.Context, after int64) ([]Winner, error) {
+	var out []Winner
+	err := c.DB.WithContext(ctx).Raw(`SELECT id, request_id, user_id, created_at FROM orders
+		WHERE id > ? AND status = 'succeeded' ORDER BY id LIMIT 5000`, after).Scan(&out).Error
+	return out, err
+}
+
+// Feedback writes downstream order feedback to the cluster's feedback topic, as a downstream
+// order system would (keyed by request id).
+func (c *Cluster) Feedback(ctx context.Context, fs ...seckill.Feedback) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	c.feedbackOnce.Do(func() {
+		c.feedback, c.feedbackErr = event.NewWriter(c.Brokers, c.Topics.Feedback.Name)
+	})
+	if c.feedbackErr != nil {
+		return c.feedbackErr
+	}
+	msgs := make([]kafka.Message, len(fs))
+	for i, f := range fs {
+		if f.At.IsZero() {
+			f.At = time.Now()
+		}
+		m, err := event.EncodeFeedback(f)
+		if err != nil {
+			return err
+		}
+		msgs[i] = m
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.feedback.WriteMessages(wctx, msgs...)
+}
+
+// draw is a seeded number in [0, 1) for one request id: the same order gets the same fate
+// in a rerun with the same seed.
+func draw(seed uint64, salt, rid string) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%s|%s", seed, salt, rid)
+	// FNV of near-identical strings is not uniform enough by itself: mix (splitmix64).
+	z := h.Sum64() + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / float64(1<<53)
+}
+
+var downstreamReasons = []seckill.Reason{seckill.ReasonBuyerCancelled, seckill.ReasonPaymentFailed, seckill.ReasonMerchantCancelled}
+
+// watchWinners calls fn with every batch of new winners, every 100 ms, until the crowd is
+// done (and once more after it, for the last ones), or ctx ends.
+func watchWinners(ctx context.Context, e *Env, fn func([]Winner) error) error {
+	var last int64
+	poll := func() error {
+		for {
+			ws, err := e.Cluster.winners(ctx, last)
+			if err != nil || len(ws) == 0 {
+				return err
+			}
+			last = ws[len(ws)-1].ID
+			if err := fn(ws); err != nil {
+				return err
+			}
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.CrowdDone():
+			return poll()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if err := poll(); err != nil {
+			return err
+		}
+	}
+}
+
+// cancellationStorm makes frac of the winners cancel while the crowd is still grabbing:
+// each cancellation is sent twice at once (a downstream retry) and a third time a moment
+// later (a redelivery), with a reason drawn from the downstream ones.
+func cancellationStorm(frac float64) func(ctx context.Context, e *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		var late []seckill.Feedback
+		sent, winners := 0, 0
+		err := watchWinners(ctx, e, func(ws []Winner) error {
+			winners += len(ws)
+			out := late
+			late = nil
+			for _, w := range ws {
+				if draw(e.Seed, "cancel", w.RequestID) >= frac {
+					continue
+				}
+				r := downstreamReasons[int(draw(e.Seed, "reason", w.RequestID)*3)]
+				f := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackCancelled, Reason: r}
+				out = append(out, f, f)
+				late = append(late, f)
+				sent++
+			}
+			return e.Cluster.Feedback(ctx, out...)
+		})
+		if err == nil {
+			err = e.Cluster.Feedback(ctx, late...)
+		}
+		fmt.Fprintf(e.Log, "  storm: %d of %d winners cancelled while the crowd grabbed (each sent 3 times)\n", sent, winners)
+		return err
+	}
+}
+
+// payer plays a downstream order system that pays frac of the winners promptly; the others
+// never pay (the payment timeout cancels them). It returns how many it paid.
+func payer(ctx context.Context, e *Env, frac float64) (paid, winners int, err error) {
+	err = watchWinners(ctx, e, func(ws []Winner) error {
+		winners += len(ws)
+		var out []seckill.Feedback
+		for _, w := range ws {
+			if draw(e.Seed, "pay", w.RequestID) < frac {
+				out = append(out, seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackPaid})
+			}
+		}
+		paid += len(out)
+		return e.Cluster.Feedback(ctx, out...)
+	})
+	return paid, winners, err
+}
+
+// neverPay is the sale of the closing note: downstream pays four fifths of the winners
+// within moments; a fifth never pay, the payment timeout cancels them, and the crowd (still
+// grabbing) buys their units again.
+func neverPay(timeout time.Duration) func(ctx context.Context, e *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		paid, winners, err := payer(ctx, e, 0.8)
+		fmt.Fprintf(e.Log, "  downstream paid %d of %d winners during the crowd\n", paid, winners)
+		// The last winners' timeouts fall due after the crowd: wait for them (the reconciler
+		// runs every second), so every unpaid order is cancelled when the sale is counted.
+		select {
+		case <-ctx.Done():
+		case <-time.After(timeout + 2*time.Second):
+		}
+		return err
+	}
+}
+
+// paidCancelledRace sends, for every winner, reports that race each other and the
+// reconciler's payment timeout: a payment timed right around the timeout (some land before
+// the reconciler cancels, some after: those are answered by a refund event), a cancellation
+// and a payment in one write in either order, or nothing (the timeout cancels).
+func paidCancelledRace(timeout time.Duration) func(ctx context.Context, e *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		var mu sync.Mutex
+		var timed []seckill.Feedback
+		var wg sync.WaitGroup
+		counts := map[string]int{}
+		rng := rand.New(rand.NewPCG(e.Seed, 7))
+		flush := func() error {
+			mu.Lock()
+			out := timed
+			timed = nil
+			mu.Unlock()
+			return e.Cluster.Feedback(ctx, out...)
+		}
+		// The timed payments go out as they fall due, every 50 ms.
+		stopFlusher := make(chan struct{})
+		flusherErr := make(chan error, 1)
+		go func() {
+			for {
+				select {
+				case <-stopFlusher:
+					flusherErr <- flush()
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if err := flush(); err != nil {
+					flusherErr <- err
+					return
+				}
+			}
+		}()
+		err := watchWinners(ctx, e, func(ws []Winner) error {
+			var now []seckill.Feedback
+			for _, w := range ws {
+				p := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackPaid}
+				c := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackCancelled,
+					Reason: downstreamReasons[int(draw(e.Seed, "reason", w.RequestID)*3)]}
+				switch d := draw(e.Seed, "race", w.RequestID); {
+				case d < 0.4:
+					// Due at created_at + timeout, and the reconciler runs every second: a
+					// payment from half a second before to a second after races it.
+					at := w.CreatedAt.Add(timeout + time.Duration(rng.Int64N(int64(1500*time.Millisecond))) - 500*time.Millisecond)
+					counts["paid around the timeout"]++
+					wg.Add(1)
+					time.AfterFunc(time.Until(at), func() {
+						defer wg.Done()
+						mu.Lock()
+						timed = append(timed, p)
+						mu.Unlock()
+					})
+				case d < 0.55:
+					counts["cancelled then paid"]++
+					now = append(now, c, p)
+				case d < 0.7:
+					counts["paid then cancelled"]++
+					now = append(now, p, c)
+				default:
+					counts["never paid"]++
+				}
+			}
+			return e.Cluster.Feedback(ctx, now...)
+		})
+		wg.Wait()
+		close(stopFlusher)
+		err = errors.Join(err, <-flusherErr)
+		fmt.Fprintf(e.Log, "  race: %v\n", counts)
+		return err
+	}
+}
+
+// cutBetweenCommitAndReturn cuts the consumers off from Redis (their proxy drops every
+// connection) during a cancellation storm, so cancellations commit in MySQL and their Redis
+// returns fail, then kills both consumers with SIGKILL while returns are pending, restores
+// Redis and restarts them. Redeliveries and the reconciler's sweep must give every unit back
+// exactly once.
+func cutBetweenCommitAndReturn(proxy **Proxy) func(ctx context.Context, e *Env) error {
+	storm := cancellationStorm(0.3)
+	return func(ctx context.Context, e *Env) error {
+		stormErr := make(chan error, 1)
+		go func() { stormErr <- storm(ctx, e) }()
+		time.Sleep(time.Second) // cancellations flowing
+		(*proxy).Cut(true)
+		var pending int64
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && pending == 0; time.Sleep(100 * time.Millisecond) {
+			if err := e.Cluster.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL").Scan(&pending).Error; err != nil {
+				return err
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		for _, p := range e.Cluster.Consumers {
+			p.Kill()
+		}
+		(*proxy).Cut(false)
+		for i := range e.Cluster.Consumers {
+			if err := e.Cluster.RestartConsumer(ctx, i); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(e.Log, "  consumers killed with %d+ cancellations committed in MySQL and not returned to Redis\n", pending)
+		err := <-stormErr
+		if pending == 0 {
+			return errors.Join(err, errors.New("no cancellation was cut between its commit and its Redis return: the scenario tested nothing"))
+		}
+		return err
+	}
+}
+
+// consumerRedisProxy routes the consumers' Redis through a proxy the scenario can cut.
+func consumerRedisProxy(proxy **Proxy) func(seed uint64) (map[string]string, func(), error) {
+	return func(seed uint64) (map[string]string, func(), error) {
+		p, err := NewProxy(env("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), seed, 0, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		*proxy = p
+		return map[string]string{"SECKILL_REDIS_ADDR": p.Addr()}, func() { p.Close() }, nil
+	}
+}
+
+// timeoutsWhileKeysLost pays half the winners; mid-crowd it kills the consumers (a backlog
+// builds on the grab topic, so the reconciler's rebuild must wait) and deletes the cluster's
+// Redis keys (its own prizes only: the stack is shared), while payment timeouts keep firing.
+// The reconciler cancels due orders with the keys gone; once the consumers are back it
+// rebuilds the keys from MySQL, counting those units once, and its sweep finds them done.
+func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
+	payErr := make(chan error, 1)
+	go func() {
+		_, _, err := payer(ctx, e, 0.5)
+		payErr <- err
+	}()
+	// Wait for unpaid orders not due yet (created within the last second and a half): they
+	// fall due while the keys are gone.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var fresh int64
+		if err := e.Cluster.DB.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders WHERE status = 'succeeded'
+			AND paid_at IS NULL AND created_at > ?`, time.Now().Add(-1500*time.Millisecond).UTC()).Scan(&fresh).Error; err != nil {
+			return err
+		}
+		if fresh >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(<-payErr, errors.New("no unpaid orders to time out within 20s"))
+		}
+	}
+	// The consumers die (SIGKILL: a SIGSTOP would freeze their open transactions and with
+	// them the stock rows every writer locks), so admitted grabs pile up on the grab topic
+	// and the rebuild must wait.
+	for _, p := range e.Cluster.Consumers {
+		p.Kill()
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range e.Cluster.Prizes {
+		k := stock.KeysFor(e.Cluster.Session.ID, p.ID)
+		if err := e.Cluster.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned).Err(); err != nil {
+			return err
+		}
+	}
+	var waiting int64
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err := e.Cluster.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL").Scan(&waiting).Error; err != nil {
+			return err
+		}
+		if waiting > 0 {
+			time.Sleep(time.Second) // another reconciler run with the keys still gone
+			break
+		}
+	}
+	for i := range e.Cluster.Consumers {
+		if err := e.Cluster.RestartConsumer(ctx, i); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.Log, "  %d payment timeouts fired while the keys were lost\n", waiting)
+	err := <-payErr
+	if waiting == 0 {
+		return errors.Join(err, errors.New("no payment timeout fired while the keys were lost: the scenario tested nothing"))
+	}
+	return err
+}
+
+// logPrizes prints, per prize, where its units went: sold (ever), cancelled, back for resale
+// or after the session, resold, left.
+func (c *Cluster) logPrizes(ctx context.Context, log io.Writer) error {
+	for _, p := range c.Prizes {
+		var row struct {
+			Total, LeftStock, Succeeded, Cancelled, Paid, Resale, AfterEnd int
+		}
+		err := c.DB.WithContext(ctx).Raw(`SELECT s.total, s.left_stock,
+			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.status = 'succeeded') AS succeeded,
+			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.status = 'cancelled') AS cancelled,
+			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.paid_at IS NOT NULL) AS paid,
+			(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = s.session_id AND r.prize_id = s.prize_id AND r.resale) AS resale,
+			(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = s.session_id AND r.prize_id = s.prize_id AND NOT r.resale) AS after_end
+			FROM session_stocks s WHERE s.session_id = ? AND s.prize_id = ?`, c.Session.ID, p.ID).Scan(&row).Error
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "  prize %s: stock %d, winners %d (paid %d, still unpaid %d, cancelled %d), units back for resale %d (after the session %d), resold %d, left %d\n",
+			p.Name, row.Total, row.Succeeded+row.Cancelled, row.Paid, row.Succeeded-row.Paid, row.Cancelled, row.Resale, row.AfterEnd,
+			max(0, row.Succeeded+row.Cancelled-row.Total), row.LeftStock)
+	}
+	return nil
+}
