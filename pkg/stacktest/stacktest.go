@@ -348,7 +348,7 @@ func CleanupKeys(tb testing.TB, rdb redis.UniversalClient, db *gorm.DB) {
 		}
 		for _, p := range pairs {
 			k := stock.KeysFor(p.SessionID, p.PrizeID)
-			rdb.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
+			rdb.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned)
 		}
 	})
 }

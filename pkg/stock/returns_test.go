@@ -9,34 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
-// returnGate is a gate on the stack's Redis (one server, or a Redis Cluster when the stack
-// runs one: the return script's keys share one hash tag).
-func returnGate(t *testing.T) (*stock.Gate, redis.UniversalClient, context.Context) {
-	t.Helper()
-	var rdb redis.UniversalClient = stacktest.Redis(t)
-	ctx := stacktest.Context(t, 60*time.Second)
-	g, err := stock.NewGate(ctx, rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Close)
-	return g, rdb, ctx
-}
-
-// preload loads a prize's stock (cleanupAll removes its keys).
-func preload(t *testing.T, g *stock.Gate, ctx context.Context, sid, pid int64, left, limit int) {
-	t.Helper()
-	res, err := g.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: left, Left: left, PerUserLimit: limit}},
-		time.Now().Add(time.Hour))
-	if err != nil || len(res) != 1 || !res[0].Loaded {
-		t.Fatalf("load: %v %v", res, err)
-	}
-}
-
+// cleanupAll removes every key of a prize, the returned units' included, when the test ends.
 func cleanupAll(t *testing.T, rdb redis.UniversalClient, k stock.Keys) {
 	t.Cleanup(func() { rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned) })
 }
@@ -44,10 +20,12 @@ func cleanupAll(t *testing.T, rdb redis.UniversalClient, k stock.Keys) {
 // A cancelled order's unit goes back once: a replayed or redelivered return adds nothing,
 // the outcome says cancelled (and stays so whatever a late settlement says), and the next
 // grab buys the unit.
-func TestReturnGivesTheUnitBackOnce(t *testing.T) {
-	g, rdb, ctx := returnGate(t)
+func TestReturnGivesTheUnitBackOnce(t *testing.T) { onEachRedis(t, returnGivesTheUnitBackOnce) }
+
+func returnGivesTheUnitBackOnce(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
-	preload(t, g, ctx, sid, 1, 2, 1)
+	load(t, g, rdb, ctx, sid, 1, 2, 1)
 	k := stock.KeysFor(sid, 1)
 	cleanupAll(t, rdb, k)
 	alice, bob := grab(sid, 1, "alice", "key-alice-1"), grab(sid, 1, "bob", "key-bob-01")
@@ -104,9 +82,13 @@ func TestReturnGivesTheUnitBackOnce(t *testing.T) {
 }
 
 func TestReturnReleasesTheSlotWhenRegrabIsAllowed(t *testing.T) {
-	g, rdb, ctx := returnGate(t)
+	onEachRedis(t, returnReleasesTheSlot)
+}
+
+func returnReleasesTheSlot(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
-	preload(t, g, ctx, sid, 1, 5, 1)
+	load(t, g, rdb, ctx, sid, 1, 5, 1)
 	k := stock.KeysFor(sid, 1)
 	cleanupAll(t, rdb, k)
 	alice := grab(sid, 1, "alice", "key-alice-1")
@@ -133,7 +115,11 @@ func TestReturnReleasesTheSlotWhenRegrabIsAllowed(t *testing.T) {
 // Without the stock key nothing is written (no key is created: the rebuild's business); a
 // return after the session is an outcome only, with no unit for resale.
 func TestReturnWithoutKeysAndAfterTheSession(t *testing.T) {
-	g, rdb, ctx := returnGate(t)
+	onEachRedis(t, returnWithoutKeysAndAfterTheSession)
+}
+
+func returnWithoutKeysAndAfterTheSession(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	k := stock.KeysFor(sid, 1)
 	cleanupAll(t, rdb, k)
@@ -145,7 +131,7 @@ func TestReturnWithoutKeysAndAfterTheSession(t *testing.T) {
 	if n, _ := rdb.Exists(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned).Result(); n != 0 {
 		t.Fatalf("a return without keys created %d keys", n)
 	}
-	preload(t, g, ctx, sid, 1, 3, 1)
+	load(t, g, rdb, ctx, sid, 1, 3, 1)
 	got, err = g.Return(ctx, sid, 1, []stock.UnitReturn{{RequestID: rid, UserID: "alice", OrderID: 1, Reason: "buyer_cancelled"}})
 	if err != nil || got != (stock.ReturnResult{Loaded: true, Marked: 1}) {
 		t.Fatalf("return after the session: %+v %v", got, err)
@@ -162,9 +148,13 @@ func TestReturnWithoutKeysAndAfterTheSession(t *testing.T) {
 // happened after the view was read, even if left came back to the same value (a return
 // and an admission in between).
 func TestCorrectionRefusedWhenAReturnMovedTheView(t *testing.T) {
-	g, rdb, ctx := returnGate(t)
+	onEachRedis(t, correctionRefusedWhenAReturnMoved)
+}
+
+func correctionRefusedWhenAReturnMoved(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
-	preload(t, g, ctx, sid, 1, 2, 1)
+	load(t, g, rdb, ctx, sid, 1, 2, 1)
 	k := stock.KeysFor(sid, 1)
 	cleanupAll(t, rdb, k)
 	alice := grab(sid, 1, "alice", "key-alice-1")
@@ -191,8 +181,10 @@ func TestCorrectionRefusedWhenAReturnMovedTheView(t *testing.T) {
 
 // A rebuild records the returns it copies from MySQL, so a return replayed afterwards adds
 // nothing: the unit is counted once, in the rebuilt left.
-func TestRebuildCountsReturnedUnitsOnce(t *testing.T) {
-	g, rdb, ctx := returnGate(t)
+func TestRebuildCountsReturnedUnitsOnce(t *testing.T) { onEachRedis(t, rebuildCountsReturnsOnce) }
+
+func rebuildCountsReturnsOnce(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	k := stock.KeysFor(sid, 1)
 	cleanupAll(t, rdb, k)
