@@ -60,6 +60,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return write(*render, rep, out)
 	}
+	if os.Getenv("SECKILL_CLUSTER") == "1" {
+		// The cluster profile (make bench PROFILE=cluster): its own small table (cluster.go).
+		return clusterBench(ctx, out, *quick)
+	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}

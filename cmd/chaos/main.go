@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-pipeline/seckill/pkg/harness"
 )
@@ -28,6 +29,8 @@ func main() {
 	// The harness's own MySQL pool sees the server restarts it causes; the driver's
 	// "bad idle connection" notes are expected noise, not findings.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	// Likewise go-redis's pool notes while a Redis Cluster primary is down on purpose.
+	redis.SetLogger(quiet{})
 	ok, err := run(ctx, os.Args[1:], os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -38,11 +41,17 @@ func main() {
 	}
 }
 
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000_007), "base seed (scenario i uses seed+i)")
 	only := fs.String("only", "", "run only scenarios whose name contains this text")
 	short := fs.Bool("short", false, "the short set (what `make test` runs) with the small crowd")
+	cluster := fs.Bool("cluster", os.Getenv("SECKILL_CLUSTER") == "1",
+		"the cluster profile's matrix (default when SECKILL_CLUSTER=1, as in .state/cluster/env)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -58,10 +67,15 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	if *short {
 		size = harness.Small
 	}
-	fmt.Fprintf(out, "chaos suite, base seed %d\n", *seed)
+	scenarios := harness.Scenarios()
+	profile := "single"
+	if *cluster {
+		scenarios, profile = harness.ClusterScenarios(), "cluster"
+	}
+	fmt.Fprintf(out, "chaos suite (%s profile), base seed %d\n", profile, *seed)
 	var rows []harness.Result
 	ok := true
-	for i, sc := range harness.Scenarios() {
+	for i, sc := range scenarios {
 		if (*short && !sc.Short) || (*only != "" && !strings.Contains(sc.Name, *only)) {
 			continue
 		}

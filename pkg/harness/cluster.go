@@ -40,6 +40,13 @@ type Options struct {
 	PaymentTimeout    time.Duration     // the activity's payment timeout (0: none)
 	RegrabAfterCancel bool              // the activity lets a buyer whose order was cancelled grab again
 	ConsumerEnv       map[string]string // added to the consumers' environment
+
+	// The cluster profile's shape (fleet.go): more than one gateway runs them behind
+	// HAProxy, and Reconcilers more than one start that many under the one lease.
+	Gateways    int
+	Reconcilers int
+	BehindProxy bool               // HAProxy in front even of one gateway (the bench's 1 vs 2)
+	Replication *event.Replication // the topics' replication (nil: the brokers' defaults)
 }
 
 // Cluster is one isolated pipeline on the local stack: its own MySQL database, topics,
@@ -63,6 +70,14 @@ type Cluster struct {
 	Gateway     *Proc
 	Consumers   []*Proc
 	Reconciler  *Proc
+
+	// The cluster profile's fleet (fleet.go): gateways behind HAProxy (GatewayAddr is then
+	// the proxy's), every reconciler (Reconciler is the first) and their addresses.
+	Gateways     []*Proc
+	gatewayAddrs []string
+	haproxy      *Proc
+	Reconcilers  []*Proc
+	procAddr     map[*Proc]string
 
 	base *gorm.DB
 
@@ -146,7 +161,12 @@ func (c *Cluster) setup(ctx context.Context) error {
 		return err
 	}
 	c.Topics = event.DefaultTopics("chaos" + c.ID)
-	if err := c.Admin.EnsureTopics(ctx, c.Topics.All()...); err != nil {
+	if c.opts.Replication != nil {
+		err = c.Admin.EnsureReplicatedTopics(ctx, *c.opts.Replication, c.Topics.All()...)
+	} else {
+		err = c.Admin.EnsureTopics(ctx, c.Topics.All()...)
+	}
+	if err != nil {
 		return err
 	}
 
@@ -194,11 +214,17 @@ func (c *Cluster) setup(ctx context.Context) error {
 		"SECKILL_LOG_LEVEL":          "warn",
 		"SECKILL_BATCH_WAIT":         "2ms",
 	}
-	if c.GatewayAddr, err = FreeAddr(); err != nil {
-		return err
-	}
-	if err := c.StartGateway(ctx); err != nil {
-		return err
+	if c.opts.Gateways > 1 || c.opts.BehindProxy {
+		if err := c.startFleet(ctx); err != nil {
+			return err
+		}
+	} else {
+		if c.GatewayAddr, err = FreeAddr(); err != nil {
+			return err
+		}
+		if err := c.StartGateway(ctx); err != nil {
+			return err
+		}
 	}
 	for i := 0; i < c.opts.Consumers; i++ {
 		p, err := c.startConsumer(ctx)
@@ -209,6 +235,14 @@ func (c *Cluster) setup(ctx context.Context) error {
 	}
 	if c.Reconciler, err = c.StartReconciler(ctx); err != nil {
 		return err
+	}
+	c.Reconcilers = []*Proc{c.Reconciler}
+	for i := 1; i < c.opts.Reconcilers; i++ {
+		p, err := c.StartReconciler(ctx)
+		if err != nil {
+			return err
+		}
+		c.Reconcilers = append(c.Reconcilers, p)
 	}
 	// Wait for the session to open.
 	select {
@@ -317,6 +351,7 @@ func (c *Cluster) StartReconciler(ctx context.Context) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.remember(p, addr)
 	return p, waitHealthy(ctx, p, "http://"+addr+"/healthz", 30*time.Second)
 }
 
@@ -340,7 +375,9 @@ func (c *Cluster) ReconcileOnce(ctx context.Context) (string, error) {
 
 // Stop stops the deployables (SIGTERM, then SIGKILL).
 func (c *Cluster) Stop() {
-	for _, p := range append([]*Proc{c.Gateway, c.Reconciler}, c.Consumers...) {
+	procs := append([]*Proc{c.Gateway, c.Reconciler}, c.Consumers...)
+	procs = append(append(procs, c.Gateways...), c.Reconcilers...)
+	for _, p := range append(procs, c.haproxy) {
 		if p != nil && !p.Exited() {
 			_ = p.Stop(20 * time.Second)
 		}
@@ -353,6 +390,8 @@ func (c *Cluster) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if c.Redis != nil {
+		// Every prize's keys share one hash slot ({session:prize}), so each DEL reaches the
+		// one primary that holds them, on a Redis Cluster too.
 		for _, p := range c.Prizes {
 			k := stock.KeysFor(c.Session.ID, p.ID)
 			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned)

@@ -44,6 +44,7 @@ type Answer struct {
 	RequestID string // from a 202
 	Status    string // queued / succeeded / rejected (202) or the error code (4xx/5xx)
 	Attempts  int
+	Latency   time.Duration // from the first attempt to the last answer, retries included
 }
 
 // Crowd fires clicks at a gateway.
@@ -93,8 +94,10 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 	return answers
 }
 
-func (c *Crowd) click(ctx context.Context, k Click) Answer {
-	a := Answer{Click: k}
+func (c *Crowd) click(ctx context.Context, k Click) (a Answer) {
+	a = Answer{Click: k}
+	started := time.Now()
+	defer func() { a.Latency = time.Since(started) }()
 	url := fmt.Sprintf("%s/api/v1/sessions/%d/prizes/%d/grab", c.Target, c.Session, c.Prizes[k.Prize])
 	deadline := time.Now().Add(c.RetryBudget)
 	backoff := 50 * time.Millisecond

@@ -45,6 +45,9 @@ type Scenario struct {
 	RegrabAfterCancel bool
 	ConsumerEnv       func(seed uint64) (map[string]string, func(), error)
 	Rate              float64 // clicks per second (0: as fast as the crowd goes)
+
+	// The cluster profile's fleet (clusterfaults.go): gateways behind HAProxy, reconcilers.
+	Gateways, Reconcilers int
 }
 
 // Env is what a scenario's hooks can act on.
@@ -105,7 +108,7 @@ func Scenarios() []Scenario {
 			}},
 		{Name: "kill -9 and restart Redis (AOF)", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("redis")},
 		{Name: "Redis data loss (FLUSHALL)", Repeats: 0.1, Consumers: 2, At: 0.4,
-			During: func(ctx context.Context, e *Env) error { return e.Cluster.Redis.FlushAll(ctx).Err() }},
+			During: func(ctx context.Context, e *Env) error { return e.Cluster.FlushAll(ctx) }},
 		{Name: "kill -9 and restart MariaDB", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("mariadb")},
 		{Name: "optimistic-lock conflict storm", Repeats: 0.1, Consumers: 2, At: 0.05,
 			During: func(ctx context.Context, e *Env) error {
@@ -198,7 +201,11 @@ func slowRedis() Scenario {
 func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, log io.Writer) (Result, error) {
 	res := Result{Scenario: sc.Name, Seed: seed}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, 150*time.Second)
+	limit := 150 * time.Second
+	if sc.Gateways > 1 {
+		limit = 240 * time.Second // node failovers and restarts on the cluster profile
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	servers := LocalServers()
 
@@ -221,7 +228,8 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		consumerEnv = extra
 	}
 	c, err := NewCluster(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
-		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv})
+		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv,
+		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers})
 	if err != nil {
 		return res, fmt.Errorf("cluster: %w", err)
 	}
@@ -285,9 +293,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		res.problem("drain: %v", err)
 	}
 	fmt.Fprintf(log, "  drain: %s\n", time.Since(phase).Round(time.Millisecond))
-	if c.Reconciler != nil {
-		_ = c.Reconciler.Stop(20 * time.Second)
-	}
+	c.StopReconcilers()
 	if out, err := c.ReconcileOnce(ctx); err != nil {
 		var exit interface{ ExitCode() int }
 		if !errors.As(err, &exit) {

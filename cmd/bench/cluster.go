@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/harness"
+)
+
+// The cluster profile's bench (make bench PROFILE=cluster): one seeded crowd, the same for
+// every row, through HAProxy at the full pipeline (Redis Cluster, three brokers, three
+// consumers, MySQL), with one gateway vs two, and the topics replicated three times with
+// min ISR 2 vs held by one broker. It prints numbers; nothing is asserted on time.
+
+type clusterRow struct {
+	name     string
+	gateways int
+	repl     event.Replication
+}
+
+func clusterBench(ctx context.Context, out io.Writer, quick bool) error {
+	bin, err := os.MkdirTemp("", "seckill-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bin)
+	if err := harness.Build(bin); err != nil {
+		return err
+	}
+	size := harness.Full
+	if quick {
+		size = harness.Small
+	}
+	rows := []clusterRow{
+		{"1 gateway, RF 3 / min ISR 2", 1, event.Replication{Factor: 3, MinInSync: 2}},
+		{"2 gateways, RF 3 / min ISR 2", 2, event.Replication{Factor: 3, MinInSync: 2}},
+		{"2 gateways, RF 1 (one broker)", 2, event.Replication{Factor: 1, MinInSync: 1}},
+	}
+	const seed = 7
+	fmt.Fprintf(out, "cluster bench: %d grabs from %d users on stocks %v, %d concurrent clients, through HAProxy\n\n",
+		size.Requests, size.Users, size.Stocks, size.Concurrency)
+	fmt.Fprintf(out, "| %-30s | %9s | %7s | %7s | %7s | %6s | %6s | %9s |\n", "setup", "grabs/s", "p50 ms", "p99 ms", "max ms", "202s", "orders", "drain ms")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
+	var rates []float64
+	for _, r := range rows {
+		repl := r.repl
+		c, err := harness.NewCluster(ctx, harness.Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: 3,
+			Gateways: r.gateways, BehindProxy: true, Reconcilers: 1, Replication: &repl})
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		rate, err := clusterRun(ctx, c, size, seed, r.name, out)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		rates = append(rates, rate)
+	}
+	fmt.Fprintf(out, "\n2 gateways / 1 gateway: %.2fx; RF 3 + min ISR 2 / RF 1: %.2fx (grabs/s)\n", rates[1]/rates[0], rates[1]/rates[2])
+	return nil
+}
+
+func clusterRun(ctx context.Context, c *harness.Cluster, size harness.Size, seed uint64, name string, out io.Writer) (float64, error) {
+	tokens := make([]string, size.Users)
+	for i := range tokens {
+		var err error
+		if tokens[i], err = c.Token(fmt.Sprintf("crowd-%d", i)); err != nil {
+			return 0, err
+		}
+	}
+	prizes := make([]int64, len(c.Prizes))
+	for i, p := range c.Prizes {
+		prizes[i] = p.ID
+	}
+	crowd := &harness.Crowd{Target: "http://" + c.GatewayAddr, Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
+		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID}
+	clicks := harness.Plan(seed, size.Requests, size.Users, len(prizes), 0.1)
+	start := time.Now()
+	answers := crowd.Fire(ctx, clicks, nil)
+	took := time.Since(start)
+	lat := make([]time.Duration, 0, len(answers))
+	accepted := 0
+	for _, a := range answers {
+		lat = append(lat, a.Latency)
+		if a.Code == 202 {
+			accepted++
+		}
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	d := time.Now()
+	if err := c.Drain(ctx, 60*time.Second); err != nil {
+		return 0, err
+	}
+	drain := time.Since(d)
+	var orders int64
+	if err := c.DB.Raw("SELECT COUNT(*) FROM orders").Row().Scan(&orders); err != nil {
+		return 0, err
+	}
+	rate := float64(len(answers)) / took.Seconds()
+	fmt.Fprintf(out, "| %-30s | %9.0f | %7.1f | %7.1f | %7.1f | %6d | %6d | %9d |\n", name, rate, pct(0.5), pct(0.99), pct(1), accepted, orders, drain.Milliseconds())
+	return rate, nil
+}

@@ -1,0 +1,276 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// The cluster profile's failure matrix (make chaos PROFILE=cluster): the same crowd, drain,
+// reconciler run and invariant checks as the single-node suite, against three KRaft brokers
+// (RF 3, min ISR 2), a six-node Redis Cluster, two gateways behind HAProxy, three consumers
+// and two reconcilers. Nodes are killed and restarted through deploy/local/stack, which
+// signals only the PIDs it wrote.
+
+// clusterStack runs `deploy/local/stack ARGS --profile cluster`.
+func clusterStack(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(Root(), "deploy", "local", "stack"), append(args, "--profile", "cluster")...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("stack %v: %v\n%s", args, err, tail(string(out), 10))
+	}
+	return string(out), nil
+}
+
+// hotPrize is the prize with the most stock: the one the crowd is still buying mid-crowd.
+func (c *Cluster) hotPrize() int {
+	hot := 0
+	for i, p := range c.Prizes {
+		if p.StockPerSession > c.Prizes[hot].StockPerSession {
+			hot = i
+		}
+	}
+	return hot
+}
+
+// GrabLeader returns the broker (kafka-N) leading the grab partition of prize i.
+func (c *Cluster) GrabLeader(ctx context.Context, i int) (string, error) {
+	var d kafka.Dialer
+	for _, b := range c.Brokers {
+		conn, err := d.DialContext(ctx, "tcp", b)
+		if err != nil {
+			continue
+		}
+		parts, err := conn.ReadPartitions(c.Topics.Grab.Name)
+		conn.Close()
+		if err != nil {
+			continue
+		}
+		want := event.PartitionOf(event.PartitionKey(c.Session.ID, c.Prizes[i].ID), len(parts))
+		for _, p := range parts {
+			if p.ID == want {
+				addr := net.JoinHostPort(p.Leader.Host, strconv.Itoa(p.Leader.Port))
+				if n := slices.Index(c.Brokers, addr); n >= 0 {
+					return fmt.Sprintf("kafka-%d", n+1), nil
+				}
+				return "", fmt.Errorf("leader %s is none of %v", addr, c.Brokers)
+			}
+		}
+	}
+	return "", errors.New("no broker described the grab topic")
+}
+
+var activeController = regexp.MustCompile(`active controller (kafka-\d+)`)
+
+// ActiveController returns the KRaft node acting as the active controller.
+func ActiveController(ctx context.Context) (string, error) {
+	out, _ := clusterStack(ctx, "status") // exits 1 when a node is down; the line is there anyway
+	m := activeController.FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("no active controller in stack status:\n%s", tail(out, 10))
+	}
+	return m[1], nil
+}
+
+// RedisPrimary returns the Redis node (redis-N) holding prize i's keys.
+func (c *Cluster) RedisPrimary(ctx context.Context, i int) (string, error) {
+	cc, ok := c.Redis.(*redis.ClusterClient)
+	if !ok {
+		return "", errors.New("not a Redis Cluster")
+	}
+	n, err := cc.MasterForKey(ctx, stock.KeysFor(c.Session.ID, c.Prizes[i].ID).Meta)
+	if err != nil {
+		return "", err
+	}
+	addrs := splitAddrs(env("SECKILL_REDIS_ADDR", ""))
+	if k := slices.Index(addrs, n.Options().Addr); k >= 0 {
+		return fmt.Sprintf("redis-%d", k+1), nil
+	}
+	return "", fmt.Errorf("primary %s is none of %v", n.Options().Addr, addrs)
+}
+
+func splitAddrs(s string) []string {
+	var out []string
+	for _, a := range regexp.MustCompile(`\s*,\s*`).Split(s, -1) {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// killNode kills -9 a cluster node, keeps it down for `down`, and starts it again (the
+// stack waits until it is ready).
+func killNode(ctx context.Context, e *Env, node, why string, down time.Duration) error {
+	fmt.Fprintf(e.Log, "  kill -9 %s (%s)\n", node, why)
+	if _, err := clusterStack(ctx, "kill", node); err != nil {
+		return err
+	}
+	sleepCtx(ctx, down)
+	t := time.Now()
+	if _, err := clusterStack(ctx, "start", node); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Log, "  %s back after %s down (start took %s)\n", node, down, time.Since(t).Round(100*time.Millisecond))
+	return nil
+}
+
+// ClusterScenarios is the failure matrix on the cluster profile. Short ones run in
+// `make chaos-cluster-short`.
+func ClusterScenarios() []Scenario {
+	fleet := func(sc Scenario) Scenario {
+		sc.Gateways, sc.Reconcilers = 2, 2
+		if sc.Consumers == 0 {
+			sc.Consumers = 3
+		}
+		if sc.Repeats == 0 {
+			sc.Repeats = 0.1
+		}
+		return sc
+	}
+	return []Scenario{
+		fleet(Scenario{Name: "cluster: happy path"}),
+		fleet(Scenario{Name: "cluster: kill -9 the broker leading the hot grab partition", Short: true, At: 0.3,
+			During: func(ctx context.Context, e *Env) error {
+				node, err := e.Cluster.GrabLeader(ctx, e.Cluster.hotPrize())
+				if err != nil {
+					return err
+				}
+				return killNode(ctx, e, node, "leader of the hot prize's grab partition", 8*time.Second)
+			}}),
+		fleet(Scenario{Name: "cluster: kill -9 the active KRaft controller", At: 0.3,
+			During: func(ctx context.Context, e *Env) error {
+				node, err := ActiveController(ctx)
+				if err != nil {
+					return err
+				}
+				return killNode(ctx, e, node, "active controller", 8*time.Second)
+			}}),
+		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2,
+			During: func(ctx context.Context, e *Env) error {
+				c := e.Cluster
+				node, err := c.RedisPrimary(ctx, c.hotPrize())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.Log, "  kill -9 %s (primary of the hot prize's slot)\n", node)
+				if _, err := clusterStack(ctx, "kill", node); err != nil {
+					return err
+				}
+				// The replica is promoted after cluster-node-timeout (15 s); only then does
+				// the old primary come back, as a replica of it.
+				t := time.Now()
+				meta := stock.KeysFor(c.Session.ID, c.Prizes[c.hotPrize()].ID).Meta
+				for time.Since(t) < 60*time.Second && ctx.Err() == nil {
+					if now, err := c.RedisPrimary(ctx, c.hotPrize()); err == nil && now != node {
+						if c.Redis.Exists(ctx, meta).Err() == nil {
+							break
+						}
+					}
+					sleepCtx(ctx, 250*time.Millisecond)
+				}
+				fmt.Fprintf(e.Log, "  replica promoted and serving after %s\n", time.Since(t).Round(100*time.Millisecond))
+				_, err = clusterStack(ctx, "start", node)
+				return err
+			}}),
+		fleet(Scenario{Name: "cluster: kill -9 one gateway behind the proxy", At: 0.4,
+			During: func(ctx context.Context, e *Env) error {
+				c := e.Cluster
+				c.Gateways[0].Kill()
+				sleepCtx(ctx, 3*time.Second)
+				return c.StartGatewayN(ctx, 0)
+			}}),
+		fleet(Scenario{Name: "cluster: consumers rolling restart (3 -> 2 -> 3, each)", At: 0.2,
+			During: func(ctx context.Context, e *Env) error {
+				c := e.Cluster
+				for i := range c.Consumers {
+					if err := c.Consumers[i].Stop(20 * time.Second); err != nil && !c.Consumers[i].Exited() {
+						return err
+					}
+					sleepCtx(ctx, time.Second)
+					if err := c.RestartConsumer(ctx, i); err != nil {
+						return err
+					}
+				}
+				return nil
+			}}),
+		fleet(Scenario{Name: "cluster: consumers scaled out 1 -> 3 mid-crowd", Consumers: 1, At: 0.3,
+			During: func(ctx context.Context, e *Env) error {
+				for range 2 {
+					if err := e.Cluster.AddConsumer(ctx); err != nil {
+						return err
+					}
+					sleepCtx(ctx, 500*time.Millisecond)
+				}
+				return nil
+			}}),
+		fleet(Scenario{Name: "cluster: acting reconciler killed, the other takes over", At: 0.3,
+			During: reconcilerTakeover}),
+	}
+}
+
+// reconcilerTakeover kills -9 the reconciler holding the lease and requires the other to
+// hold it within one lease TTL plus one reconcile interval (the next time it tries).
+func reconcilerTakeover(ctx context.Context, e *Env) error {
+	c := e.Cluster
+	ttl, err := time.ParseDuration(c.Env["SECKILL_LEASE_TTL"])
+	if err != nil {
+		return err
+	}
+	every, err := time.ParseDuration(c.Env["SECKILL_RECONCILE_INTERVAL"])
+	if err != nil {
+		return err
+	}
+	var acting, other *Proc
+	for t := time.Now(); acting == nil; {
+		for i, p := range c.Reconcilers {
+			if held, err := c.LeaseHeld(ctx, p); err == nil && held {
+				acting, other = p, c.Reconcilers[1-i]
+			}
+		}
+		if acting == nil {
+			if time.Since(t) > 2*ttl {
+				return errors.New("no reconciler holds the lease")
+			}
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
+	}
+	acting.Kill()
+	killed := time.Now()
+	for {
+		if held, err := c.LeaseHeld(ctx, other); err == nil && held {
+			break
+		}
+		if time.Since(killed) > 3*ttl || ctx.Err() != nil {
+			return fmt.Errorf("the other reconciler holds no lease %s after the acting one died", time.Since(killed).Round(10*time.Millisecond))
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	took := time.Since(killed)
+	fmt.Fprintf(e.Log, "  %s killed holding the lease; %s took over after %s (lease TTL %s, interval %s)\n",
+		acting.Name, other.Name, took.Round(10*time.Millisecond), ttl, every)
+	if took > ttl+every {
+		return fmt.Errorf("takeover took %s, more than one lease TTL (%s) plus one interval (%s)", took.Round(10*time.Millisecond), ttl, every)
+	}
+	return nil
+}
