@@ -26,11 +26,13 @@ type Winner struct {
 	CreatedAt time.Time
 }
 
-// winners returns the succeeded orders with an id above after, oldest first.
-func (c *Cluster) winners(ctx context.Context, after int64) ([]Winner, error) {
+// winners returns the succeeded orders stored since a time, oldest first. (Not "ids above
+// the last seen": order ids are drawn at INSERT, and concurrent transactions commit out of
+// id order, so a high-water mark on ids misses orders committed late.)
+func (c *Cluster) winners(ctx context.Context, since time.Time) ([]Winner, error) {
 	var out []Winner
 	err := c.DB.WithContext(ctx).Raw(`SELECT id, request_id, user_id, created_at FROM orders
-		WHERE id > ? AND status = 'succeeded' ORDER BY id LIMIT 5000`, after).Scan(&out).Error
+		WHERE created_at >= ? AND status = 'succeeded' ORDER BY id`, since.UTC()).Scan(&out).Error
 	return out, err
 }
 
@@ -77,27 +79,37 @@ func draw(seed uint64, salt, rid string) float64 {
 
 var downstreamReasons = []seckill.Reason{seckill.ReasonBuyerCancelled, seckill.ReasonPaymentFailed, seckill.ReasonMerchantCancelled}
 
-// watchWinners calls fn with every batch of new winners, every 100 ms, until the crowd is
-// done (and once more after it, for the last ones), or ctx ends.
-func watchWinners(ctx context.Context, e *Env, fn func([]Winner) error) error {
-	var last int64
+// watchWinners calls fn with every batch of new winners, every 100 ms, until done is closed
+// (and once more after it, for the last ones), or ctx ends.
+func watchWinners(ctx context.Context, e *Env, done <-chan struct{}, fn func([]Winner) error) error {
+	seen := map[int64]bool{}
+	last := time.Unix(0, 0) // the first poll takes every winner so far
 	poll := func() error {
-		for {
-			ws, err := e.Cluster.winners(ctx, last)
-			if err != nil || len(ws) == 0 {
-				return err
-			}
-			last = ws[len(ws)-1].ID
-			if err := fn(ws); err != nil {
-				return err
+		// Orders stored a moment before the last poll but committed after it are in the
+		// overlap; seen keeps each winner to one call.
+		since := last.Add(-2 * time.Second)
+		last = time.Now()
+		ws, err := e.Cluster.winners(ctx, since)
+		if err != nil {
+			return err
+		}
+		fresh := ws[:0]
+		for _, w := range ws {
+			if !seen[w.ID] {
+				seen[w.ID] = true
+				fresh = append(fresh, w)
 			}
 		}
+		if len(fresh) == 0 {
+			return nil
+		}
+		return fn(fresh)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-e.CrowdDone():
+		case <-done:
 			return poll()
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -114,7 +126,7 @@ func cancellationStorm(frac float64) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
 		var late []seckill.Feedback
 		sent, winners := 0, 0
-		err := watchWinners(ctx, e, func(ws []Winner) error {
+		err := watchWinners(ctx, e, e.CrowdDone(), func(ws []Winner) error {
 			winners += len(ws)
 			out := late
 			late = nil
@@ -138,10 +150,11 @@ func cancellationStorm(frac float64) func(ctx context.Context, e *Env) error {
 	}
 }
 
-// payer plays a downstream order system that pays frac of the winners promptly; the others
-// never pay (the payment timeout cancels them). It returns how many it paid.
-func payer(ctx context.Context, e *Env, frac float64) (paid, winners int, err error) {
-	err = watchWinners(ctx, e, func(ws []Winner) error {
+// payer plays a downstream order system that pays frac of the winners promptly (within a
+// poll, 100 ms, of their order appearing) until done; the others never pay (the payment
+// timeout cancels them). It returns how many it paid.
+func payer(ctx context.Context, e *Env, frac float64, done <-chan struct{}) (paid, winners int, err error) {
+	err = watchWinners(ctx, e, done, func(ws []Winner) error {
 		winners += len(ws)
 		var out []seckill.Feedback
 		for _, w := range ws {
@@ -160,14 +173,20 @@ func payer(ctx context.Context, e *Env, frac float64) (paid, winners int, err er
 // grabbing) buys their units again.
 func neverPay(timeout time.Duration) func(ctx context.Context, e *Env) error {
 	return func(ctx context.Context, e *Env) error {
-		paid, winners, err := payer(ctx, e, 0.8)
-		fmt.Fprintf(e.Log, "  downstream paid %d of %d winners during the crowd\n", paid, winners)
-		// The last winners' timeouts fall due after the crowd: wait for them (the reconciler
-		// runs every second), so every unpaid order is cancelled when the sale is counted.
-		select {
-		case <-ctx.Done():
-		case <-time.After(timeout + 2*time.Second):
-		}
+		// Downstream keeps paying after the crowd (the consumers may still be persisting its
+		// last grabs) until the last winners' timeouts fell due and the reconciler (every
+		// second) cancelled them, so every unpaid order is cancelled when the sale is counted.
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-e.CrowdDone():
+				time.Sleep(timeout + 2*time.Second)
+			}
+			close(done)
+		}()
+		paid, winners, err := payer(ctx, e, 0.8, done)
+		fmt.Fprintf(e.Log, "  downstream paid %d of %d winners\n", paid, winners)
 		return err
 	}
 }
@@ -207,7 +226,7 @@ func paidCancelledRace(timeout time.Duration) func(ctx context.Context, e *Env) 
 				}
 			}
 		}()
-		err := watchWinners(ctx, e, func(ws []Winner) error {
+		err := watchWinners(ctx, e, e.CrowdDone(), func(ws []Winner) error {
 			var now []seckill.Feedback
 			for _, w := range ws {
 				p := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackPaid}
@@ -303,7 +322,7 @@ func consumerRedisProxy(proxy **Proxy) func(seed uint64) (map[string]string, fun
 func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 	payErr := make(chan error, 1)
 	go func() {
-		_, _, err := payer(ctx, e, 0.5)
+		_, _, err := payer(ctx, e, 0.5, e.CrowdDone())
 		payErr <- err
 	}()
 	// Wait for unpaid orders not due yet (created within the last second and a half): they
