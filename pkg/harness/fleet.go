@@ -162,8 +162,10 @@ func (c *Cluster) LeaseHeld(ctx context.Context, p *Proc) (bool, error) {
 	return false, fmt.Errorf("%s: no seckill_reconciler_lease_held gauge", p.Name)
 }
 
-// FlushAll empties Redis: on a Redis Cluster every primary (FLUSHALL sent to a cluster
-// client reaches one node only).
+// FlushAll empties Redis: on a Redis Cluster every primary, explicitly. A FLUSHALL through a
+// cluster client reaches every shard only when go-redis learned the command's all_shards
+// routing tip (recent v9 releases route by the server's command tips); without it, it goes to the node of a
+// random slot and the scenario would lose one shard's keys instead of all.
 func (c *Cluster) FlushAll(ctx context.Context) error {
 	if cc, ok := c.Redis.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
