@@ -78,6 +78,7 @@ type Cluster struct {
 	haproxy      *Proc
 	Reconcilers  []*Proc
 	procAddr     map[*Proc]string
+	isolations   []*isolation // gateways in network namespaces of their own (netns.go)
 
 	base *gorm.DB
 
@@ -387,6 +388,9 @@ func (c *Cluster) Stop() {
 // Close stops everything and removes the cluster's database, topics and keys.
 func (c *Cluster) Close() {
 	c.Stop()
+	for _, iso := range c.isolations {
+		iso.close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if c.Redis != nil {

@@ -226,7 +226,29 @@ func ClusterScenarios() []Scenario {
 			}}),
 		fleet(Scenario{Name: "cluster: acting reconciler killed, the other takes over", At: 0.3,
 			During: reconcilerTakeover}),
+		cutGatewayFromRedis(),
 	}
+}
+
+// cutGatewayFromRedis runs gateway-1 in a network namespace of its own (netns.go) and cuts
+// it off every Redis node for 10 s mid-crowd: it answers 503 while the other gateway goes on.
+func cutGatewayFromRedis() Scenario {
+	var iso *isolation
+	return Scenario{Name: "cluster: one gateway cut off from Redis for 10 s", At: 0.3, Repeats: 0.1,
+		Consumers: 3, Gateways: 2, Reconcilers: 2,
+		Before: func(ctx context.Context, e *Env) error {
+			var err error
+			iso, err = e.Cluster.IsolateGateway(ctx, 0)
+			return err
+		},
+		During: func(ctx context.Context, e *Env) error {
+			iso.Cut(true)
+			fmt.Fprintf(e.Log, "  gateway-1 cut off from Redis\n")
+			sleepCtx(ctx, 10*time.Second)
+			iso.Cut(false)
+			fmt.Fprintf(e.Log, "  gateway-1 reconnected\n")
+			return nil
+		}}
 }
 
 // reconcilerTakeover kills -9 the reconciler holding the lease and requires the other to

@@ -165,6 +165,14 @@ func NewProxy(target string, seed uint64, frac float64, delay time.Duration) (*P
 	return p, nil
 }
 
+// newProxyOn forwards what ln accepts to target, without delays (netns.go: a listener in
+// another network namespace).
+func newProxyOn(ln net.Listener, target string) *Proxy {
+	p := &Proxy{ln: ln, target: target, rng: rand.New(rand.NewPCG(1, 2))}
+	go p.serve()
+	return p
+}
+
 // Addr is where clients connect.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
