@@ -251,8 +251,10 @@ func cutGatewayFromRedis() Scenario {
 		}}
 }
 
-// reconcilerTakeover kills -9 the reconciler holding the lease and requires the other to
-// hold it within one lease TTL plus one reconcile interval (the next time it tries).
+// reconcilerTakeover kills -9 the reconciler caught holding the lease (its
+// seckill_reconciler_lease_held is 1 only while it runs, so it is caught mid-run) and requires
+// the other to take the lease (its fencing number moves in MySQL: only the other can move it
+// now) within one lease TTL plus one reconcile interval (the next time it tries).
 func reconcilerTakeover(ctx context.Context, e *Env) error {
 	c := e.Cluster
 	ttl, err := time.ParseDuration(c.Env["SECKILL_LEASE_TTL"])
@@ -263,34 +265,44 @@ func reconcilerTakeover(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	var acting, other *Proc
+	fence := func() (int64, error) {
+		var n int64
+		err := c.DB.WithContext(ctx).Raw("SELECT fence FROM leases WHERE name = ?", c.Env["SECKILL_RECONCILER_LEASE"]).Row().Scan(&n)
+		return n, err
+	}
+	var acting *Proc
+	var at int64
 	for t := time.Now(); acting == nil; {
-		for i, p := range c.Reconcilers {
+		for _, p := range c.Reconcilers {
 			if held, err := c.LeaseHeld(ctx, p); err == nil && held {
-				acting, other = p, c.Reconcilers[1-i]
+				acting = p
+				p.Kill()
+				break
 			}
 		}
 		if acting == nil {
-			if time.Since(t) > 2*ttl {
-				return errors.New("no reconciler holds the lease")
+			if time.Since(t) > 20*ttl || ctx.Err() != nil {
+				return errors.New("no reconciler caught holding the lease")
 			}
-			sleepCtx(ctx, 100*time.Millisecond)
+			sleepCtx(ctx, 10*time.Millisecond)
 		}
 	}
-	acting.Kill()
 	killed := time.Now()
+	if at, err = fence(); err != nil {
+		return err
+	}
 	for {
-		if held, err := c.LeaseHeld(ctx, other); err == nil && held {
+		if n, err := fence(); err == nil && n > at {
 			break
 		}
-		if time.Since(killed) > 3*ttl || ctx.Err() != nil {
-			return fmt.Errorf("the other reconciler holds no lease %s after the acting one died", time.Since(killed).Round(10*time.Millisecond))
+		if time.Since(killed) > 5*ttl || ctx.Err() != nil {
+			return fmt.Errorf("no other reconciler took the lease %s after the acting one died", time.Since(killed).Round(10*time.Millisecond))
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
+		sleepCtx(ctx, 20*time.Millisecond)
 	}
 	took := time.Since(killed)
-	fmt.Fprintf(e.Log, "  %s killed holding the lease; %s took over after %s (lease TTL %s, interval %s)\n",
-		acting.Name, other.Name, took.Round(10*time.Millisecond), ttl, every)
+	fmt.Fprintf(e.Log, "  a reconciler killed holding the lease (fence %d); the other took it over after %s (lease TTL %s, interval %s)\n",
+		at, took.Round(10*time.Millisecond), ttl, every)
 	if took > ttl+every {
 		return fmt.Errorf("takeover took %s, more than one lease TTL (%s) plus one interval (%s)", took.Round(10*time.Millisecond), ttl, every)
 	}
