@@ -373,8 +373,8 @@ func viewOf(rid string, st stock.Status) grabView {
 	return grabView{RequestID: rid, Status: st.State, OrderID: st.OrderID, Reason: st.Reason}
 }
 
-// status answers a poll from Redis; MySQL is asked only when the session×prize's keys are
-// gone (long after the sale), so a polling crowd never reaches the database.
+// status answers a poll from Redis; MySQL is asked only for a request id Redis does not
+// know (see existing), so a polling crowd of known grabs never reaches the database.
 func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 	user, ok := a.user(w, r)
 	if !ok {
@@ -400,10 +400,14 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// existing finds user's grab rid: in Redis while the session×prize's keys live, in MySQL's
-// orders only once they are gone (long after the sale), so a polling crowd never reaches
-// the database. Someone else's grab is "not found", like one never admitted, so ids of
-// other users cannot be probed.
+// existing finds user's grab rid in Redis, and in MySQL's orders only when Redis does not
+// know it: the keys are gone (long after the sale), or Redis lost the grab's entry while its
+// keys live (a failover drops the last writes of asynchronous replication, and the order
+// the consumer settled before it is then only in MySQL; answering "not found" would hide a
+// final state from the user who got a 202). Every grab Redis knows, which is a polling crowd's
+// every poll, is answered without the database; the lookups it cannot answer are one indexed
+// read each, bounded by the per-user and per-IP limits. Someone else's grab is "not found",
+// like one never admitted, so ids of other users cannot be probed.
 func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, bool, error) {
 	start := time.Now()
 	l, err := a.gate.Lookup(ctx, rid)
@@ -415,9 +419,8 @@ func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, boo
 	switch {
 	case l.Found && l.Owner == user:
 		return viewOf(rid, l.Status), true, nil
-	case l.Found || l.Live:
-		// Someone else's grab, or one Redis would know about if it had been admitted.
-		return grabView{}, false, nil
+	case l.Found:
+		return grabView{}, false, nil // someone else's grab
 	}
 	o, err := a.orders.ByRequestID(ctx, rid)
 	switch {
