@@ -79,33 +79,21 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 	return m
 }
 
-type feedbackGroup struct {
-	key   prizeKey
-	items []seckill.Feedback
-	msgs  []kafka.Message
+type feedbackGroup = prizeBatch[seckill.Feedback]
+
+func decodeFeedback(b []byte) (seckill.Feedback, prizeKey, error) {
+	f, err := event.DecodeFeedback(b)
+	if err != nil {
+		return f, prizeKey{}, err
+	}
+	sid, pid, _, _ := seckill.ParseRequestID(f.RequestID) // DecodeFeedback checked it
+	return f, prizeKey{sid, pid}, nil
 }
 
 // Process handles msgs, from one partition in offset order. It returns an error only when
 // it must stop without everything accounted for (shutdown while MySQL or Kafka was down).
 func (p *feedbackProcessor) Process(ctx context.Context, msgs []kafka.Message) error {
-	var groups []*feedbackGroup
-	var poison []event.Poison
-	index := map[prizeKey]*feedbackGroup{}
-	for _, m := range msgs {
-		f, err := event.DecodeFeedback(m.Value)
-		if err != nil {
-			poison = append(poison, event.Poison{Msg: m, Cause: err})
-			continue
-		}
-		sid, pid, _, _ := seckill.ParseRequestID(f.RequestID) // DecodeFeedback checked it
-		k := prizeKey{sid, pid}
-		if index[k] == nil {
-			index[k] = &feedbackGroup{key: k}
-			groups = append(groups, index[k])
-		}
-		index[k].items = append(index[k].items, f)
-		index[k].msgs = append(index[k].msgs, m)
-	}
+	groups, poison := groupByPrize(msgs, decodeFeedback)
 	if len(poison) > 0 {
 		if err := produceRetrying(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, poison...) }); err != nil {
 			return err

@@ -55,31 +55,46 @@ type processor struct {
 
 type prizeKey struct{ session, prize int64 }
 
-type group struct {
+// prizeBatch is the events of one session×prize in a partition's batch, in offset order,
+// with the messages they came from (for dead letters and compensation).
+type prizeBatch[T any] struct {
 	key   prizeKey
-	grabs []seckill.Grab
+	items []T
 	msgs  []kafka.Message
 }
 
-// Process handles msgs, which come from one partition in offset order.
-func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
-	var groups []*group
+// groupByPrize decodes msgs and groups them by session×prize in first-seen order; what
+// does not decode is poison. Both the grab and the feedback consumers batch this way.
+func groupByPrize[T any](msgs []kafka.Message, decode func([]byte) (T, prizeKey, error)) ([]*prizeBatch[T], []event.Poison) {
+	var groups []*prizeBatch[T]
 	var poison []event.Poison
-	index := map[prizeKey]*group{}
+	index := map[prizeKey]*prizeBatch[T]{}
 	for _, m := range msgs {
-		g, err := event.DecodeGrab(m.Value)
+		v, k, err := decode(m.Value)
 		if err != nil {
 			poison = append(poison, event.Poison{Msg: m, Cause: err})
 			continue
 		}
-		k := prizeKey{g.SessionID, g.PrizeID}
 		if index[k] == nil {
-			index[k] = &group{key: k}
+			index[k] = &prizeBatch[T]{key: k}
 			groups = append(groups, index[k])
 		}
-		index[k].grabs = append(index[k].grabs, g)
+		index[k].items = append(index[k].items, v)
 		index[k].msgs = append(index[k].msgs, m)
 	}
+	return groups, poison
+}
+
+type group = prizeBatch[seckill.Grab]
+
+func decodeGrab(b []byte) (seckill.Grab, prizeKey, error) {
+	g, err := event.DecodeGrab(b)
+	return g, prizeKey{g.SessionID, g.PrizeID}, err
+}
+
+// Process handles msgs, which come from one partition in offset order.
+func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
+	groups, poison := groupByPrize(msgs, decodeGrab)
 	// Dead letters of the whole batch go out in one produce, before the offsets can be
 	// committed: a flood of poison must not cost a Kafka round trip per message.
 	if err := p.sendDeadLetters(ctx, poison); err != nil {
@@ -116,12 +131,12 @@ func (p *processor) persist(ctx context.Context, g *group) (*store.PersistResult
 		// A transaction that started finishes even if shutdown began meanwhile.
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		start := time.Now()
-		res, err := p.orders.Persist(tctx, g.key.session, g.key.prize, g.grabs, p.now())
+		res, err := p.orders.Persist(tctx, g.key.session, g.key.prize, g.items, p.now())
 		cancel()
 		p.metrics.transactions.Inc()
 		p.metrics.txLatency.Observe(time.Since(start).Seconds())
 		if err == nil {
-			p.metrics.batchSize.Observe(float64(len(g.grabs)))
+			p.metrics.batchSize.Observe(float64(len(g.items)))
 			p.count(res, p.now())
 			return &res, nil
 		}
