@@ -13,9 +13,9 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/contract"
-	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
 // The gateway starts against the real stack, answers /healthz and /readyz on both

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	leasepkg "github.com/seckill-pipeline/seckill/pkg/lease"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/internal/harness"
 )
 
 // The cluster profile's bench (make bench PROFILE=cluster): one seeded crowd, the same for

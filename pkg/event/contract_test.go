@@ -10,9 +10,9 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/contract"
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
 type counter float64

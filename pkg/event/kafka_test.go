@@ -9,8 +9,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/harness"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
 func TestProduceAcksAllAndConsumeGroupCommits(t *testing.T) {

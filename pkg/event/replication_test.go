@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
 // ensureOwnTopics creates the pipeline's topics under a prefix of the test's own, with r,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/lease"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
 func TestOneHolderAndFencing(t *testing.T) {

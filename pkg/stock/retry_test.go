@@ -6,8 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-pipeline/seckill/pkg/harness"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 

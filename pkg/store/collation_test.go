@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 

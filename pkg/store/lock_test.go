@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/pkg/stacktest"
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
 func TestGormRoundTripOnMariaDB(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/seckill-pipeline/seckill/pkg/harness"
+	"github.com/seckill-pipeline/seckill/internal/harness"
 )
 
 var (
