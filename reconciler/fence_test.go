@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	leasepkg "github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	leasepkg "github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	leasepkg "github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )

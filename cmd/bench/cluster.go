@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/pkg/event"
 )
 
 // The cluster profile's bench (make bench PROFILE=cluster): one seeded crowd, the same for

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/event"
 )
 
 // ensureOwnTopics creates the pipeline's topics under a prefix of the test's own, with r,

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 )
 
 func TestOneHolderAndFencing(t *testing.T) {
