@@ -68,4 +68,27 @@ const (
 	CaseNotSucceeded    = "feedback_for_rejected" // paid or cancelled for a rejected order
 	CaseCancelAfterPaid = "cancel_after_paid"     // cancelled after it was reported paid: kept paid
 	CasePaidAfterCancel = "paid_after_cancel"     // paid after it was cancelled: refund event sent
+
+	CaseDeadLetter          = "dead_letter"          // an event no consumer can process (undecodable, no stock row)
+	CaseAdmittedRejected    = "admitted_rejected"    // Redis admitted a grab that MySQL then rejected
+	CaseDriftUncorrected    = "drift_uncorrected"    // Redis stock stayed drifted from MySQL's for several runs
+	CaseStaleReservation    = "stale_reservation"    // a reservation stayed without an order after re-publishing
+	CaseCompensationFailing = "compensation_failing" // the compensation replay keeps failing on one event
 )
+
+// Exception case states: a case opens when detected, and a person replays it (the events go
+// back to their topic), resolves it or dismisses it, with a note. Seen again after a replay
+// or a resolution, it opens again; a dismissed case stays dismissed.
+const (
+	CaseOpen      = "open"
+	CaseReplayed  = "replayed"
+	CaseResolved  = "resolved"
+	CaseDismissed = "dismissed"
+)
+
+// CaseReplayable reports whether cases of kind carry events that can be produced again:
+// dead letters go back to their topic, a stale reservation's grab to the grab topic. The
+// others are judgements (drift, a rejection, a payment report) a person resolves.
+func CaseReplayable(kind string) bool {
+	return kind == CaseDeadLetter || kind == CaseStaleReservation
+}

@@ -91,8 +91,8 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 	record := func(i int, kind string, orderID int64, detail string) {
 		res.Outcomes[i].Result, res.Outcomes[i].Case, res.Outcomes[i].OrderID = seckill.FeedbackException, kind, orderID
 		res.Exceptions++
-		cases = append(cases, exceptionRow{Kind: kind, RequestID: items[i].RequestID, Detail: truncate(detail, 1024),
-			FirstSeenAt: now, LastSeenAt: now, Seen: 1})
+		cases = append(cases, exceptionRow{Kind: kind, RequestID: items[i].RequestID, SessionID: &sessionID, PrizeID: &prizeID,
+			Detail: detail, FirstSeenAt: now, LastSeenAt: now, Seen: 1})
 	}
 	res.Outcomes = make([]FeedbackOutcome, len(items))
 	for i, it := range items {
@@ -172,7 +172,8 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 			}
 			events = append(events, orderEventRow{EventID: id, OrderID: r.ID, Type: EventRefundRequired,
 				Reason: string(seckill.CasePaidAfterCancel), OccurredAt: now})
-			cases = append(cases, exceptionRow{Kind: seckill.CasePaidAfterCancel, RequestID: r.RequestID,
+			cases = append(cases, exceptionRow{Kind: seckill.CasePaidAfterCancel, RequestID: r.RequestID, UserID: r.UserID,
+				SessionID: &sessionID, PrizeID: &prizeID,
 				Detail: fmt.Sprintf("paid after it was cancelled (%s); refund event sent", r.Reason), FirstSeenAt: now, LastSeenAt: now, Seen: 1})
 			res.Outcomes[i].Result, res.Outcomes[i].Case = seckill.FeedbackRefund, seckill.CasePaidAfterCancel
 			res.Refunds++
@@ -435,83 +436,6 @@ func (r *Returns) CountsFor(ctx context.Context, sessionID, prizeID int64) (resa
 		}
 	}
 	return resale, afterEnd, nil
-}
-
-type exceptionRow struct {
-	ID          int64 `gorm:"primaryKey"`
-	Kind        string
-	RequestID   string
-	Detail      string
-	FirstSeenAt time.Time
-	LastSeenAt  time.Time
-	Seen        int
-}
-
-func (exceptionRow) TableName() string { return "exception_cases" }
-
-// saveCases records exception cases, one row per kind×request id: seeing one again moves
-// last_seen_at and counts it.
-func saveCases(tx *gorm.DB, cases []exceptionRow) error {
-	if len(cases) == 0 {
-		return nil
-	}
-	err := tx.Clauses(clause.OnConflict{DoUpdates: clause.Assignments(map[string]any{
-		"last_seen_at": gorm.Expr("VALUES(last_seen_at)"),
-		"detail":       gorm.Expr("VALUES(detail)"),
-		"seen":         gorm.Expr("seen + 1"),
-	})}).Create(&cases).Error
-	if err != nil {
-		return fmt.Errorf("record exception cases: %w", err)
-	}
-	return nil
-}
-
-// ExceptionCase is one report the pipeline could not apply.
-type ExceptionCase struct {
-	Kind      string    `json:"kind"`
-	RequestID string    `json:"request_id"`
-	Detail    string    `json:"detail"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
-	Seen      int       `json:"seen"`
-}
-
-// Exceptions reads the exception cases.
-type Exceptions struct {
-	db *gorm.DB
-}
-
-// NewExceptions returns Exceptions on db.
-func NewExceptions(db *gorm.DB) *Exceptions { return &Exceptions{db: db} }
-
-// List returns the most recently seen cases.
-func (e *Exceptions) List(ctx context.Context, limit int) ([]ExceptionCase, error) {
-	var rows []exceptionRow
-	if err := e.db.WithContext(ctx).Order("last_seen_at DESC, id DESC").Limit(limit).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("exception cases: %w", err)
-	}
-	out := make([]ExceptionCase, len(rows))
-	for i, r := range rows {
-		out[i] = ExceptionCase{Kind: r.Kind, RequestID: r.RequestID, Detail: r.Detail, FirstSeen: r.FirstSeenAt.UTC(),
-			LastSeen: r.LastSeenAt.UTC(), Seen: r.Seen}
-	}
-	return out, nil
-}
-
-// CountByKind returns how many cases there are of each kind.
-func (e *Exceptions) CountByKind(ctx context.Context) (map[string]int, error) {
-	var rows []struct {
-		Kind string
-		N    int
-	}
-	if err := e.db.WithContext(ctx).Raw("SELECT kind, COUNT(*) AS n FROM exception_cases GROUP BY kind").Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("exception cases by kind: %w", err)
-	}
-	out := make(map[string]int, len(rows))
-	for _, r := range rows {
-		out[r.Kind] = r.N
-	}
-	return out, nil
 }
 
 // truncate keeps a detail within its column.

@@ -229,7 +229,7 @@ func TestUnknownOrdersAreExceptionCases(t *testing.T) {
 	if err != nil || res.Outcomes[0].Case != seckill.CaseUnknownOrder {
 		t.Fatalf("unknown stock row: %+v %v", res, err)
 	}
-	cases, err := store.NewExceptions(s.db).List(s.ctx, 10)
+	cases, err := store.NewExceptions(s.db).List(s.ctx, store.CaseFilter{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,9 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 			for i := range rows {
 				rows[i].ID = ids[rows[i].RequestID]
 			}
+			if err := saveCases(tx, admittedRejected(rows)); err != nil {
+				return err
+			}
 		}
 
 		byRID := make(map[string]orderRow, len(rows))
@@ -327,4 +330,21 @@ func IsTransient(err error) bool {
 	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+// admittedRejected returns an exception case per rejected order: every grab event was
+// admitted by Redis, so a rejection here means Redis and MySQL disagreed (Redis lost writes
+// in a failover, or was given more stock than MySQL). The order row is the evidence; the
+// case is written in the order's own transaction, so it cannot be lost between the two.
+func admittedRejected(rows []orderRow) []exceptionRow {
+	var out []exceptionRow
+	for _, r := range rows {
+		if r.Status != string(seckill.OrderRejected) {
+			continue
+		}
+		out = append(out, exceptionRow{Kind: seckill.CaseAdmittedRejected, RequestID: r.RequestID, UserID: r.UserID,
+			SessionID: &r.SessionID, PrizeID: &r.PrizeID, FirstSeenAt: r.CreatedAt, LastSeenAt: r.CreatedAt, Seen: 1,
+			Detail: fmt.Sprintf("admitted by redis, rejected by mysql (%s): order %d", r.Reason, r.ID)})
+	}
+	return out
 }

@@ -1,0 +1,154 @@
+package exception
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// HeaderReplayedBy marks a message a person replayed from the workbench ("case:<id>").
+const HeaderReplayedBy = "replayed-by"
+
+type orderLookup interface {
+	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
+}
+
+type stockLookup interface {
+	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
+}
+
+type requestLookup interface {
+	Lookup(ctx context.Context, requestID string) (stock.Lookup, error)
+}
+
+type producer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// Replayer produces a case's events again after checking that the case still applies: a
+// grab whose order exists, whose session×prize MySQL does not know, or whose reservation
+// Redis no longer holds is refused with the reason. Producing twice is safe (the consumer
+// dedupes by request id); refusing first keeps the workbench honest about what it did.
+type Replayer struct {
+	Orders orderLookup
+	Stocks stockLookup
+	Gate   requestLookup
+	// Writers by topic name: the grab topic's and the compensation topic's. A dead letter
+	// read from any other topic is refused.
+	Writers map[string]producer
+	// GrabTopic is where a stale reservation's grab is produced.
+	GrabTopic string
+}
+
+// NewReplayer returns a Replayer producing with grabs to the grab topic and with comp to the
+// compensation topic.
+func NewReplayer(orders orderLookup, stocks stockLookup, gate requestLookup, topics event.Topics, grabs, comp producer) *Replayer {
+	return &Replayer{Orders: orders, Stocks: stocks, Gate: gate, GrabTopic: topics.Grab.Name,
+		Writers: map[string]producer{topics.Grab.Name: grabs, topics.Compensation.Name: comp}}
+}
+
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), store.ErrNotReplayable)
+}
+
+// Replay implements store.Replay.
+func (r *Replayer) Replay(ctx context.Context, c store.CaseDetail) (string, error) {
+	switch c.Kind {
+	case seckill.CaseDeadLetter:
+		return r.deadLetter(ctx, c)
+	case seckill.CaseStaleReservation:
+		return r.stale(ctx, c)
+	}
+	return "", refuse("%s cases carry no event to replay", c.Kind)
+}
+
+func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, error) {
+	var ev struct {
+		Message *Message `json:"message"`
+	}
+	if err := json.Unmarshal(c.Evidence, &ev); err != nil || ev.Message == nil {
+		return "", refuse("the case has no message in its evidence")
+	}
+	m := *ev.Message
+	w, ok := r.Writers[m.Topic]
+	if !ok {
+		return "", refuse("the message came from topic %q, not this deployment's grab or compensation topic", m.Topic)
+	}
+	value, err := m.Bytes()
+	if err != nil {
+		return "", refuse("the message's value is unreadable: %v", err)
+	}
+	g, err := event.DecodeGrab(value)
+	if err != nil {
+		return "", refuse("the message does not decode as a grab (%v); replaying it would dead-letter it again", err)
+	}
+	if err := r.stillApplies(ctx, g); err != nil {
+		return "", err
+	}
+	if _, err := r.Stocks.Stock(ctx, g.SessionID, g.PrizeID); errors.Is(err, seckill.ErrNotFound) {
+		return "", refuse("MySQL has no stock row for session %d prize %d (the cause of the dead letter); restore it first", g.SessionID, g.PrizeID)
+	} else if err != nil {
+		return "", fmt.Errorf("check stock row: %w", err)
+	}
+	out := kafka.Message{Key: []byte(m.Key), Value: value,
+		Headers: []kafka.Header{{Key: HeaderReplayedBy, Value: []byte("case:" + strconv.FormatInt(c.ID, 10))}}}
+	if err := w.WriteMessages(ctx, out); err != nil {
+		return "", fmt.Errorf("produce to %s: %w", m.Topic, err)
+	}
+	return "grab " + g.RequestID + " produced to " + m.Topic, nil
+}
+
+func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error) {
+	if c.SessionID == nil || c.PrizeID == nil {
+		return "", refuse("the case names no session and prize")
+	}
+	l, err := r.Gate.Lookup(ctx, c.RequestID)
+	if err != nil {
+		return "", fmt.Errorf("look up reservation %s: %w", c.RequestID, err)
+	}
+	if !l.Found || l.Status.State != "queued" {
+		return "", refuse("Redis no longer holds %s as a pending reservation (state %q)", c.RequestID, l.Status.State)
+	}
+	var ev struct {
+		AdmittedAt time.Time `json:"admitted_at"`
+	}
+	g := seckill.Grab{RequestID: c.RequestID, UserID: l.Owner, SessionID: *c.SessionID, PrizeID: *c.PrizeID, AdmittedAt: c.FirstSeen}
+	if json.Unmarshal(c.Evidence, &ev) == nil && !ev.AdmittedAt.IsZero() {
+		g.AdmittedAt = ev.AdmittedAt
+	}
+	if err := r.stillApplies(ctx, g); err != nil {
+		return "", err
+	}
+	msg, err := event.EncodeGrab(g)
+	if err != nil {
+		return "", err
+	}
+	msg.Headers = append(msg.Headers, kafka.Header{Key: HeaderReplayedBy, Value: []byte("case:" + strconv.FormatInt(c.ID, 10))})
+	w := r.Writers[r.GrabTopic]
+	if err := w.WriteMessages(ctx, msg); err != nil {
+		return "", fmt.Errorf("produce to %s: %w", r.GrabTopic, err)
+	}
+	return "grab " + g.RequestID + " produced to " + r.GrabTopic, nil
+}
+
+// stillApplies refuses a grab that already has its order.
+func (r *Replayer) stillApplies(ctx context.Context, g seckill.Grab) error {
+	orders, err := r.Orders.Existing(ctx, []string{g.RequestID})
+	if err != nil {
+		return fmt.Errorf("check order of %s: %w", g.RequestID, err)
+	}
+	if o, ok := orders[g.RequestID]; ok {
+		return refuse("order %d (%s) already exists for %s; nothing to replay", o.ID, o.Status, g.RequestID)
+	}
+	return nil
+}
