@@ -1,0 +1,821 @@
+// app.js: the operator console. One page, hash routes, no framework: every view fetches the
+// admin API with the session cookie plus the X-Seckill-Console header (the CSRF guard), and
+// builds its DOM with textContent only, so no value from the API is ever parsed as HTML.
+'use strict';
+
+(() => {
+  const REFRESH_MS = 3000;
+
+  // ---------------------------------------------------------------- DOM helpers
+
+  // h builds an element. attrs: class, text, testid (data-testid), on (event handlers), and
+  // any other attribute or boolean property (hidden, disabled, required, checked, value).
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') el.className = v;
+      else if (k === 'text') el.textContent = v;
+      else if (k === 'testid') el.dataset.testid = v;
+      else if (k === 'on') for (const [ev, fn] of Object.entries(v)) el.addEventListener(ev, fn);
+      else if (k in el && typeof el[k] === 'boolean') el[k] = Boolean(v);
+      else if (k === 'value') el.value = v;
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+  const byId = (id) => document.getElementById(id);
+  const dash = '–';
+
+  // fmtTime shows any RFC 3339 time in UTC, the zone the API and the logs use.
+  function fmtTime(iso) {
+    if (!iso) return dash;
+    const d = new Date(iso);
+    if (Number.isNaN(d.getTime())) return String(iso);
+    return d.toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+  }
+  const fmtNum = (n) => (n === undefined || n === null ? dash : Number(n).toLocaleString('en-US'));
+
+  // localToUTC turns a datetime-local value (the operator's wall clock) into RFC 3339 UTC.
+  function localToUTC(v) {
+    if (!v) return '';
+    const d = new Date(v);
+    return Number.isNaN(d.getTime()) ? v : d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  }
+  function toLocalInput(d) {
+    const p = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
+  }
+
+  // ---------------------------------------------------------------- API
+
+  class APIError extends Error {
+    constructor(status, body) {
+      const b = body || {};
+      super(b.message || b.error || `HTTP ${status}`);
+      this.status = status;
+      this.code = b.error || '';
+      this.fields = Array.isArray(b.fields) ? b.fields : [];
+    }
+    // describe is what the page shows: the API's own words, with the status for context.
+    describe() {
+      if (this.status === 0) return this.message;
+      return `${this.status}${this.code ? ' ' + this.code : ''}: ${this.message}`;
+    }
+  }
+
+  // api calls the admin API. A 401 means the session ended: back to the sign-in form.
+  async function api(method, path, body) {
+    const init = {
+      method,
+      credentials: 'same-origin',
+      headers: { 'X-Seckill-Console': '1', 'Content-Type': 'application/json' },
+    };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    let resp;
+    try {
+      resp = await fetch(path, init);
+    } catch (e) {
+      throw new APIError(0, { message: `cannot reach the gateway (${e.message})` });
+    }
+    const text = await resp.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        data = { error: 'bad_response', message: text.slice(0, 300) };
+      }
+    }
+    if (resp.status === 401 && !path.startsWith('/console/')) {
+      showSignIn('Your session ended or the admin token changed; sign in again.');
+    }
+    if (!resp.ok) throw new APIError(resp.status, data);
+    return data;
+  }
+
+  // failed shows err in box (and each field error next to its input inside form); a 401 has
+  // already sent the operator to the sign-in form.
+  function failed(box, err, form) {
+    if (!(err instanceof APIError)) throw err;
+    if (err.status === 401) return;
+    let unplaced = [];
+    for (const f of err.fields) {
+      const slot = form && form.querySelector(`[data-field-error="${CSS.escape(f.field)}"]`);
+      if (slot) slot.textContent = f.message;
+      else unplaced.push(`${f.field}: ${f.message}`);
+    }
+    box.textContent = err.fields.length && !unplaced.length ? err.describe() : [err.describe(), ...unplaced].join('\n');
+    if (form) {
+      const first = form.querySelector('.field-error:not(:empty)');
+      const input = first && first.parentElement.querySelector('input, select, textarea');
+      if (input) input.focus();
+    }
+  }
+  function clearErrors(...roots) {
+    for (const r of roots) {
+      if (!r) continue;
+      if (r.matches('.error, .notice, .field-error')) r.textContent = '';
+      for (const el of r.querySelectorAll('.error, .notice, .field-error')) el.textContent = '';
+    }
+  }
+
+  // busy disables a form's buttons while its request runs, so a double click sends one.
+  async function busy(form, fn) {
+    const buttons = [...form.querySelectorAll('button')];
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      return await fn();
+    } finally {
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  }
+
+  // confirmAction asks in a modal <dialog> (keyboard reachable, no window.confirm).
+  function confirmAction(text) {
+    const dlg = byId('confirm');
+    byId('confirm-text').textContent = text;
+    return new Promise((resolve) => {
+      dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+      dlg.returnValue = '';
+      dlg.showModal();
+      byId('confirm-cancel').focus();
+    });
+  }
+
+  // ---------------------------------------------------------------- sign-in and routing
+
+  let current = { cleanup: null, gen: 0 };
+
+  function showSignIn(message) {
+    leaveView();
+    byId('page').replaceChildren();
+    byId('nav').hidden = true;
+    byId('who').hidden = true;
+    byId('sign-in').hidden = false;
+    byId('sign-in-error').textContent = message || '';
+    byId('sign-in-token').focus();
+  }
+
+  function signedIn(name) {
+    byId('sign-in').hidden = true;
+    byId('nav').hidden = false;
+    byId('who').hidden = false;
+    byId('signed-in-as').textContent = `signed in as ${name}`;
+    route();
+  }
+
+  async function signIn(ev) {
+    ev.preventDefault();
+    const form = ev.target;
+    const box = byId('sign-in-error');
+    clearErrors(form);
+    const token = byId('sign-in-token').value;
+    const name = byId('sign-in-name').value.trim();
+    await busy(form, async () => {
+      try {
+        await api('POST', '/console/login', { token, name });
+        byId('sign-in-token').value = '';
+        const who = await api('GET', '/console/session');
+        // replaceState, not location.hash: no hashchange, so the view renders once.
+        if (!location.hash || location.hash === '#/' || location.hash === '#') history.replaceState(null, '', '#/live');
+        signedIn(who.name);
+      } catch (e) {
+        failed(box, e, form);
+      }
+    });
+  }
+
+  async function signOut() {
+    try {
+      await api('POST', '/console/logout');
+    } finally {
+      showSignIn('Signed out.');
+    }
+  }
+
+  const routes = [
+    [/^#\/live$/, renderLive],
+    [/^#\/activities$/, renderActivities],
+    [/^#\/activities\/(\d+)$/, renderActivity],
+    [/^#\/exceptions(?:\?(.*))?$/, renderExceptions],
+    [/^#\/exceptions\/(\d+)$/, renderException],
+    [/^#\/reports$/, renderReports],
+  ];
+
+  function leaveView() {
+    if (current.cleanup) current.cleanup();
+    current = { cleanup: null, gen: current.gen + 1 };
+  }
+
+  function route() {
+    if (!byId('sign-in').hidden) return;
+    const hash = location.hash || '#/live';
+    leaveView();
+    const page = byId('page');
+    page.replaceChildren();
+    for (const a of byId('nav').querySelectorAll('a')) {
+      if (hash.startsWith('#/' + a.dataset.route)) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    for (const [re, view] of routes) {
+      const m = hash.match(re);
+      if (m) {
+        const gen = current.gen;
+        // stale() tells an async view that the operator moved on, so it renders nothing.
+        current.cleanup = view(page, m, () => gen !== current.gen) || null;
+        return;
+      }
+    }
+    page.append(h('p', { class: 'error', text: `No view at ${hash}.` }), h('a', { href: '#/live', text: 'Go to Live' }));
+  }
+
+  // ---------------------------------------------------------------- shared pieces
+
+  function table(headers, rows, attrs) {
+    return h('div', { class: 'table-wrap' },
+      h('table', attrs || {},
+        h('thead', {}, h('tr', {}, headers.map((c) => h('th', { scope: 'col', text: c })))),
+        h('tbody', {}, rows)));
+  }
+
+  // valueCell shows a scalar as text and anything nested as indented JSON.
+  function valueCell(v) {
+    if (v === null || v === undefined) return h('td', { text: dash });
+    if (typeof v === 'object') return h('td', {}, h('pre', { text: JSON.stringify(v, null, 2) }));
+    return h('td', { text: String(v) });
+  }
+  function kvTable(obj, testid) {
+    if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) {
+      return h('pre', { testid, text: JSON.stringify(obj, null, 2) });
+    }
+    const rows = Object.entries(obj).map(([k, v]) => h('tr', {}, h('th', { scope: 'row', text: k }), valueCell(v)));
+    if (!rows.length) return h('p', { class: 'muted', testid, text: 'empty' });
+    return h('div', { class: 'table-wrap' }, h('table', { testid }, h('tbody', {}, rows)));
+  }
+  function facts(pairs) {
+    return h('dl', { class: 'facts' }, pairs.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
+  }
+  const badge = (text) => h('span', { class: `badge ${text}`, text });
+  const errorBox = (testid) => h('p', { class: 'error', testid, role: 'alert' });
+  const noticeBox = (testid) => h('p', { class: 'notice', testid, role: 'status' });
+
+  // ---------------------------------------------------------------- Live
+
+  // renderLive polls the overview every REFRESH_MS while the tab is visible. The session
+  // cards are rebuilt only when the set of sessions, their states or prizes changes, so an
+  // adjust-stock form being filled in survives the refreshes; the figures update in place.
+  function renderLive(page, _m, stale) {
+    const updated = h('span', { class: 'muted', testid: 'live-updated', text: 'loading…' });
+    const error = errorBox('live-error');
+    const totals = h('div', { class: 'totals' });
+    const sessions = h('div', { testid: 'live-sessions' });
+    page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, totals, sessions);
+
+    let timer = null;
+    let signature = null;
+    let cells = new Map(); // "sid:pid" -> {field: element}
+    let prev = new Map(); // "sid:pid" -> {admitted, at}: the last refresh, for admissions/s
+
+    const stat = (label, testid) => {
+      const value = h('div', { class: 'value num', testid, text: dash });
+      totals.append(h('div', { class: 'stat' }, h('div', { class: 'label', text: label }), value));
+      return value;
+    };
+    const backlog = stat('Compensation backlog', 'compensation-backlog');
+    const lag = stat('Consumer lag', 'consumer-lag');
+    const exceptions = h('div', { class: 'value', testid: 'open-exceptions', text: dash });
+    totals.append(h('div', { class: 'stat' }, h('div', { class: 'label', text: 'Open exceptions' }), exceptions));
+
+    function build(data) {
+      cells = new Map();
+      const cards = (data.sessions || []).map((s) => sessionCard(s));
+      sessions.replaceChildren(...(cards.length ? cards : [h('p', { class: 'muted card', text: 'No sessions running or coming up.' })]));
+    }
+
+    function sessionCard(s) {
+      const actionBox = h('div', {});
+      const err = errorBox(`session-${s.session_id}-error`);
+      const note = noticeBox(`session-${s.session_id}-notice`);
+      const buttons = [];
+      if (s.state === 'upcoming') {
+        buttons.push(h('button', { type: 'button', id: `preheat-${s.session_id}`, testid: `preheat-${s.session_id}`, text: 'Preheat',
+          on: { click: (ev) => sessionAction(ev.target, s, 'preheat', err, note) } }));
+      }
+      if (s.state === 'upcoming' || s.state === 'open') {
+        buttons.push(h('button', { type: 'button', class: 'danger', id: `close-${s.session_id}`, testid: `close-${s.session_id}`, text: 'Close',
+          on: { click: (ev) => sessionAction(ev.target, s, 'close', err, note) } }));
+      }
+      actionBox.append(h('div', { class: 'actions' }, buttons), err, note);
+      return h('section', { class: 'card', testid: `session-${s.session_id}`, 'aria-labelledby': `session-${s.session_id}-title` },
+        h('div', { class: 'row spread' },
+          h('h2', { id: `session-${s.session_id}-title` },
+            `Session ${s.session_id} · `, h('a', { href: `#/activities/${s.activity_id}`, text: s.activity_name || `activity ${s.activity_id}` }), ' ',
+            badge(s.state)),
+          h('span', { class: 'muted', text: `${fmtTime(s.starts_at)} → ${fmtTime(s.ends_at)}` })),
+        actionBox,
+        (s.prizes || []).map((p) => prizeBlock(s, p)));
+    }
+
+    function prizeBlock(s, p) {
+      const key = `${s.session_id}-${p.prize_id}`;
+      const fig = {};
+      const figure = (label, field) => {
+        fig[field] = h('dd', { class: 'num', testid: `prize-${key}-${field}`, text: dash });
+        return h('div', {}, h('dt', { text: label }), fig[field]);
+      };
+      cells.set(key, fig);
+      return h('div', { class: 'prize', testid: `prize-${key}` },
+        h('h3', { text: `${p.name} (prize ${p.prize_id})` }),
+        h('dl', { class: 'figures' },
+          figure('MySQL left', 'mysql-left'), figure('Redis left', 'redis-left'), figure('Sold', 'sold'),
+          figure('Pending', 'pending'), figure('Admissions/s', 'rate'), figure('Lag', 'lag'), figure('Total', 'total')),
+        s.state === 'upcoming' ? adjustForm(s, p) : null);
+    }
+
+    function fill(data) {
+      backlog.textContent = fmtNum(data.compensation_backlog);
+      lag.textContent = fmtNum(data.consumer_lag);
+      const kinds = Object.entries(data.open_exceptions || {}).filter(([, n]) => n > 0);
+      exceptions.replaceChildren(...(kinds.length
+        ? kinds.map(([k, n]) => h('div', {}, h('a', { href: `#/exceptions?state=open&kind=${encodeURIComponent(k)}`, text: `${k}: ${n}` })))
+        : [document.createTextNode('0')]));
+      const now = performance.now();
+      const seen = new Map();
+      for (const s of data.sessions || []) {
+        for (const p of s.prizes || []) {
+          const key = `${s.session_id}-${p.prize_id}`;
+          const c = cells.get(key);
+          if (!c) continue;
+          const r = p.redis || {};
+          c['mysql-left'].textContent = fmtNum(p.mysql_left);
+          c['redis-left'].textContent = r.loaded ? fmtNum(r.left) : 'not loaded';
+          c.sold.textContent = fmtNum(p.sold);
+          c.pending.textContent = r.loaded ? fmtNum(r.pending) : dash;
+          c.lag.textContent = fmtNum(p.lag);
+          c.total.textContent = fmtNum(p.total);
+          const before = prev.get(key);
+          const secs = before ? (now - before.at) / 1000 : 0;
+          c.rate.textContent = before && secs > 0 ? (Math.max(0, p.admitted - before.admitted) / secs).toFixed(1) : dash;
+          seen.set(key, { admitted: p.admitted, at: now });
+        }
+      }
+      prev = seen;
+      updated.textContent = `updated ${fmtTime(data.generated_at)}`;
+    }
+
+    async function refresh() {
+      timer = null;
+      try {
+        const data = await api('GET', '/admin/v1/overview');
+        if (stale()) return;
+        const sig = (data.sessions || []).map((s) => `${s.session_id}:${s.state}:${(s.prizes || []).map((p) => p.prize_id).join(',')}`).join('|');
+        if (sig !== signature) {
+          build(data);
+          signature = sig;
+        }
+        fill(data);
+        error.textContent = '';
+      } catch (e) {
+        if (stale()) return;
+        failed(error, e);
+        if (e.status === 401) return;
+      }
+      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+    }
+
+    // A hidden tab stops polling; the first refresh after it comes back shows no rate (a rate
+    // averaged over the hidden minutes would mislead).
+    function onVisibility() {
+      if (document.hidden) {
+        clearTimeout(timer);
+        timer = null;
+        prev = new Map();
+      } else if (timer === null) {
+        refresh();
+      }
+    }
+    document.addEventListener('visibilitychange', onVisibility);
+
+    async function sessionAction(button, s, what, err, note) {
+      err.textContent = '';
+      note.textContent = '';
+      if (what === 'close' && !(await confirmAction(`Close session ${s.session_id} (${s.activity_name}) now? Grabs are refused from then on.`))) return;
+      button.disabled = true;
+      try {
+        const out = await api('POST', `/admin/v1/sessions/${s.session_id}/${what}`);
+        note.textContent = what === 'preheat'
+          ? `Preheated: ${fmtNum(out && out.loaded)} loaded, ${fmtNum(out && out.kept)} kept.`
+          : 'Closed.';
+        if (timer !== null) clearTimeout(timer);
+        refresh();
+      } catch (e) {
+        failed(err, e);
+      } finally {
+        button.disabled = false;
+      }
+    }
+
+    function adjustForm(s, p) {
+      const id = `adjust-${s.session_id}-${p.prize_id}`;
+      const err = errorBox(`${id}-error`);
+      const note = noticeBox(`${id}-notice`);
+      const form = h('form', { id, testid: id, novalidate: true },
+        h('div', { class: 'inline' },
+          h('div', {},
+            h('label', { for: `${id}-total`, text: 'New total' }),
+            h('input', { id: `${id}-total`, type: 'number', min: '0', inputmode: 'numeric', value: String(p.total) }),
+            h('p', { class: 'field-error', 'data-field-error': 'total' })),
+          h('div', {},
+            h('label', { for: `${id}-reason`, text: 'Reason (audit log)' }),
+            h('input', { id: `${id}-reason`, type: 'text', maxlength: '512' }),
+            h('p', { class: 'field-error', 'data-field-error': 'reason' })),
+          h('button', { type: 'submit', text: 'Adjust stock' })),
+        err, note);
+      form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        clearErrors(form);
+        const raw = byId(`${id}-total`).value;
+        const body = { total: raw === '' ? null : Number(raw), reason: byId(`${id}-reason`).value };
+        await busy(form, async () => {
+          try {
+            const out = await api('PUT', `/admin/v1/sessions/${s.session_id}/prizes/${p.prize_id}/stock`, body);
+            note.textContent = `Total ${out.before} → ${out.after}${out.redis_updated ? ' (Redis updated too)' : ''}.`;
+            byId(`${id}-reason`).value = '';
+          } catch (e) {
+            failed(err, e, form);
+          }
+        });
+      });
+      return h('details', {}, h('summary', { text: 'Adjust stock' }), form);
+    }
+
+    refresh();
+    return () => {
+      clearTimeout(timer);
+      document.removeEventListener('visibilitychange', onVisibility);
+    };
+  }
+
+  // ---------------------------------------------------------------- Activities
+
+  function renderActivities(page, _m, stale) {
+    const error = errorBox('activities-error');
+    const list = h('div', { testid: 'activities-list', text: 'loading…' });
+    page.append(h('h1', { text: 'Activities' }), error, h('section', { class: 'card' }, list), activityForm());
+    api('GET', '/admin/v1/activities').then((data) => {
+      if (stale()) return;
+      const acts = (data && data.activities) || [];
+      if (!acts.length) {
+        list.replaceChildren(h('p', { class: 'muted', text: 'No activities yet.' }));
+        return;
+      }
+      list.replaceChildren(table(['Id', 'Name', 'Window', 'Every / length', 'Limit', 'Status', 'Prizes'],
+        acts.map((a) => h('tr', { testid: `activity-${a.id}` },
+          h('td', {}, h('a', { href: `#/activities/${a.id}`, text: String(a.id) })),
+          h('td', {}, h('a', { href: `#/activities/${a.id}`, text: a.name })),
+          h('td', { text: `${fmtTime(a.window_start)} → ${fmtTime(a.window_end)}` }),
+          h('td', { text: `${a.interval} / ${a.session_length}` }),
+          h('td', { class: 'num', text: String(a.per_user_limit) }),
+          h('td', {}, badge(a.status || dash)),
+          h('td', { text: (a.prizes || []).map((p) => `${p.name} × ${p.stock_per_session}`).join(', ') })))));
+    }).catch((e) => {
+      if (stale()) return;
+      list.textContent = '';
+      failed(error, e);
+    });
+  }
+
+  // activityForm creates an activity. It is novalidate on purpose: the API is the one
+  // validator, and its field messages appear next to each input.
+  function activityForm() {
+    const start = new Date();
+    start.setMinutes(0, 0, 0);
+    start.setHours(start.getHours() + 1);
+    const end = new Date(start.getTime() + 2 * 3600e3);
+    const err = errorBox('activity-form-error');
+    const field = (name, label, input, hint) => h('div', {},
+      h('label', { for: `act-${name}`, text: label }), input,
+      hint ? h('small', { class: 'muted', text: hint }) : null,
+      h('p', { class: 'field-error', 'data-field-error': name, testid: `field-error-${name}` }));
+    const prizes = h('div', { testid: 'prize-rows' });
+    let prizeSeq = 0;
+    const addPrize = (name, stock) => {
+      const i = prizeSeq++;
+      const row = h('div', { class: 'inline prize-row' },
+        h('div', {},
+          h('label', { for: `act-prize-name-${i}`, text: 'Prize' }),
+          h('input', { id: `act-prize-name-${i}`, class: 'prize-name', type: 'text', value: name || '' }),
+          h('p', { class: 'field-error prize-name-error' })),
+        h('div', {},
+          h('label', { for: `act-prize-stock-${i}`, text: 'Stock per session' }),
+          h('input', { id: `act-prize-stock-${i}`, class: 'prize-stock', type: 'number', min: '0', inputmode: 'numeric', value: stock === undefined ? '' : String(stock) }),
+          h('p', { class: 'field-error prize-stock-error' })),
+        h('button', { type: 'button', class: 'secondary', text: 'Remove', 'aria-label': `Remove prize row ${i + 1}`,
+          on: { click: () => { row.remove(); renumber(); } } }));
+      prizes.append(row);
+      renumber();
+    };
+    // The API names prize fields by position (prizes[1].stock): keep the error slots in step
+    // with the rows as they are now.
+    const renumber = () => {
+      [...prizes.children].forEach((row, i) => {
+        row.querySelector('.prize-name-error').dataset.fieldError = `prizes[${i}].name`;
+        row.querySelector('.prize-stock-error').dataset.fieldError = `prizes[${i}].stock`;
+      });
+    };
+    addPrize('phone', 100);
+
+    const form = h('form', { id: 'activity-form', testid: 'activity-form', novalidate: true },
+      h('h2', { text: 'New activity' }),
+      h('div', { class: 'grid' },
+        field('name', 'Name', h('input', { id: 'act-name', type: 'text', maxlength: '128' })),
+        field('window_start', 'Window start', h('input', { id: 'act-window_start', type: 'datetime-local', value: toLocalInput(start) }), 'your local time; sent as UTC'),
+        field('window_end', 'Window end', h('input', { id: 'act-window_end', type: 'datetime-local', value: toLocalInput(end) }), 'your local time; sent as UTC'),
+        field('interval', 'A session every', h('input', { id: 'act-interval', type: 'text', value: '30m' }), 'Go duration: 30m, 1h'),
+        field('session_length', 'Session length', h('input', { id: 'act-session_length', type: 'text', value: '10m' })),
+        field('per_user_limit', 'Per-user limit', h('input', { id: 'act-per_user_limit', type: 'number', min: '1', value: '1' })),
+        field('payment_timeout', 'Payment timeout', h('input', { id: 'act-payment_timeout', type: 'text', placeholder: 'none' }), 'e.g. 15m; empty: none')),
+      h('label', { class: 'check' }, h('input', { id: 'act-regrab_after_cancel', type: 'checkbox' }), 'A buyer may grab again after a cancellation'),
+      h('h3', { text: 'Prizes' }),
+      h('p', { class: 'field-error', 'data-field-error': 'prizes' }),
+      prizes,
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'secondary', id: 'add-prize', text: 'Add prize', on: { click: () => addPrize() } }),
+        h('button', { type: 'submit', id: 'create-activity', text: 'Create activity' })),
+      err);
+
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearErrors(form);
+      const val = (id) => byId(id).value;
+      const limit = val('act-per_user_limit');
+      const body = {
+        name: val('act-name'),
+        window_start: localToUTC(val('act-window_start')),
+        window_end: localToUTC(val('act-window_end')),
+        interval: val('act-interval'),
+        session_length: val('act-session_length'),
+        per_user_limit: limit === '' ? null : Number(limit),
+        payment_timeout: val('act-payment_timeout'),
+        regrab_after_cancel: byId('act-regrab_after_cancel').checked,
+        prizes: [...prizes.children].map((row) => {
+          const stock = row.querySelector('.prize-stock').value;
+          return { name: row.querySelector('.prize-name').value, stock: stock === '' ? null : Number(stock) };
+        }),
+      };
+      await busy(form, async () => {
+        try {
+          const created = await api('POST', '/admin/v1/activities', body);
+          location.hash = `#/activities/${created.id}`;
+        } catch (e) {
+          failed(err, e, form);
+        }
+      });
+    });
+    return h('section', { class: 'card' }, form);
+  }
+
+  function renderActivity(page, m, stale) {
+    const id = m[1];
+    const error = errorBox('activity-error');
+    const body = h('div', { text: 'loading…' });
+    page.append(h('p', {}, h('a', { href: '#/activities', text: '← Activities' })), error, body);
+    api('GET', `/admin/v1/activities/${id}`).then((a) => {
+      if (stale()) return;
+      const names = new Map((a.prizes || []).map((p) => [p.id, p.name]));
+      const sessions = a.sessions || [];
+      body.replaceChildren(
+        h('section', { class: 'card' },
+          h('h1', { testid: 'activity-name' }, `${a.name} `, badge(a.status || dash)),
+          facts([
+            ['Id', String(a.id)],
+            ['Window', `${fmtTime(a.window_start)} → ${fmtTime(a.window_end)}`],
+            ['A session every', a.interval],
+            ['Session length', a.session_length],
+            ['Per-user limit', String(a.per_user_limit)],
+            ['Payment timeout', a.payment_timeout === '0s' ? 'none' : a.payment_timeout],
+            ['Regrab after cancel', a.regrab_after_cancel ? 'yes' : 'no'],
+            ['Prizes', (a.prizes || []).map((p) => `${p.name} × ${p.stock_per_session}`).join(', ')],
+          ])),
+        h('section', { class: 'card' },
+          h('h2', { text: `Sessions (${sessions.length})` }),
+          table(['Session', 'Seq', 'Start', 'End', 'Closed', 'Stock: MySQL left / total · Redis'],
+            sessions.map((s) => h('tr', { testid: `session-row-${s.id}` },
+              h('td', { class: 'num', text: String(s.id) }),
+              h('td', { class: 'num', text: String(s.seq) }),
+              h('td', { text: fmtTime(s.start) }),
+              h('td', { text: fmtTime(s.end) }),
+              h('td', { text: s.closed_at ? fmtTime(s.closed_at) : dash }),
+              h('td', {}, (s.stock || []).map((st) => h('div', {
+                text: `${names.get(st.prize_id) || 'prize ' + st.prize_id}: ${fmtNum(st.db.left)} / ${fmtNum(st.db.total)} · ` +
+                  (st.redis && st.redis.loaded ? `Redis ${fmtNum(st.redis.left)} left, ${fmtNum(st.redis.pending)} pending` : 'not in Redis'),
+              }))))),
+            { testid: 'sessions-table' })));
+    }).catch((e) => {
+      if (stale()) return;
+      body.textContent = '';
+      failed(error, e);
+    });
+  }
+
+  // ---------------------------------------------------------------- Exceptions
+
+  const caseStates = [['open', 'open'], ['replayed', 'replayed'], ['resolved', 'resolved'], ['dismissed', 'dismissed'], ['', 'all']];
+  const knownKinds = ['dead_letter', 'drift_uncorrected', 'compensation_exhausted', 'rejected_admission'];
+
+  function renderExceptions(page, m, stale) {
+    const q = new URLSearchParams(m[1] || 'state=open');
+    const error = errorBox('exceptions-error');
+    const list = h('div', { testid: 'exceptions-list', text: 'loading…' });
+    const form = h('form', { id: 'exception-filters', class: 'inline' },
+      h('div', {},
+        h('label', { for: 'filter-state', text: 'State' }),
+        h('select', { id: 'filter-state' }, caseStates.map(([v, label]) => h('option', { value: v, text: label, selected: (q.get('state') || '') === v })))),
+      h('div', {},
+        h('label', { for: 'filter-kind', text: 'Kind' }),
+        h('input', { id: 'filter-kind', type: 'text', list: 'known-kinds', value: q.get('kind') || '', placeholder: 'any' }),
+        h('datalist', { id: 'known-kinds' }, knownKinds.map((k) => h('option', { value: k })))),
+      h('div', {},
+        h('label', { for: 'filter-session', text: 'Session id' }),
+        h('input', { id: 'filter-session', type: 'number', min: '1', inputmode: 'numeric', value: q.get('session_id') || '', placeholder: 'any' })),
+      h('button', { type: 'submit', id: 'filter-apply', text: 'Show' }));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const next = new URLSearchParams({ state: byId('filter-state').value });
+      if (byId('filter-kind').value.trim()) next.set('kind', byId('filter-kind').value.trim());
+      if (byId('filter-session').value) next.set('session_id', byId('filter-session').value);
+      const hash = `#/exceptions?${next}`;
+      if (location.hash === hash) route();
+      else location.hash = hash;
+    });
+    page.append(h('h1', { text: 'Exceptions' }), h('section', { class: 'card' }, form), error, h('section', { class: 'card' }, list));
+
+    const params = new URLSearchParams({ state: q.get('state') || '', kind: q.get('kind') || '', session_id: q.get('session_id') || '', limit: '100' });
+    api('GET', `/admin/v1/exceptions?${params}`).then((data) => {
+      if (stale()) return;
+      const cases = (data && data.cases) || [];
+      if (!cases.length) {
+        list.replaceChildren(h('p', { class: 'muted', testid: 'no-exceptions', text: 'No cases match.' }));
+        return;
+      }
+      list.replaceChildren(table(['Case', 'Kind', 'State', 'Session / prize', 'User', 'Seen', 'Last seen', 'Detail'],
+        cases.map((c) => h('tr', { testid: `case-${c.id}` },
+          h('td', {}, h('a', { href: `#/exceptions/${c.id}`, testid: `case-link-${c.id}`, text: `#${c.id}` })),
+          h('td', {}, badge(c.kind)),
+          h('td', {}, badge(c.state)),
+          h('td', { text: `${c.session_id || dash} / ${c.prize_id || dash}` }),
+          h('td', { text: c.user_id || dash }),
+          h('td', { class: 'num', text: fmtNum(c.seen) }),
+          h('td', { text: fmtTime(c.last_seen) }),
+          h('td', { text: c.detail || '' }))),
+        { testid: 'exceptions-table' }));
+    }).catch((e) => {
+      if (stale()) return;
+      list.textContent = '';
+      failed(error, e);
+    });
+  }
+
+  function renderException(page, m, stale) {
+    const id = m[1];
+    const error = errorBox('case-error');
+    const body = h('div', { text: 'loading…' });
+    page.append(h('p', {}, h('a', { href: '#/exceptions', text: '← Exceptions' })), error, body);
+    const load = (notice) => api('GET', `/admin/v1/exceptions/${id}`).then((c) => {
+      if (stale()) return;
+      body.replaceChildren(caseView(c, load, notice));
+    }).catch((e) => {
+      if (stale()) return;
+      failed(error, e);
+    });
+    load('');
+  }
+
+  function caseView(c, reload, notice) {
+    const open = c.state === 'open';
+    const actionsBox = h('section', { class: 'card' }, h('h2', { text: 'Act' }));
+    let actions = 0;
+    const err = errorBox('case-action-error');
+    const ok = noticeBox('case-action-notice');
+    ok.textContent = notice || '';
+    const act = async (form, action, note) => {
+      clearErrors(err, ok);
+      await busy(form, async () => {
+        try {
+          await api('POST', `/admin/v1/exceptions/${c.id}/${action}`, { note });
+          await reload(`${action === 'replay' ? 'Replayed' : action === 'resolve' ? 'Resolved' : 'Dismissed'}.`);
+        } catch (e) {
+          failed(err, e, form);
+        }
+      });
+    };
+    if (c.replayable && open) {
+      const replay = h('form', { id: 'replay-form' },
+        h('label', { for: 'replay-note', text: 'Note (optional)' }),
+        h('input', { id: 'replay-note', type: 'text', maxlength: '512' }),
+        h('p', { class: 'field-error', 'data-field-error': 'note' }),
+        h('button', { type: 'submit', id: 'replay', testid: 'replay', text: 'Replay' }));
+      replay.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        act(replay, 'replay', byId('replay-note').value);
+      });
+      actionsBox.append(h('p', { class: 'muted', text: 'Replay sends the grab through the consumer again; fix the cause first.' }), replay);
+      actions++;
+    }
+    if (c.state !== 'resolved' && c.state !== 'dismissed') {
+      // One note, two outcomes: the submit button pressed decides which.
+      const close = h('form', { id: 'close-case-form' },
+        h('label', { for: 'close-note', text: 'Note (required: what you found or did)' }),
+        h('textarea', { id: 'close-note', required: true, maxlength: '1024' }),
+        h('p', { class: 'field-error', 'data-field-error': 'note' }),
+        h('div', { class: 'actions' },
+          h('button', { type: 'submit', id: 'resolve', testid: 'resolve', value: 'resolve', text: 'Resolve' }),
+          h('button', { type: 'submit', id: 'dismiss', testid: 'dismiss', value: 'dismiss', class: 'secondary', text: 'Dismiss' })));
+      close.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        const action = ev.submitter && ev.submitter.value === 'dismiss' ? 'dismiss' : 'resolve';
+        act(close, action, byId('close-note').value);
+      });
+      actionsBox.append(close);
+      actions++;
+    }
+    actionsBox.append(err, ok);
+    if (!actions) actionsBox.append(h('p', { class: 'muted', text: `This case is ${c.state}; nothing left to do.` }));
+
+    return h('div', {},
+      h('section', { class: 'card' },
+        h('h1', { testid: 'case-title' }, `Case #${c.id} `, badge(c.kind), ' ', h('span', { testid: 'case-state' }, badge(c.state))),
+        facts([
+          ['Session / prize', `${c.session_id || dash} / ${c.prize_id || dash}`],
+          ['Request', c.request_id || dash],
+          ['User', c.user_id || dash],
+          ['First seen', fmtTime(c.first_seen)],
+          ['Last seen', `${fmtTime(c.last_seen)} (${fmtNum(c.seen)} times)`],
+          ['Replayable', c.replayable ? 'yes' : 'no'],
+          ['Detail', h('span', { testid: 'case-detail', text: c.detail || dash })],
+          ['State changed', c.state_changed_at ? `${fmtTime(c.state_changed_at)} by ${c.state_changed_by || dash}` : dash],
+          ['State note', h('span', { testid: 'case-note', text: c.state_note || dash })],
+        ])),
+      actionsBox,
+      h('section', { class: 'card' }, h('h2', { text: 'Evidence' }), kvTable(c.evidence || {}, 'case-evidence')),
+      h('section', { class: 'card' }, h('h2', { text: 'Order' }),
+        c.order ? kvTable(c.order, 'case-order') : h('p', { class: 'muted', testid: 'case-order', text: 'No order for this request.' })),
+      h('section', { class: 'card' }, h('h2', { text: 'History' }),
+        (c.actions || []).length
+          ? table(['At', 'Who', 'Action', 'Note', 'Outcome'], c.actions.map((a) => h('tr', {},
+            h('td', { text: fmtTime(a.at) }), h('td', { text: a.actor || dash }), h('td', { text: a.action }),
+            h('td', { text: a.note || '' }), h('td', { text: a.outcome || '' }))), { testid: 'case-actions' })
+          : h('p', { class: 'muted', testid: 'case-actions', text: 'Nobody has acted on this case yet.' })));
+  }
+
+  // ---------------------------------------------------------------- Reports
+
+  function renderReports(page, _m, stale) {
+    const error = errorBox('reports-error');
+    const list = h('div', { testid: 'reports-list', text: 'loading…' });
+    page.append(h('h1', { text: 'Reconciler runs' }), error, list);
+    api('GET', '/admin/v1/reconciler/reports?limit=20').then((data) => {
+      if (stale()) return;
+      const reports = (data && data.reports) || [];
+      if (!reports.length) {
+        list.replaceChildren(h('p', { class: 'muted card', text: 'No runs recorded yet.' }));
+        return;
+      }
+      list.replaceChildren(...reports.map((r) => h('section', { class: 'card', testid: `report-${r.id}` },
+        h('div', { class: 'row spread' },
+          h('h2', {}, `Run #${r.id} `, r.failed ? badge('failed') : badge('ok')),
+          h('span', { class: 'muted', text: `${fmtTime(r.started_at)} · ${fmtNum(r.duration_ms)} ms · lease ${r.lease || dash} · fence ${r.fence ?? dash}` })),
+        table(['Job', 'Result', 'Summary'], (r.jobs || []).map((j) => h('tr', {},
+          h('td', { text: j.name }),
+          h('td', { class: j.error ? 'error' : '', text: j.error ? j.error : 'ok' }),
+          h('td', { text: Object.entries(j.summary || {}).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join('  ') || dash })))))));
+    }).catch((e) => {
+      if (stale()) return;
+      list.textContent = '';
+      failed(error, e);
+    });
+  }
+
+  // ---------------------------------------------------------------- start
+
+  async function start() {
+    byId('sign-in-form').addEventListener('submit', signIn);
+    byId('sign-out').addEventListener('click', signOut);
+    window.addEventListener('hashchange', () => {
+      route();
+      byId('view').focus({ preventScroll: true });
+    });
+    try {
+      const who = await api('GET', '/console/session');
+      signedIn(who.name);
+    } catch {
+      showSignIn('');
+    }
+  }
+  start();
+})();
