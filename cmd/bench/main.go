@@ -1,14 +1,19 @@
 // Command bench measures the pipeline on the local real stack and writes results.json,
-// results.md and chart.png into a results folder: the Redis admission ceiling, a trivial
-// HTTP handler, the gateway (closed loop for the max, open loop at half of it for latency),
-// the classic strategies side by side on one hot item, and persistence into one hot row.
-// Every figure that matters is a ratio measured in the same run. It prints numbers; it
+// results.md and one chart per question (strategies.png, persistence.png, latency.png,
+// stages.png) into a results folder: the ceilings (the grab script straight at Redis, a
+// trivial HTTP handler, one that verifies the same JWT), the gateway (closed-loop max, then
+// latency against offered load in an open loop, with a per-stage breakdown from the
+// services' histograms), the classic strategies side by side on one hot item, persistence
+// into one hot row, and a whole sale. Every step runs once per repetition, interleaved,
+// and each figure is reported as the median (min–max) over repetitions; every ratio is
+// computed within one repetition. It prints numbers and judges targets in results.md; it
 // asserts nothing. `bench -serve strategies` is the strategy server it starts for itself.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,13 +42,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	serve := fs.String("serve", "", "internal: run the strategy server (used by bench itself)")
 	addr := fs.String("addr", "127.0.0.1:18090", "internal: strategy server address")
-	dsn := fs.String("dsn", "", "internal: strategy server database")
+	dsn := fs.String("dsn", "", "internal: strategy server database (none: only the ceilings /trivial and /jwt)")
 	redisAddr := fs.String("redis", "", "internal: strategy server redis")
 	dir := fs.String("out", filepath.Join("results", time.Now().UTC().Format("20060102T150405Z")), "results folder")
-	quick := fs.Bool("quick", false, "smaller runs (a smoke test of the bench itself)")
-	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB twice)")
-	only := fs.String("only", "", "run only these steps: ceiling,gateway,strategies,persistence")
-	render := fs.String("render", "", "re-render results.md and chart.png from this folder's results.json, measuring nothing")
+	quick := fs.Bool("quick", false, "smaller runs and one repetition (a smoke test of the bench itself)")
+	reps := fs.Int("reps", 3, "repetitions, interleaved (-quick: 1)")
+	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB once per repetition)")
+	only := fs.String("only", "", "run only these steps: ceilings,gateway,strategies,persistence,sale")
+	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,25 +71,48 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		// The cluster profile (make bench PROFILE=cluster): its own small table (cluster.go).
 		return clusterBench(ctx, out, *quick)
 	}
+	if *quick {
+		*reps = 1
+	}
+	if *reps < 1 || *reps > 9 {
+		return fmt.Errorf("-reps must be 1 to 9, not %d", *reps)
+	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
-	b, err := newBench(ctx, out, *quick, *binlog)
+	b, err := newBench(out, *quick, *binlog, *reps)
 	if err != nil {
 		return err
 	}
-	b.only = *only
 	defer b.close()
-	started := time.Now()
-	rep, err := b.all(ctx)
-	if err != nil {
+	if b.only, err = parseOnly(*only, b.steps()); err != nil {
 		return err
 	}
+	started := time.Now()
+	rep := report{Machine: machine(ctx)}
+	runErr := b.all(ctx, &rep)
 	rep.DurationS = time.Since(started).Seconds()
+	if runErr != nil {
+		if len(rep.Rows) == 0 {
+			return runErr
+		}
+		// Keep what the finished repetitions measured; the run still fails.
+		rep.Error = runErr.Error()
+		if err := write(*dir, rep, out); err != nil {
+			return errors.Join(runErr, err)
+		}
+		return runErr
+	}
 	return write(*dir, rep, out)
 }
 
 func write(dir string, rep report, out io.Writer) error {
+	rep.Stages = stages(rep.Rows)
+	rep.Targets = evaluate(rep.Rows)
+	charts, err := drawCharts(dir, rep)
+	if err != nil {
+		return err
+	}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -90,15 +120,10 @@ func write(dir string, rep report, out io.Writer) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
 		return err
 	}
-	md := rep.markdown()
+	md := rep.markdown(charts)
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	if err := chart(filepath.Join(dir, "chart.png"), rep); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n%s\nwritten to %s (results.json, results.md, chart.png)\n", md, dir)
+	fmt.Fprintf(out, "\n%s\nwritten to %s (results.json, results.md, %s)\n", md, dir, strings.Join(charts, ", "))
 	return nil
 }
-
-func createFile(path string) (*os.File, error) { return os.Create(path) }

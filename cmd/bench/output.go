@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -10,97 +12,555 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
-func (r report) markdown() string {
+// num formats a figure with as many digits as it deserves.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v):
+		return "–"
+	case a >= 1000:
+		return thousands(v)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 0.1 || a == 0:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", math.Abs(v))
 	var b strings.Builder
-	b.WriteString("| # | scenario | throughput/s | p50 ms | p99 ms | p99.9 ms | oversold | ratios and notes |\n|---:|---|---:|---:|---:|---:|---:|---|\n")
-	for i, s := range r.Scenarios {
-		var notes []string
-		keys := make([]string, 0, len(s.Ratios))
-		for k := range s.Ratios {
-			keys = append(keys, k)
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			notes = append(notes, fmt.Sprintf("%s = %.2f", k, s.Ratios[k]))
-		}
-		for _, k := range []string{"cpu_seconds_per_1000_grabs", "gateway_peak_rss_mb", "one_tx_per_order_per_s", "conflict_rate",
-			"attempt_conflict_rate", "requests_failed_on_conflict_rate", "sold", "last_admission_to_last_order_s", "codes"} {
-			if v, ok := s.Extra[k]; ok {
-				switch x := v.(type) {
-				case float64:
-					notes = append(notes, fmt.Sprintf("%s = %.3g", k, x))
-				default:
-					notes = append(notes, fmt.Sprintf("%s = %v", k, x))
-				}
-			}
-		}
-		// Rows that measured no latency (persistence, hot row) leave those cells empty
-		// rather than print a 0.00 that reads as "instant".
-		p50, p99, p999 := "", "", ""
-		if s.P50ms != 0 || s.P99ms != 0 || s.P999ms != 0 {
-			p50, p99, p999 = fmt.Sprintf("%.2f", s.P50ms), fmt.Sprintf("%.2f", s.P99ms), fmt.Sprintf("%.2f", s.P999ms)
-		}
-		b.WriteString(fmt.Sprintf("| %d | %s | %.0f | %s | %s | %s | %d | %s |\n", i+1, s.Name, s.ThroughputPS, p50, p99, p999,
-			s.Oversold, strings.Join(notes, "; ")))
+		b.WriteRune(c)
 	}
-	keys := make([]string, 0, len(r.Machine))
-	for k := range r.Machine {
-		keys = append(keys, k)
+	if v < 0 {
+		return "-" + b.String()
 	}
-	sort.Strings(keys)
-	b.WriteString("\nMachine:")
-	for _, k := range keys {
-		b.WriteString(fmt.Sprintf(" %s: %s;", k, r.Machine[k]))
-	}
-	b.WriteString(fmt.Sprintf(" bench took %.0f s.\n", r.DurationS))
 	return b.String()
 }
 
-// chart draws throughput and p99 per scenario, one bar chart above the other.
-func chart(path string, r report) error {
-	var names []string
-	var tput, p99 plotter.Values
-	for i, s := range r.Scenarios {
-		names = append(names, fmt.Sprintf("%d", i+1))
-		tput = append(tput, s.ThroughputPS)
-		p99 = append(p99, s.P99ms)
+// spr is "median (min–max)", or the one value of a single repetition.
+func spr(s spread) string {
+	if s.N <= 1 || s.Min == s.Max {
+		return num(s.Median)
 	}
-	mk := func(title, ylabel string, v plotter.Values, c color.Color) (*plot.Plot, error) {
-		p := plot.New()
-		p.Title.Text = title
-		p.Y.Label.Text = ylabel
-		p.X.Label.Text = "scenario (numbered as in results.md)"
-		bars, err := plotter.NewBarChart(v, vg.Points(14))
+	return fmt.Sprintf("%s (%s–%s)", num(s.Median), num(s.Min), num(s.Max))
+}
+
+// noteExtras are the numeric extras worth a note in the results table, in this order.
+var noteExtras = []string{"concurrency", "cpu_seconds_per_1000_grabs", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
+	"reconciler_peak_rss_mb", extraPerOrder, "conflict_rate", "attempt_conflict_rate", "requests_failed_on_conflict_rate",
+	"sold", "last_admission_to_last_order_s", "errors"}
+
+func (r report) markdown(charts []string) string {
+	var b strings.Builder
+	drawn := map[string]bool{}
+	for _, c := range charts {
+		drawn[c] = true
+	}
+	b.WriteString("# Bench results\n\n")
+	steps := []string{}
+	for _, o := range r.Order {
+		if name, ok := strings.CutPrefix(o, "rep 1: "); ok {
+			steps = append(steps, name)
+		}
+	}
+	fmt.Fprintf(&b, "%d repetition(s), interleaved: repetition 1 of every step (%s), then repetition 2 of every step, and so on, "+
+		"so drift over time hits every row alike. Figures are the median (min–max) over repetitions; every ratio is computed "+
+		"within one repetition and then summarised the same way. Throughput counts every answered request (202, 409, …) per second.\n\n",
+		r.Reps, strings.Join(steps, ", "))
+	if r.Error != "" {
+		fmt.Fprintf(&b, "**The run failed:** %s. The rows below are the repetitions that finished.\n\n", r.Error)
+	}
+
+	b.WriteString("## Targets\n\nJudged on the median; a figure this run did not measure is *not measured*, never met.\n\n")
+	b.WriteString("| target | median (min–max) | verdict |\n|---|---:|---|\n")
+	for _, t := range r.Targets {
+		v := "–"
+		if t.Value != nil {
+			v = spr(*t.Value) + " " + t.Unit
+		}
+		verdict := t.Verdict
+		if verdict == "met" || verdict == "missed" {
+			verdict = "**" + verdict + "**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, v, verdict)
+	}
+
+	b.WriteString("\n## Results\n\n| # | scenario | throughput/s | p50 ms | p99 ms | p99.9 ms | oversold (max) | ratios | notes |\n" +
+		"|---:|---|---:|---:|---:|---:|---:|---|---|\n")
+	for i, x := range r.Rows {
+		var ratios, notes []string
+		for _, k := range sortedKeys(x.Ratios) {
+			ratios = append(ratios, fmt.Sprintf("%s = %s", k, spr(x.Ratios[k])))
+		}
+		for _, k := range noteExtras {
+			if v, ok := x.Extra[k]; ok {
+				notes = append(notes, fmt.Sprintf("%s = %s", k, spr(v)))
+			}
+		}
+		// Rows that measured no latency (persistence) leave those cells empty rather than
+		// print a 0.00 that reads as "instant".
+		p50, p99, p999 := "", "", ""
+		if x.P50ms.Max != 0 || x.P99ms.Max != 0 || x.P999ms.Max != 0 {
+			p50, p99, p999 = spr(x.P50ms), spr(x.P99ms), spr(x.P999ms)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %d | %s | %s |\n", i+1, x.Name, spr(x.ThroughputPS), p50, p99, p999,
+			x.Oversold, strings.Join(ratios, "; "), strings.Join(notes, "; "))
+	}
+
+	if lv := r.levels(); len(lv) > 0 {
+		b.WriteString("\n## Gateway: latency against offered load\n\n")
+		if drawn["latency.png"] {
+			b.WriteString("![latency against offered load](latency.png)\n\n")
+		}
+		b.WriteString("Open loop: each request is due at start + i/rate and timed from then, so a stalled generator or server " +
+			"shows as latency (no coordinated omission). *Started late*: sent more than 1 ms after due; *not sent*: the " +
+			"generator had 4,096 in flight, so the offered rate was not kept (counted as errors).\n\n")
+		b.WriteString("| load | offered/s | served/s | p50 ms | p99 ms | p99.9 ms | started late | not sent (saturated) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, l := range lv {
+			fmt.Fprintf(&b, "| %d%% | %s | %s | %s | %s | %s | %s | %s |\n", l.pct, spr(l.row.Extra["offered_per_s"]), spr(l.row.ThroughputPS),
+				spr(l.row.P50ms), spr(l.row.P99ms), spr(l.row.P999ms), spr(l.row.Extra["late"]), spr(l.row.Extra["saturated"]))
+		}
+	}
+	if drawn["strategies.png"] {
+		b.WriteString("\n## Strategies on one hot item\n\n![strategies on one hot item](strategies.png)\n")
+	}
+	if drawn["persistence.png"] {
+		b.WriteString("\n## Persistence into one hot row\n\n![persistence](persistence.png)\n")
+	}
+
+	b.WriteString("\n## Per-stage latency\n\n")
+	if drawn["stages.png"] {
+		b.WriteString("![per-stage latency](stages.png)\n\n")
+	}
+	b.WriteString("From the services' own Prometheus histograms, scraped before and after the window, quantiles of the bucket " +
+		"deltas interpolated inside the bucket (as histogram_quantile): no finer than the buckets (gateway: 0.2, 0.5, 1, 2, 5, " +
+		"10, 20, 50, 100 ms, …).\n\n| stage | measured during | source | p50 ms | p99 ms | p99.9 ms | samples |\n|---|---|---|---:|---:|---:|---:|\n")
+	for _, s := range r.Stages {
+		src := s.Metric
+		if src == "" {
+			src = "load generator"
+		}
+		if s.P50ms == nil {
+			fmt.Fprintf(&b, "| %s | %s | `%s` | %s | | | |\n", s.Name, s.MeasuredAt, src, s.Note)
+			continue
+		}
+		n := ""
+		if s.Samples != nil {
+			n = spr(*s.Samples)
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s | %s | %s |\n", s.Name, s.MeasuredAt, src, spr(*s.P50ms), spr(*s.P99ms), spr(*s.P999ms), n)
+	}
+	b.WriteString("\nNot measured by any histogram (so not shown):\n\n")
+	for _, s := range notMeasured {
+		fmt.Fprintf(&b, "- %s\n", s)
+	}
+
+	b.WriteString("\n## Per repetition\n\n| scenario | rep | throughput/s | p50 ms | p99 ms | p99.9 ms | oversold | codes |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, x := range r.Rows {
+		for _, s := range x.Runs {
+			codes := ""
+			if c, ok := s.Extra["codes"]; ok {
+				codes = fmt.Sprint(c)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | %s |\n", x.Name, s.Rep, num(s.ThroughputPS), num(s.P50ms), num(s.P99ms),
+				num(s.P999ms), s.Oversold, codes)
+		}
+	}
+
+	b.WriteString("\nMachine:")
+	for _, k := range sortedKeys(r.Machine) {
+		fmt.Fprintf(&b, " %s: %s;", k, r.Machine[k])
+	}
+	fmt.Fprintf(&b, " bench took %.0f s.\n", r.DurationS)
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+type level struct {
+	pct int
+	row *row
+}
+
+func (r report) levels() []level {
+	var out []level
+	for _, p := range openLevels {
+		if x := r.find(keyOpen(p)); x != nil {
+			out = append(out, level{p, x})
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- charts
+
+// drawCharts writes one PNG per question the run has data for and returns their names.
+func drawCharts(dir string, r report) ([]string, error) {
+	var written []string
+	for _, c := range []struct {
+		file string
+		draw func(report) (*plot.Plot, error)
+	}{
+		{"strategies.png", strategiesChart},
+		{"persistence.png", persistenceChart},
+		{"latency.png", latencyChart},
+		{"stages.png", stagesChart},
+	} {
+		p, err := c.draw(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.file, err)
+		}
+		if p == nil {
+			continue
+		}
+		if err := p.Save(vg.Points(900), vg.Points(560), filepath.Join(dir, c.file)); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.file, err)
+		}
+		written = append(written, c.file)
+	}
+	return written, nil
+}
+
+var (
+	blue   = color.RGBA{R: 40, G: 110, B: 200, A: 255}
+	orange = color.RGBA{R: 220, G: 110, B: 40, A: 255}
+	green  = color.RGBA{R: 60, G: 160, B: 90, A: 255}
+	grey   = color.RGBA{R: 110, G: 110, B: 110, A: 255}
+	red    = color.RGBA{R: 200, G: 40, B: 40, A: 255}
+)
+
+// logBars draws bars from the bottom of a log axis to each median, a min–max whisker
+// over several repetitions, and the median written above. (plotter.BarChart starts bars
+// at zero, which a log axis cannot place.)
+type logBars struct {
+	vals   []spread
+	offset float64 // x shift within a group, in category units
+	width  float64 // in category units
+	color  color.Color
+	label  func(v float64) string
+}
+
+func (lb *logBars) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	line := draw.LineStyle{Color: color.Black, Width: vg.Points(1)}
+	sty := p.X.Tick.Label
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YBottom
+	for i, v := range lb.vals {
+		if !(v.Median > 0) {
+			continue
+		}
+		x := float64(i) + lb.offset
+		x0, x1, xm := trX(x-lb.width/2), trX(x+lb.width/2), trX(x)
+		y0, y1 := trY(p.Y.Min), trY(v.Median)
+		c.FillPolygon(lb.color, c.ClipPolygonY([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}))
+		top := y1
+		if v.N > 1 && v.Min > 0 && v.Max > v.Min {
+			lo, hi := trY(v.Min), trY(v.Max)
+			capW := (x1 - x0) / 4
+			c.StrokeLines(line, c.ClipLinesY([]vg.Point{{X: xm, Y: lo}, {X: xm, Y: hi}},
+				[]vg.Point{{X: xm - capW, Y: lo}, {X: xm + capW, Y: lo}}, []vg.Point{{X: xm - capW, Y: hi}, {X: xm + capW, Y: hi}})...)
+			top = max(top, hi)
+		}
+		if lb.label != nil {
+			c.FillText(sty, vg.Point{X: xm, Y: top + vg.Points(3)}, lb.label(v.Median))
+		}
+	}
+}
+
+func (lb *logBars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	ymin, ymax = math.Inf(1), math.Inf(-1)
+	for _, v := range lb.vals {
+		for _, y := range []float64{v.Median, v.Min, v.Max} {
+			if y > 0 {
+				ymin, ymax = min(ymin, y), max(ymax, y)
+			}
+		}
+	}
+	return -0.5, float64(len(lb.vals)) - 0.5, ymin, ymax
+}
+
+func (lb *logBars) Thumbnail(c *draw.Canvas) {
+	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}}
+	c.FillPolygon(lb.color, pts)
+}
+
+// logY puts p's Y axis on a log scale spanning the bars with room for their labels.
+func logY(p *plot.Plot, bars ...*logBars) bool {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, b := range bars {
+		_, _, l, h := b.DataRange()
+		lo, hi = min(lo, l), max(hi, h)
+	}
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return false
+	}
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), hi*4
+	return true
+}
+
+func rowsOf(r report, keys ...string) []*row {
+	var out []*row
+	for _, k := range keys {
+		out = append(out, r.find(k))
+	}
+	return out
+}
+
+// strategiesChart: the four strategies side by side, log scale.
+func strategiesChart(r report) (*plot.Plot, error) {
+	rows := rowsOf(r, keyPipeline, keyLock, keyOptimistic, keyPessimistic)
+	if rows[0] == nil {
+		return nil, nil
+	}
+	names := []string{"(a) this pipeline\nLua + Kafka + batched consumer", "(b) Redis lock\naround read-check-decrement",
+		"(c) DB optimistic lock\nper request, tiered retries", "(d) DB pessimistic\nSELECT … FOR UPDATE"}
+	ratios := []string{"", "pipeline_over_redis_lock", "pipeline_over_db_optimistic", "pipeline_over_db_pessimistic"}
+	var vals []spread
+	var labels []string
+	for i, x := range rows {
+		if x == nil {
+			continue
+		}
+		name := names[i]
+		if s, ok := rows[0].Ratios[ratios[i]]; ok {
+			name += fmt.Sprintf("\n(a) is %s× this", num(s.Median))
+		}
+		vals, labels = append(vals, x.ThroughputPS), append(labels, name)
+	}
+	p := plot.New()
+	p.Title.Text = "Four strategies on one hot item: same stock (2,000), crowd and HTTP front"
+	p.Y.Label.Text = "requests answered per second (log scale; whiskers: min–max over repetitions)"
+	bars := &logBars{vals: vals, width: 0.6, color: blue, label: func(v float64) string { return num(v) + "/s" }}
+	p.Add(bars, plotter.NewGrid())
+	if !logY(p, bars) {
+		return nil, nil
+	}
+	p.NominalX(labels...)
+	return p, nil
+}
+
+// persistenceChart: per MariaDB mode, batched vs one transaction per order vs the consumer.
+func persistenceChart(r report) (*plot.Plot, error) {
+	var groups []string
+	var batched, perOrder, consumer []spread
+	for _, m := range []string{modeConfigured, modeBinlog} {
+		h, k := r.find(keyHotRow(m)), r.find(keyKafkaMySQL(m))
+		if h == nil && k == nil {
+			continue
+		}
+		groups = append(groups, "MariaDB "+m)
+		var b, o, c spread
+		if h != nil {
+			b, o = h.ThroughputPS, h.Extra[extraPerOrder]
+		}
+		if k != nil {
+			c = k.ThroughputPS
+		}
+		batched, perOrder, consumer = append(batched, b), append(perOrder, o), append(consumer, c)
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Persistence into one hot stock row: orders per second"
+	p.Y.Label.Text = "orders committed per second (log scale; whiskers: min–max)"
+	label := func(v float64) string { return num(v) }
+	bs := []*logBars{
+		{vals: batched, offset: -0.27, width: 0.25, color: blue, label: label},
+		{vals: perOrder, offset: 0, width: 0.25, color: orange, label: label},
+		{vals: consumer, offset: 0.27, width: 0.25, color: green, label: label},
+	}
+	p.Add(plotter.NewGrid())
+	for _, b := range bs {
+		p.Add(b)
+	}
+	p.Legend.Add("batched, 500 orders per transaction (cmd/hotrow)", bs[0])
+	p.Legend.Add("one transaction per order (cmd/hotrow)", bs[1])
+	p.Legend.Add("Kafka → MySQL: the consumer draining one hot prize", bs[2])
+	p.Legend.Top, p.Legend.Left = true, true
+	if !logY(p, bs...) {
+		return nil, nil
+	}
+	p.Y.Max *= 10 // room for the legend
+	target, err := hline(20_000, float64(len(groups)), red)
+	if err != nil {
+		return nil, err
+	}
+	p.Add(target)
+	p.Legend.Add("target: Kafka → MySQL ≥ 20,000 orders/s", target)
+	p.NominalX(groups...)
+	return p, nil
+}
+
+func hline(y, n float64, c color.Color) (*plotter.Line, error) {
+	l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: y}, {X: n - 0.5, Y: y}})
+	if err != nil {
+		return nil, err
+	}
+	l.Color, l.Dashes, l.Width = c, []vg.Length{vg.Points(5), vg.Points(3)}, vg.Points(1.2)
+	return l, nil
+}
+
+// errPoints are medians with min–max as Y errors.
+type errPoints struct {
+	xs []float64
+	ys []spread
+}
+
+func (e errPoints) Len() int                    { return len(e.xs) }
+func (e errPoints) XY(i int) (float64, float64) { return e.xs[i], e.ys[i].Median }
+func (e errPoints) YError(i int) (float64, float64) {
+	return e.ys[i].Median - e.ys[i].Min, e.ys[i].Max - e.ys[i].Median
+}
+
+// latencyChart: client-observed p50, p99, p99.9 against the offered load.
+func latencyChart(r report) (*plot.Plot, error) {
+	lv := r.levels()
+	if len(lv) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Gateway: latency against offered load (open loop, timed from each request's due time)"
+	p.X.Label.Text = "offered load, % of the closed-loop max measured in the same repetition (grabs/s offered, median)"
+	p.Y.Label.Text = "client-observed latency, ms (log scale; whiskers: min–max)"
+	var ticks []plot.Tick
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, l := range lv {
+		label := fmt.Sprintf("%d%%\n%s/s", l.pct, num(l.row.Extra["offered_per_s"].Median))
+		if s := l.row.Extra["saturated"]; s.Max > 0 {
+			label += fmt.Sprintf("\nnot sent: %s", num(s.Median))
+		}
+		ticks = append(ticks, plot.Tick{Value: float64(l.pct), Label: label})
+		for _, s := range []spread{l.row.P50ms, l.row.P999ms} {
+			for _, v := range []float64{s.Min, s.Max} {
+				if v > 0 {
+					lo, hi = min(lo, v), max(hi, v)
+				}
+			}
+		}
+	}
+	if math.IsInf(lo, 0) {
+		return nil, nil
+	}
+	p.Add(plotter.NewGrid())
+	for _, q := range []struct {
+		name string
+		get  func(*row) spread
+		c    color.Color
+	}{
+		{"p50", func(x *row) spread { return x.P50ms }, blue},
+		{"p99", func(x *row) spread { return x.P99ms }, orange},
+		{"p99.9", func(x *row) spread { return x.P999ms }, red},
+	} {
+		var pts errPoints
+		for _, l := range lv {
+			if v := q.get(l.row); v.Median > 0 && v.Min > 0 {
+				pts.xs, pts.ys = append(pts.xs, float64(l.pct)), append(pts.ys, v)
+			}
+		}
+		if pts.Len() == 0 {
+			continue
+		}
+		line, scatter, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return nil, err
 		}
-		bars.Color = c
-		p.Add(bars)
-		p.NominalX(names...)
-		return p, nil
+		line.Color, scatter.Color = q.c, q.c
+		eb, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, err
+		}
+		eb.Color = q.c
+		p.Add(line, scatter, eb)
+		p.Legend.Add(q.name, line, scatter)
 	}
-	top, err := mk("throughput per scenario", "per second", tput, color.RGBA{R: 40, G: 110, B: 200, A: 255})
+	target, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 10}, {X: 100, Y: 10}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	bottom, err := mk("p99 latency per scenario", "ms", p99, color.RGBA{R: 210, G: 90, B: 40, A: 255})
-	if err != nil {
-		return err
+	target.Color, target.Dashes = grey, []vg.Length{vg.Points(5), vg.Points(3)}
+	p.Add(target)
+	p.Legend.Add("target: p99 < 10 ms at 50%", target)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.X.Min, p.X.Max = 0, 100
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(min(lo, 10)))), max(hi, 10)*10
+	return p, nil
+}
+
+// stagesChart: p50, p99 and p99.9 of each stage a histogram measures.
+func stagesChart(r report) (*plot.Plot, error) {
+	var names []string
+	var p50, p99, p999 []spread
+	for _, s := range r.Stages {
+		if s.P50ms == nil {
+			continue
+		}
+		names = append(names, wrap(s.Name, 22))
+		p50, p99, p999 = append(p50, *s.P50ms), append(p99, *s.P99ms), append(p999, *s.P999ms)
 	}
-	img := vgimg.New(vg.Points(900), vg.Points(700))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadX: vg.Points(6), PadY: vg.Points(12)}
-	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
-	w, err := createFile(path)
-	if err != nil {
-		return err
+	if len(names) == 0 {
+		return nil, nil
 	}
-	defer w.Close()
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(w)
-	return err
+	p := plot.New()
+	p.Title.Text = "Where a grab's time goes: per-stage latency (gateway at 50% of max; consumer during the whole sale)"
+	p.X.Label.Text = "stage (from the services' histograms, bucket-interpolated; stages no histogram covers are listed in results.md)"
+	p.Y.Label.Text = "latency, ms (log scale; whiskers: min–max)"
+	label := func(v float64) string { return num(v) }
+	bs := []*logBars{
+		{vals: p50, offset: -0.27, width: 0.25, color: blue, label: label},
+		{vals: p99, offset: 0, width: 0.25, color: orange, label: label},
+		{vals: p999, offset: 0.27, width: 0.25, color: red, label: label},
+	}
+	p.Add(plotter.NewGrid())
+	for i, b := range bs {
+		p.Add(b)
+		p.Legend.Add([]string{"p50", "p99", "p99.9"}[i], b)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	if !logY(p, bs...) {
+		return nil, nil
+	}
+	p.Y.Max *= 10
+	p.NominalX(names...)
+	return p, nil
+}
+
+// wrap breaks s into lines of about n characters at spaces.
+func wrap(s string, n int) string {
+	var lines []string
+	cur := ""
+	for _, w := range strings.Fields(s) {
+		if cur != "" && len(cur)+1+len(w) > n {
+			lines = append(lines, cur)
+			cur = w
+			continue
+		}
+		if cur != "" {
+			cur += " "
+		}
+		cur += w
+	}
+	return strings.Join(append(lines, cur), "\n")
 }

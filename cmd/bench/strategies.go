@@ -18,7 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
+	"github.com/seckill-pipeline/seckill/pkg/load"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -28,7 +30,7 @@ import (
 // not in the product: same net/http server settings and the same JWT check as the gateway,
 // one hot item, and each keeps its own count of winners so oversell is measured, not assumed.
 
-// strategyServer serves /trivial, /lock, /optimistic and /pessimistic.
+// strategyServer serves /trivial, /jwt, /lock, /optimistic and /pessimistic.
 type strategyServer struct {
 	rdb      redis.UniversalClient
 	db       *gorm.DB
@@ -49,16 +51,49 @@ const (
 // unlock deletes the lock only if it still holds our token (compare-and-delete).
 var unlock = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
+// serveStrategies serves the strategy server. Without a database (dsn "") it serves only
+// the ceilings: /trivial and /jwt.
 func serveStrategies(ctx context.Context, addr, dsn, redisAddr, secret string) error {
-	rdb, err := stock.Connect(ctx, redisAddr, "", time.Second)
+	verifier, err := auth.NewVerifier([]byte(secret), "seckill", "seckill-gateway", time.Now)
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, dsn)
+	s := &strategyServer{verifier: verifier}
+	mux := http.NewServeMux()
+	trivial := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"status":"queued"}` + "\n"))
+	}
+	mux.HandleFunc("POST /trivial", trivial)
+	// The same HS256 check as the gateway (issuer, audience, expiry), then the trivial answer.
+	mux.HandleFunc("POST /jwt", s.authed(func(w http.ResponseWriter, r *http.Request, _ string) { trivial(w, r) }))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	if dsn != "" {
+		if err := s.open(ctx, dsn, redisAddr); err != nil {
+			return err
+		}
+		mux.HandleFunc("POST /lock", s.authed(s.lock))
+		mux.HandleFunc("POST /optimistic", s.authed(s.optimistic))
+		mux.HandleFunc("POST /pessimistic", s.authed(s.pessimistic))
+		mux.HandleFunc("POST /reset", s.reset)
+		mux.HandleFunc("GET /stats", s.stats)
+	}
+	return ops.Serve(ctx, ops.NewServer(addr, mux), 5*time.Second)
+}
+
+func (s *strategyServer) open(ctx context.Context, dsn, redisAddr string) error {
+	var err error
+	if s.rdb, err = stock.Connect(ctx, redisAddr, "", time.Second); err != nil {
+		return err
+	}
+	if s.db, err = store.Open(ctx, dsn); err != nil {
+		return err
+	}
+	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
 	}
-	sqlDB, _ := db.DB()
 	sqlDB.SetMaxOpenConns(256)
 	sqlDB.SetMaxIdleConns(256)
 	for _, stmt := range []string{
@@ -67,28 +102,11 @@ func serveStrategies(ctx context.Context, addr, dsn, redisAddr, secret string) e
 		`CREATE TABLE IF NOT EXISTS bench_orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, strategy VARCHAR(16) NOT NULL,
 			user_id VARCHAR(64) NOT NULL, KEY (strategy)) ENGINE=InnoDB`,
 	} {
-		if err := db.Exec(stmt).Error; err != nil {
+		if err := s.db.Exec(stmt).Error; err != nil {
 			return err
 		}
 	}
-	verifier, err := auth.NewVerifier([]byte(secret), "seckill", "seckill-gateway", time.Now)
-	if err != nil {
-		return err
-	}
-	s := &strategyServer{rdb: rdb, db: db, verifier: verifier}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /trivial", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		_, _ = w.Write([]byte(`{"status":"queued"}` + "\n"))
-	})
-	mux.HandleFunc("POST /lock", s.authed(s.lock))
-	mux.HandleFunc("POST /optimistic", s.authed(s.optimistic))
-	mux.HandleFunc("POST /pessimistic", s.authed(s.pessimistic))
-	mux.HandleFunc("POST /reset", s.reset)
-	mux.HandleFunc("GET /stats", s.stats)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
-	return ops.Serve(ctx, ops.NewServer(addr, mux), 5*time.Second)
+	return nil
 }
 
 func (s *strategyServer) authed(h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
@@ -328,4 +346,106 @@ func resetStrategies(ctx context.Context, base string, stock int) error {
 		return fmt.Errorf("reset: %s", resp.Status)
 	}
 	return nil
+}
+
+// Which strategy serves one hot item fastest without overselling? The pipeline (a) and the
+// three classic schemes (b, c, d) on the same stock, the same crowd and the same HTTP front;
+// then (c) at 1,000 clients with and without retries. Oversold is counted from each
+// scheme's own record of winners (MySQL for the pipeline, after the drain).
+
+// strategyWindow bounds each slow strategy's run: its throughput is what it served in it.
+func (b *bench) strategyWindow() time.Duration {
+	if b.quick {
+		return 5 * time.Second
+	}
+	return 10 * time.Second
+}
+
+func (b *bench) strategies(ctx context.Context, rep int) ([]measured, error) {
+	const stockN = 2000
+	requests := b.n(20_000)
+	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{stockN}, Limit: 1, Consumers: 2,
+		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_JWT_SECRET": b.secret}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	srv, base, err := b.startStrategyServer(ctx, c.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Kill()
+	token, err := b.tokens(requests)
+	if err != nil {
+		return nil, err
+	}
+
+	// (a) the pipeline, consumers included: oversold is counted in MySQL after the drain.
+	grabURL := fmt.Sprintf("http://%s/api/v1/sessions/%d/prizes/%d/grab", c.GatewayAddr, c.Session.ID, c.Prizes[0].ID)
+	pa := load.Run(ctx, load.Options{Requests: requests, Concurrency: concurrency},
+		b.httpGrab(func(int) string { return grabURL }, token, "pipe"))
+	if err := c.Drain(ctx, 60*time.Second); err != nil {
+		return nil, err
+	}
+	var sold int64
+	if err := c.DB.Raw("SELECT COUNT(*) FROM orders WHERE status = 'succeeded'").Scan(&sold).Error; err != nil {
+		return nil, fmt.Errorf("count sold orders (a failed count must not read as 'oversold 0'): %w", err)
+	}
+	sa := sampleFrom(pa)
+	sa.Oversold = max(0, sold-stockN)
+	sa.Extra["sold"] = sold
+	b.logf("  (a) pipeline: %s; sold %d", pa, sold)
+	out := []measured{{keyPipeline, "strategy (a): this pipeline (Lua + Kafka + batched consumer)", sa}}
+
+	for _, s := range []struct {
+		key, name, path string
+		sold            func(strategyStats) int64
+	}{
+		{keyLock, "strategy (b): Redis lock (SET NX PX + compare-and-delete) around read-check-decrement", "/lock", func(s strategyStats) int64 { return s.LockSold }},
+		{keyOptimistic, "strategy (c): DB optimistic lock per request, tiered retries", "/optimistic", func(s strategyStats) int64 { return s.OptimisticSold }},
+		{keyPessimistic, "strategy (d): DB pessimistic SELECT … FOR UPDATE", "/pessimistic", func(s strategyStats) int64 { return s.PessimisticSold }},
+	} {
+		if err := resetStrategies(ctx, base, stockN); err != nil {
+			return nil, err
+		}
+		r := load.Run(ctx, load.Options{Requests: requests, Concurrency: concurrency, MaxDuration: b.strategyWindow()},
+			b.httpGrab(func(int) string { return base + s.path }, token, "strat"))
+		st, err := fetchStats(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		sc := sampleFrom(r)
+		sc.Oversold = max(0, s.sold(st)-stockN)
+		sc.Extra["sold"] = s.sold(st)
+		if s.path == "/optimistic" {
+			sc.Extra["conflict_rate"] = float64(st.Conflicts) / float64(max(1, st.Attempts))
+		}
+		b.logf("  %s: %s; sold %d", s.path, r, s.sold(st))
+		out = append(out, measured{s.key, s.name, sc})
+	}
+
+	// (c) at 1,000 concurrent clients, with and without retries.
+	for _, retries := range []int{0, 9} {
+		if err := resetStrategies(ctx, base, stockN); err != nil {
+			return nil, err
+		}
+		r := load.Run(ctx, load.Options{Requests: requests, Concurrency: 1000, MaxDuration: b.strategyWindow()},
+			b.httpGrab(func(int) string { return fmt.Sprintf("%s/optimistic?retries=%d", base, retries) }, token, "occ"))
+		st, err := fetchStats(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		key, label := "strategy_c_1000_no_retries", "without retries"
+		if retries > 0 {
+			key, label = "strategy_c_1000_retries", "with tiered retries"
+		}
+		sc := sampleFrom(r)
+		sc.Oversold = max(0, st.OptimisticSold-stockN)
+		sc.Extra["sold"] = st.OptimisticSold
+		sc.Extra["attempt_conflict_rate"] = float64(st.Conflicts) / float64(max(1, st.Attempts))
+		sc.Extra["requests_failed_on_conflict_rate"] = float64(st.GaveUp) / float64(max(1, r.Requests))
+		b.logf("  optimistic, 1000 clients, retries=%d: %s; attempts %d, conflicts %d, gave up %d", retries, r, st.Attempts, st.Conflicts, st.GaveUp)
+		out = append(out, measured{key, "strategy (c) at 1,000 clients, " + label, sc})
+	}
+	return out, nil
 }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/pkg/load"
+)
+
+// How many grabs per second does the gateway admit, and what latency does a client see as
+// the offered load approaches that? The gateway with Redis and Kafka and no consumers
+// (admission alone): a closed-loop sweep finds the max; then an open loop at 10, 25, 50, 75
+// and 90 % of that max, each request timed from when it was due. Around every open-loop
+// level the bench scrapes the gateway's own histograms (the admin listener's /metrics) for
+// the per-stage breakdown.
+
+// gatewayConcurrencies are the closed-loop client counts swept for the max.
+var gatewayConcurrencies = []int{64, 256, 768}
+
+// levelSeconds is how long each open-loop level offers load.
+func (b *bench) levelSeconds() float64 {
+	if b.quick {
+		return 2
+	}
+	return 6
+}
+
+func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
+	adminAddr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0,
+		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
+			"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	// Without consumers every admission stays a reservation; the reconciler would spend the
+	// run re-checking them. Admission alone is measured here.
+	_ = c.Reconciler.Stop(10 * time.Second)
+	metricsURL, adminToken := "http://"+adminAddr+"/metrics", c.Env["SECKILL_ADMIN_TOKEN"]
+	grabURL := fmt.Sprintf("http://%s/api/v1/sessions/%d/prizes/%d/grab", c.GatewayAddr, c.Session.ID, c.Prizes[0].ID)
+	url := func(int) string { return grabURL }
+	pid := c.Gateway.Pid()
+
+	// Every request is a different user (per-user limit 1), as in a sale: a repeat would be
+	// answered limit_reached, and the gateway's token cache would skip the JWT check.
+	offset := 0
+	next := func(n int) (func(i int) string, error) {
+		tok, err := b.tokens(offset + n)
+		if err != nil {
+			return nil, err
+		}
+		from := offset
+		offset += n
+		return func(i int) string { return tok(from + i) }, nil
+	}
+
+	var best load.Summary
+	var bestConc int
+	var cpuPer1000 float64
+	for _, conc := range gatewayConcurrencies {
+		n := b.n(30_000)
+		tok, err := next(n)
+		if err != nil {
+			return nil, err
+		}
+		before, err := readProc(pid)
+		if err != nil {
+			return nil, err
+		}
+		s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc}, b.httpGrab(url, tok, fmt.Sprintf("gw%d", conc)))
+		after, err := readProc(pid)
+		if err != nil {
+			return nil, err
+		}
+		b.logf("  closed loop, concurrency %d: %s", conc, s)
+		if s.ThroughputPS > best.ThroughputPS {
+			best, bestConc = s, conc
+			cpuPer1000 = (after.cpu - before.cpu).Seconds() / (float64(max(1, s.Codes["202"])) / 1000)
+		}
+	}
+	if best.ThroughputPS == 0 {
+		return nil, fmt.Errorf("gateway served nothing in the closed loop")
+	}
+	// VmHWM right after the closed loop: the peak RSS at the max rate.
+	rss, err := peakRSSMB(pid)
+	if err != nil {
+		return nil, err
+	}
+	gs := sampleFrom(best)
+	gs.Extra["concurrency"] = bestConc
+	gs.Extra["cpu_seconds_per_1000_grabs"] = cpuPer1000
+	gs.Extra["gateway_peak_rss_mb"] = rss
+	out := []measured{{keyGatewayMax, "gateway: grabs/s, closed loop (best of 64, 256, 768 clients)", gs}}
+
+	for _, pct := range openLevels {
+		rate := best.ThroughputPS * float64(pct) / 100
+		n := max(int(rate*b.levelSeconds()), 200)
+		tok, err := next(n)
+		if err != nil {
+			return nil, err
+		}
+		before, err := scrape(ctx, metricsURL, adminToken)
+		if err != nil {
+			return nil, err
+		}
+		s := load.Run(ctx, load.Options{Requests: n, Concurrency: 4096, Rate: rate,
+			MaxDuration: time.Duration(b.levelSeconds()*3+10) * time.Second},
+			b.httpGrab(url, tok, fmt.Sprintf("open%d", pct)))
+		after, err := scrape(ctx, metricsURL, adminToken)
+		if err != nil {
+			return nil, err
+		}
+		b.logf("  open loop at %d%% of max (%.0f/s): %s", pct, rate, s)
+		sm := sampleFrom(s)
+		sm.Extra["pct_of_max"] = pct
+		sm.Extra["offered_per_s"] = rate
+		sm.Extra["late"] = s.Late
+		sm.Extra["saturated"] = s.Saturated
+		sm.Extra["late_fraction"] = float64(s.Late) / float64(max(1, s.Requests))
+		if err := stageExtras(gatewayStages(), before, after, sm.Extra); err != nil {
+			return nil, err
+		}
+		out = append(out, measured{keyOpen(pct), fmt.Sprintf("gateway: open loop at %d%% of max", pct), sm})
+		if err := pause(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
