@@ -21,6 +21,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -92,10 +93,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("consumer"))
 	m := newMetrics(reg)
-	deadLetters, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters)
+	dlWriter, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters)
 	if err != nil {
 		return err
 	}
+	// Every dead letter is also an exception case on the workbench, where a person can
+	// replay it once its cause is fixed.
+	deadLetters := exception.NewDeadLetters(dlWriter, store.NewExceptions(db), time.Now, log)
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },

@@ -40,12 +40,19 @@ type sessionPreheater interface {
 	Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (preheat.Adjustment, error)
 }
 
-// admin serves the operator API. Every route requires the admin bearer token.
+// consoleSessions verifies operator console sign-ins: a *console.Console.
+type consoleSessions interface {
+	Verify(r *http.Request) (actor string, ok bool)
+}
+
+// admin serves the operator API. Every route requires the admin bearer token, or a signed-in
+// operator console session (checked again on every call).
 type admin struct {
 	catalog   adminCatalog
 	gate      adminGate
 	preheater sessionPreheater
-	onChange  func() // refreshes the gateway's schedule cache after close/adjust
+	console   consoleSessions // nil: bearer token only
+	onChange  func()          // refreshes the gateway's schedule cache after close/adjust
 	token     [sha256.Size]byte
 	log       *slog.Logger
 }
@@ -56,9 +63,14 @@ func newAdmin(c adminCatalog, g adminGate, p sessionPreheater, token string, onC
 	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, token: sha256.Sum256([]byte(token)), log: log}
 }
 
+// handle mounts one more admin route behind the same credential check.
+func (a *admin) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
+	mux.Handle(pattern, a.authorized(h))
+}
+
 // register mounts the admin routes on mux behind the credential check.
 func (a *admin) register(mux *http.ServeMux) {
-	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.authorized(h)) }
+	route := func(pattern string, h http.HandlerFunc) { a.handle(mux, pattern, h) }
 	route("POST /admin/v1/activities", a.createActivity)
 	route("GET /admin/v1/activities", a.listActivities)
 	route("GET /admin/v1/activities/{id}", a.getActivity)
@@ -74,25 +86,38 @@ func (a *admin) register(mux *http.ServeMux) {
 	route("GET /debug/pprof/symbol", pprof.Symbol)
 }
 
-// authorized checks "Authorization: Bearer <token>" in constant time (hashing both sides
-// first also hides the token's length) before anything else runs.
+// authorized lets a request through with "Authorization: Bearer <token>", compared in
+// constant time (hashing both sides first also hides the token's length), or with a valid
+// operator console session; it names the actor for the audit log either way.
 func (a *admin) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		sum := sha256.Sum256([]byte(raw))
-		if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
+		if ok && subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1 {
+			name := "admin"
+			if v := r.Header.Get("X-Admin-Actor"); seckill.ValidUserID(v) {
+				name = v
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, name)))
 			return
 		}
-		next.ServeHTTP(w, r)
+		if a.console != nil && !ok {
+			if name, signedIn := a.console.Verify(r); signedIn {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, name)))
+				return
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
 	})
 }
 
-// actor names who made a change in the audit log: the X-Admin-Actor header when it is a
-// plausible name, else "admin".
+type actorKey struct{}
+
+// actor names who made a change in the audit log: the console's signed-in name, or with the
+// bearer token the X-Admin-Actor header when it is a plausible name, else "admin".
 func actor(r *http.Request) string {
-	if v := r.Header.Get("X-Admin-Actor"); seckill.ValidUserID(v) {
+	if v, ok := r.Context().Value(actorKey{}).(string); ok {
 		return v
 	}
 	return "admin"

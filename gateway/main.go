@@ -19,10 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill-pipeline/seckill/gateway/console"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -205,6 +207,30 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	ops.Register(adminMux, nil, checks)
 	adm := newAdmin(catalog, gate, preheater, cfg.AdminToken, onChange, log)
 	adm.register(adminMux)
+	// The operator console: a page on the admin listener, signed in with the admin token
+	// (kept in an HttpOnly cookie), whose every API call is checked like a bearer call.
+	con := console.New(cfg.AdminToken, cfg.ConsoleSession, time.Now)
+	con.Register(adminMux)
+	adm.console = con
+	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name)
+	if err != nil {
+		return err
+	}
+	defer compensation.Close()
+	cases := store.NewExceptions(db)
+	replayer := exception.NewReplayer(store.NewOrders(db), catalog, gate, cfg.Topics, grabs, compensation)
+	wb := &workbench{cases: cases, orders: store.NewOrders(db), runs: store.NewRunReports(db), replay: replayer.Replay,
+		fail: adm.fail, now: time.Now, onActed: func(action, kind string, refused bool) {
+			result := "done"
+			if refused {
+				result = "refused"
+			}
+			m.caseActions.WithLabelValues(action, kind, result).Inc()
+		}}
+	wb.register(adm, adminMux)
+	live := &overview{catalog: catalog, gate: gate, kafka: kafkaAdmin, cases: cases, group: cfg.ConsumerGroup,
+		topics: cfg.Topics, now: time.Now, fail: adm.fail}
+	adm.handle(adminMux, "GET /admin/v1/overview", live.serve)
 	adminMux.Handle("GET /metrics", adm.authorized(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 
 	log.Info("gateway starting", "gateway_id", id,

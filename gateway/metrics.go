@@ -17,6 +17,7 @@ type metrics struct {
 	soldOutHits    prometheus.Counter
 	inflight       prometheus.Gauge
 	scheduleErrors prometheus.Counter
+	caseActions    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,8 +51,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Grab and status requests being served."}),
 		scheduleErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_gateway_schedule_reload_errors_total",
 			Help: "Failed reloads of the session schedule cache (the last good copy keeps serving)."}),
+		caseActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_actions_total",
+			Help: "Operator actions on exception cases, by action (replay, resolve, dismiss), kind and result (done, refused)."},
+			[]string{"action", "kind", "result"}),
 	}
 	reg.MustRegister(m.grabs, m.responses, m.latency, m.redis, m.redisErrors, m.produce, m.produceErrors, m.relayPending,
-		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors)
+		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors, m.caseActions)
 	return m
 }

@@ -72,6 +72,7 @@ type compensationJob struct {
 	orders      persister
 	gate        settler
 	deadLetters deadLetterWriter
+	cases       caseRecorder // a group whose replay fails is a case until a run gets past it
 	topic       event.Topic
 	policy      retry.Policy
 	budget      time.Duration // one run's replay time; the rest waits for the next run
@@ -98,13 +99,8 @@ func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
 
 func (compensationJob) Name() string { return "compensation" }
 
-// position is where replay stands in one partition.
-type position struct{ next, end int64 }
-
 // positions reads, per partition, the next offset to replay and the end offset.
-func (j *compensationJob) positions(ctx context.Context) (map[int]position, error) {
-	// Stored offsets first, end offsets second: a message appended in between only makes the
-	// backlog look larger, never smaller.
+func (j *compensationJob) positions(ctx context.Context) (map[int]event.Position, error) {
 	stored, err := j.offsets.ReplayOffsets(ctx, j.topic.Name)
 	if err != nil {
 		return nil, err
@@ -113,15 +109,7 @@ func (j *compensationJob) positions(ctx context.Context) (map[int]position, erro
 	if err != nil {
 		return nil, fmt.Errorf("compensation topic offsets: %w", err)
 	}
-	out := make(map[int]position, len(offs))
-	for p, o := range offs {
-		next, ok := stored[p]
-		if !ok || next < o.First {
-			next = o.First // never replayed, or retention removed what was not replayed
-		}
-		out[p] = position{next: next, end: o.End}
-	}
-	return out, nil
+	return event.Positions(offs, stored), nil
 }
 
 // Backlog returns how many compensation events wait to be replayed.
@@ -130,10 +118,7 @@ func (j *compensationJob) Backlog(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, p := range pos {
-		n += max(0, p.end-p.next)
-	}
+	n := event.Backlog(pos)
 	j.metrics.backlog.Set(float64(n))
 	return n, nil
 }
@@ -144,14 +129,12 @@ func (j *compensationJob) Run(ctx context.Context, fence lease.Fence) (result, e
 	if err != nil {
 		return result{Summary: sum}, err
 	}
-	for _, p := range pos {
-		sum["backlog"] += max(0, p.end-p.next)
-	}
+	sum["backlog"] = event.Backlog(pos)
 	j.metrics.backlog.Set(float64(sum["backlog"]))
 	deadline := time.Now().Add(j.budget)
 	var errs []error
 	for part, p := range pos {
-		if p.next >= p.end {
+		if p.Next >= p.End {
 			continue
 		}
 		n, err := j.replayPartition(ctx, fence, part, p, deadline, sum)
@@ -167,19 +150,19 @@ func (j *compensationJob) Run(ctx context.Context, fence lease.Fence) (result, e
 	return result{Summary: sum}, errors.Join(errs...)
 }
 
-// replayPartition replays one partition from p.next up to p.end (what was there when the
+// replayPartition replays one partition from p.Next up to p.End (what was there when the
 // run began) in batches, saving the offset after each, and returns how many it replayed.
-func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence, part int, p position, deadline time.Time, sum map[string]int64) (int64, error) {
-	r, err := j.open(part, p.next)
+func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence, part int, p event.Position, deadline time.Time, sum map[string]int64) (int64, error) {
+	r, err := j.open(part, p.Next)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
 	var done int64
-	next := p.next
-	for next < p.end && time.Now().Before(deadline) {
+	next := p.Next
+	for next < p.End && time.Now().Before(deadline) {
 		var batch []kafka.Message
-		for len(batch) < 200 && next < p.end {
+		for len(batch) < 200 && next < p.End {
 			// The messages exist (below the end offset read at the start), so a fetch that
 			// takes long means the broker is unwell, not that the topic is empty.
 			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -236,7 +219,11 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", k.session, k.prize, err)
+			err = fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", k.session, k.prize, err)
+			if cerr := j.cases.Record(ctx, j.now(), compensationCase(k, msgs[k], err)); cerr != nil {
+				j.log.Warn("record the failing compensation as an exception case failed", "error", cerr.Error())
+			}
+			return err
 		}
 		b, err := j.settlement(ctx, k, res)
 		if err != nil {
@@ -319,4 +306,22 @@ func (j *compensationJob) persist(ctx context.Context, k prizeKey, grabs []secki
 		case <-time.After(delay):
 		}
 	}
+}
+
+// compensationCase is the exception case of a compensation group that failed to replay. It
+// is keyed by where the group starts, so the same stuck group is one case however many runs
+// fail on it; the job retries it every run, and a person fixes the cause (nothing to replay).
+func compensationCase(k prizeKey, msgs []kafka.Message, cause error) store.CaseReport {
+	first := msgs[0]
+	rids := make([]string, 0, min(len(msgs), 20))
+	for _, m := range msgs[:min(len(msgs), 20)] {
+		if g, err := event.DecodeGrab(m.Value); err == nil {
+			rids = append(rids, g.RequestID)
+		}
+	}
+	return store.CaseReport{Kind: seckill.CaseCompensationFailing,
+		Key:       fmt.Sprintf("%s/%d@%d", first.Topic, first.Partition, first.Offset),
+		SessionID: k.session, PrizeID: k.prize, Detail: cause.Error(),
+		Evidence: map[string]any{"topic": first.Topic, "partition": first.Partition, "first_offset": first.Offset,
+			"events": len(msgs), "request_ids": rids, "error": cause.Error()}}
 }

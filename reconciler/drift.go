@@ -42,9 +42,12 @@ type driftJob struct {
 	orders  existingOrders
 	lag     grabLag
 	grace   time.Duration
-	metrics *driftMetrics
-	log     *slog.Logger
-	now     func() time.Time
+	// Drift left in place by caseRuns consecutive runs becomes an exception case.
+	cases    caseRecorder
+	caseRuns int
+	metrics  *driftMetrics
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 type driftMetrics struct {
@@ -122,7 +125,7 @@ func (driftJob) Name() string { return "drift" }
 var errUncorrected = errors.New("drift found that could not be corrected this run")
 
 func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
-	sum := map[string]int64{"checked": 0, "redis_high": 0, "redis_low": 0, "corrected": 0, "uncorrected": 0, "skipped_in_flight": 0, "not_loaded": 0}
+	sum := map[string]int64{"checked": 0, "redis_high": 0, "redis_low": 0, "corrected": 0, "uncorrected": 0, "skipped_in_flight": 0, "not_loaded": 0, "cases": 0}
 	now := j.now()
 	sc, err := activeScope(ctx, j.catalog, now, j.grace)
 	if err != nil {
@@ -194,6 +197,12 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		if err := j.gate.CorrectLeft(ctx, sid, pid, v, expected, fence.Number); err != nil {
 			if errors.Is(err, stock.ErrMoved) {
 				sum["uncorrected"]++
+				if runs := j.metrics.streaks[key] + 1; runs >= j.caseRuns {
+					if err := j.cases.Record(ctx, now, driftCase(st, v, pending, notReturned, expected, runs)); err != nil {
+						return result{Summary: sum}, err
+					}
+					sum["cases"]++
+				}
 				continue
 			}
 			return result{Summary: sum}, err
@@ -216,4 +225,14 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		return result{Summary: sum, Details: details}, errUncorrected
 	}
 	return result{Summary: sum, Details: details}, nil
+}
+
+// driftCase is the exception case of drift no run could correct: Redis kept moving under
+// the compare-and-set, so something keeps writing to it that the reconciler does not know.
+func driftCase(st seckill.Stock, v stock.View, pending, notReturned, expected int64, runs int) store.CaseReport {
+	return store.CaseReport{Kind: seckill.CaseDriftUncorrected, Key: fmt.Sprintf("%d:%d", st.SessionID, st.PrizeID),
+		SessionID: st.SessionID, PrizeID: st.PrizeID,
+		Detail: fmt.Sprintf("redis left %d, expected %d, uncorrected for %d runs", v.Left, expected, runs),
+		Evidence: map[string]any{"mysql_left": st.Left, "mysql_total": st.Total, "pending_reservations": pending,
+			"cancelled_not_in_redis": notReturned, "redis_left": v.Left, "expected_redis_left": expected, "runs": runs}}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
@@ -116,13 +117,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	deadLettersWritten := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_dead_letters_total",
 		Help: "Events the reconciler sent to the dead-letter topic (undecodable, or no such stock row)."})
 	reg.MustRegister(deadLettersWritten)
-	deadLetters, err := event.NewDeadLetters(deadLetterWriter, deadLettersWritten)
+	dlWriter, err := event.NewDeadLetters(deadLetterWriter, deadLettersWritten)
 	if err != nil {
 		return err
 	}
+	cases := store.NewExceptions(db)
+	deadLetters := exception.NewDeadLetters(dlWriter, cases, time.Now, log)
 	lag := grabLag{reader: kafkaAdmin, group: cfg.ConsumerGroup, topic: cfg.Topics.Grab}
 	comp := &compensationJob{
-		bounds: kafkaAdmin, offsets: catalog, orders: orders, gate: gate, deadLetters: deadLetters,
+		bounds: kafkaAdmin, offsets: catalog, orders: orders, gate: gate, deadLetters: deadLetters, cases: cases,
 		topic: cfg.Topics.Compensation, policy: retry.Default(), budget: cfg.ReplayBudget,
 		metrics: newCompensationMetrics(reg), log: log, now: time.Now,
 		open: func(partition int, offset int64) (partitionReader, error) {
@@ -138,23 +141,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	republished, settled := newStaleMetrics(reg)
 	r := &runner{
 		lease:   lease.New(db, cfg.LeaseName, cfg.LeaseTTL),
+		reports: store.NewRunReports(db),
 		metrics: newRunnerMetrics(reg),
+		log:     log,
 		now:     time.Now,
 		// Order matters: replay compensation before judging reservations stale, rebuild lost
 		// keys before giving cancelled units back (a unit the rebuild counted is then found
-		// done) and both before measuring drift, report sessions last.
+		// done) and both before measuring drift, report sessions, then the open exception
+		// cases (which the jobs before may have recorded).
 		jobs: []job{
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
 			comp,
 			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
 				gateways: store.NewUnpublished(db), gatewayAlive: 5 * time.Second, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
 			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
-				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled, log: log, now: time.Now},
+				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled,
+				cases: cases, caseAfter: cfg.StaleCaseAfter, log: log, now: time.Now},
 			paymentJob{catalog: catalog, orders: orders, returns: store.NewReturns(db), gate: gate, grace: cfg.KeyGrace,
 				batch: 500, perRun: 5000, sweep: 2000, metrics: newPaymentMetrics(reg), log: log, now: time.Now},
 			driftJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grace: cfg.KeyGrace,
-				metrics: newDriftMetrics(reg), log: log, now: time.Now},
+				cases: cases, caseRuns: cfg.DriftCaseRuns, metrics: newDriftMetrics(reg), log: log, now: time.Now},
 			lifecycleJob{catalog: catalog, gate: gate, orders: orders, returns: store.NewReturns(db), grace: cfg.KeyGrace, log: log, now: time.Now},
+			exceptionsJob{cases: cases, open: newOpenCasesGauge(reg)},
 		},
 	}
 	if *once {
@@ -180,7 +188,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("reconciler starting", "http_addr", cfg.HTTPAddr, "interval", cfg.Interval.String(),
 		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
 		"catch_up_wait", cfg.CatchUpWait.String(), "republish_bound", cfg.RepublishBound.String(),
-		"consumer_group", cfg.ConsumerGroup, "lease", cfg.LeaseName)
+		"consumer_group", cfg.ConsumerGroup, "lease", cfg.LeaseName,
+		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })

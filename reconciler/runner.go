@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -92,11 +93,18 @@ func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
 	return m
 }
 
+// reportSaver keeps run reports for the operator console: a *store.RunReports.
+type reportSaver interface {
+	Save(ctx context.Context, startedAt time.Time, durationMS, fence int64, failed bool, report []byte) error
+}
+
 // runner runs the jobs in order under the lease.
 type runner struct {
 	lease   leaser
 	jobs    []job
+	reports reportSaver // nil: reports are only printed and logged
 	metrics runnerMetrics
+	log     *slog.Logger
 	now     func() time.Time
 }
 
@@ -127,6 +135,7 @@ func (r *runner) runOnce(ctx context.Context) (report, error) {
 	if acquired {
 		r.metrics.lastRun.Set(float64(end.UnixMilli()) / 1000)
 		r.metrics.fence.Set(float64(rep.Fence))
+		r.save(ctx, rep)
 	}
 	switch {
 	case err != nil:
@@ -142,6 +151,23 @@ func (r *runner) runOnce(ctx context.Context) (report, error) {
 		r.metrics.duration.Observe(float64(rep.DurationMS) / 1000)
 	}
 	return rep, nil
+}
+
+// save keeps a run's report for the console. Losing one is a gap in a history, not in the
+// reconciliation, so a failure is logged and the run goes on.
+func (r *runner) save(ctx context.Context, rep report) {
+	if r.reports == nil {
+		return
+	}
+	b, err := json.Marshal(rep)
+	if err == nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = r.reports.Save(sctx, rep.StartedAt, rep.DurationMS, rep.Fence, rep.Failed(), b)
+		cancel()
+	}
+	if err != nil {
+		r.log.Warn("saving the run report for the console failed", "error", err.Error())
+	}
 }
 
 // print writes the report as a readable table, or as one JSON object.

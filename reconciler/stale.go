@@ -10,9 +10,11 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 type reservationGate interface {
@@ -45,8 +47,17 @@ type staleJob struct {
 	grace       time.Duration
 	republished prometheus.Counter
 	settled     prometheus.Counter
-	log         *slog.Logger
-	now         func() time.Time
+	// A reservation still without an order caseAfter after its admission (re-published
+	// more than once by then) becomes an exception case for a person.
+	cases     caseRecorder
+	caseAfter time.Duration
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// caseRecorder records exception cases for the workbench: a *store.Exceptions.
+type caseRecorder interface {
+	Record(ctx context.Context, at time.Time, reports ...store.CaseReport) error
 }
 
 func newStaleMetrics(reg prometheus.Registerer) (republished, settled prometheus.Counter) {
@@ -152,5 +163,19 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	}
 	j.republished.Add(float64(len(msgs)))
 	j.log.Warn("stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "count", len(msgs))
+	now := j.now()
+	var cases []store.CaseReport
+	for _, r := range missing {
+		if age := now.Sub(r.AdmittedAt); age >= j.caseAfter {
+			cases = append(cases, exception.StaleReport(st.SessionID, st.PrizeID, r, age))
+		}
+	}
+	if len(cases) > 0 {
+		if err := j.cases.Record(ctx, now, cases...); err != nil {
+			return settled, int64(len(msgs)), err
+		}
+		j.log.Warn("reservations without an order handed to the exceptions workbench", "session_id", st.SessionID,
+			"prize_id", st.PrizeID, "count", len(cases), "older_than", j.caseAfter.String())
+	}
 	return settled, int64(len(msgs)), nil
 }

@@ -93,6 +93,11 @@ type Gateway struct {
 	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
+
+	// ConsumerGroup is the order consumers' group, whose lag the operator console shows.
+	ConsumerGroup string
+	// ConsoleSession is how long an operator console sign-in lasts.
+	ConsoleSession time.Duration
 }
 
 // LoadGateway reads the gateway's configuration.
@@ -108,6 +113,8 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		JWTAudience: r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
 		TrustUserHeader: r.getenv("SECKILL_TRUST_USER_HEADER"),
+		ConsumerGroup:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		ConsoleSession:  r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
 		TrustedProxies:  r.prefixes("SECKILL_TRUSTED_PROXIES"),
 		MaxInflight:     r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		RatePerUser:     float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
@@ -162,6 +169,10 @@ type Reconciler struct {
 	RepublishBound time.Duration // ... and re-published even while its partition is busy once this old
 	CatchUpWait    time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
 	ReplayBudget   time.Duration // how long one run may spend replaying the compensation topic
+
+	// When automation hands over to a person (an exception case on the workbench).
+	StaleCaseAfter time.Duration // a reservation still without an order this long after admission
+	DriftCaseRuns  int           // drift left uncorrected by this many consecutive runs
 }
 
 // LoadReconciler reads the reconciler's configuration.
@@ -180,9 +191,14 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		RepublishBound: r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
 		CatchUpWait:    r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
 		ReplayBudget:   r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
+		StaleCaseAfter: r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
+		DriftCaseRuns:  r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
 	}
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
+	}
+	if c.StaleCaseAfter < c.RepublishBound {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_STALE_CASE_AFTER=%s: shorter than SECKILL_REPUBLISH_BOUND (%s): a person would get reservations the reconciler has not re-published yet", c.StaleCaseAfter, c.RepublishBound))
 	}
 	return c, r.err()
 }

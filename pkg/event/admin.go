@@ -199,6 +199,35 @@ type PartitionOffsets struct {
 	First, End int64
 }
 
+// Position is where a reader that keeps its own offsets (the compensation replay) stands in
+// one partition: the next offset to read and the end offset.
+type Position struct{ Next, End int64 }
+
+// Positions joins stored next offsets with the partitions' bounds. A partition never read,
+// or whose unread messages retention removed, starts at its first offset. Read the stored
+// offsets before the bounds: a message appended in between then only makes the backlog look
+// larger, never smaller.
+func Positions(bounds map[int]PartitionOffsets, stored map[int]int64) map[int]Position {
+	out := make(map[int]Position, len(bounds))
+	for p, o := range bounds {
+		next, ok := stored[p]
+		if !ok || next < o.First {
+			next = o.First
+		}
+		out[p] = Position{Next: next, End: o.End}
+	}
+	return out
+}
+
+// Backlog is how many messages the positions leave to read.
+func Backlog(pos map[int]Position) int64 {
+	var n int64
+	for _, p := range pos {
+		n += max(0, p.End-p.Next)
+	}
+	return n
+}
+
 // Offsets returns the first and end offsets of every partition of topic, as the broker
 // lists them now (partitions come from the broker's metadata, not from configuration).
 // It is the pipeline's one way to list offsets: the order relay's checkpoints, the lag of a

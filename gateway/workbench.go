@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// caseStore is what the exceptions workbench needs from MySQL: a *store.Exceptions.
+type caseStore interface {
+	List(ctx context.Context, f store.CaseFilter) ([]store.Case, error)
+	Get(ctx context.Context, id int64) (store.CaseDetail, error)
+	Act(ctx context.Context, id int64, action, actor, note string, at time.Time, replay store.Replay) (store.CaseDetail, error)
+}
+
+type orderReader interface {
+	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
+}
+
+type runReader interface {
+	Recent(ctx context.Context, limit int) ([]store.RunReport, error)
+}
+
+// workbench serves the exceptions workbench and the reconciler's reports on the admin
+// listener, behind the admin credential.
+type workbench struct {
+	cases   caseStore
+	orders  orderReader
+	runs    runReader
+	replay  store.Replay // produces a case's events again (an *exception.Replayer's Replay)
+	fail    func(w http.ResponseWriter, r *http.Request, err error)
+	onActed func(action, kind string, refused bool)
+	now     func() time.Time
+}
+
+func (b *workbench) register(a *admin, mux *http.ServeMux) {
+	a.handle(mux, "GET /admin/v1/exceptions", b.list)
+	a.handle(mux, "GET /admin/v1/exceptions/{id}", b.show)
+	a.handle(mux, "POST /admin/v1/exceptions/{id}/{action}", b.act)
+	a.handle(mux, "GET /admin/v1/reconciler/reports", b.reports)
+}
+
+var caseStates = map[string]bool{"": true, seckill.CaseOpen: true, seckill.CaseReplayed: true,
+	seckill.CaseResolved: true, seckill.CaseDismissed: true}
+
+func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.CaseFilter{State: q.Get("state"), Kind: q.Get("kind"), Limit: 100}
+	var verr seckill.ValidationError
+	if !caseStates[f.State] {
+		verr = append(verr, seckill.FieldError{Field: "state", Message: "must be open, replayed, resolved or dismissed (or empty for all)"})
+	}
+	if len(f.Kind) > 64 {
+		verr = append(verr, seckill.FieldError{Field: "kind", Message: "at most 64 characters"})
+	}
+	if v := q.Get("session_id"); v != "" {
+		id, err := parseID(v)
+		if err != nil {
+			verr = append(verr, seckill.FieldError{Field: "session_id", Message: "must be a positive integer"})
+		}
+		f.SessionID = id
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			verr = append(verr, seckill.FieldError{Field: "limit", Message: "must be 1 to 500"})
+		}
+		f.Limit = n
+	}
+	if len(verr) > 0 {
+		badInput(w, verr)
+		return
+	}
+	cases, err := b.cases.List(r.Context(), f)
+	if err != nil {
+		b.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cases": cases})
+}
+
+// caseView is a case with its evidence, history, and the order of its request id (if any).
+type caseView struct {
+	store.CaseDetail
+	Order *seckill.Order `json:"order"`
+}
+
+func (b *workbench) view(ctx context.Context, d store.CaseDetail) (caseView, error) {
+	v := caseView{CaseDetail: d}
+	if d.RequestID == "" {
+		return v, nil
+	}
+	orders, err := b.orders.Existing(ctx, []string{d.RequestID})
+	if err != nil {
+		return v, err
+	}
+	if o, ok := orders[d.RequestID]; ok {
+		v.Order = &o
+	}
+	return v, nil
+}
+
+func (b *workbench) show(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	d, err := b.cases.Get(r.Context(), id)
+	if err != nil {
+		b.fail(w, r, err)
+		return
+	}
+	v, err := b.view(r.Context(), d)
+	if err != nil {
+		b.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+type actionInput struct {
+	Note string `json:"note"`
+}
+
+func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	action := r.PathValue("action")
+	if action != store.ActReplay && action != store.ActResolve && action != store.ActDismiss {
+		writeError(w, http.StatusNotFound, "not_found", "no such action: want replay, resolve or dismiss")
+		return
+	}
+	var in actionInput
+	if r.ContentLength != 0 {
+		if err := decodeStrict(w, r, adminBodyLimit, &in); err != nil {
+			badInput(w, err)
+			return
+		}
+	}
+	in.Note = strings.TrimSpace(in.Note)
+	if (action != store.ActReplay && in.Note == "") || len(in.Note) > 1024 {
+		badInput(w, seckill.ValidationError{{Field: "note", Message: "must be 1 to 1024 characters: say why (it goes to the case's audit)"}})
+		return
+	}
+	d, err := b.cases.Act(r.Context(), id, action, actor(r), in.Note, b.now(), b.replay)
+	refused := errors.Is(err, store.ErrNotReplayable)
+	if err == nil || refused {
+		b.onActed(action, d.Kind, refused)
+	}
+	switch {
+	case refused:
+		writeJSON(w, http.StatusConflict, apiError{Code: "not_replayable", Message: err.Error()})
+		return
+	case errors.Is(err, store.ErrCaseClosed):
+		writeJSON(w, http.StatusConflict, apiError{Code: "case_closed", Message: err.Error()})
+		return
+	case err != nil:
+		b.fail(w, r, err)
+		return
+	}
+	v, err := b.view(r.Context(), d)
+	if err != nil {
+		b.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
+	limit := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			badInput(w, seckill.ValidationError{{Field: "limit", Message: "must be 1 to 200"}})
+			return
+		}
+		limit = n
+	}
+	runs, err := b.runs.Recent(r.Context(), limit)
+	if err != nil {
+		b.fail(w, r, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(runs))
+	for _, run := range runs {
+		// The report is stored as the reconciler printed it with --json; the console gets its
+		// fields plus the row's id and whether the run failed.
+		m := map[string]any{}
+		if err := json.Unmarshal(run.Report, &m); err != nil {
+			m = map[string]any{"started_at": run.StartedAt, "unreadable": err.Error()}
+		}
+		m["id"], m["failed"] = run.ID, run.Failed
+		out = append(out, m)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reports": out})
+}
