@@ -91,18 +91,24 @@
         data = { error: 'bad_response', message: text.slice(0, 300) };
       }
     }
-    if (resp.status === 401 && !path.startsWith('/console/')) {
-      showSignIn('Your session ended or the admin token changed; sign in again.');
+    if (!resp.ok) {
+      const err = new APIError(resp.status, data);
+      // The console's own routes answer 401 for a wrong token at sign-in; elsewhere it means
+      // the session ended (expired, signed out in another tab, admin token rotated).
+      if (resp.status === 401 && !path.startsWith('/console/')) {
+        err.sessionEnded = true;
+        showSignIn('Your session ended or the admin token changed; sign in again.');
+      }
+      throw err;
     }
-    if (!resp.ok) throw new APIError(resp.status, data);
     return data;
   }
 
-  // failed shows err in box (and each field error next to its input inside form); a 401 has
-  // already sent the operator to the sign-in form.
+  // failed shows err in box (and each field error next to its input inside form); an ended
+  // session has already sent the operator to the sign-in form.
   function failed(box, err, form) {
     if (!(err instanceof APIError)) throw err;
-    if (err.status === 401) return;
+    if (err.sessionEnded) return;
     let unplaced = [];
     for (const f of err.fields) {
       const slot = form && form.querySelector(`[data-field-error="${CSS.escape(f.field)}"]`);
@@ -383,7 +389,7 @@
       } catch (e) {
         if (stale()) return;
         failed(error, e);
-        if (e.status === 401) return;
+        if (e.sessionEnded) return;
       }
       if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
     }
@@ -408,8 +414,10 @@
       button.disabled = true;
       try {
         const out = await api('POST', `/admin/v1/sessions/${s.session_id}/${what}`);
+        // Preheat answers the prize ids it loaded and the ones already in Redis.
+        const count = (ids) => (Array.isArray(ids) ? ids.length : 0);
         note.textContent = what === 'preheat'
-          ? `Preheated: ${fmtNum(out && out.loaded)} loaded, ${fmtNum(out && out.kept)} kept.`
+          ? `Preheated: ${count(out && out.loaded)} loaded, ${count(out && out.kept)} already in Redis.`
           : 'Closed.';
         if (timer !== null) clearTimeout(timer);
         refresh();
@@ -626,7 +634,9 @@
   // ---------------------------------------------------------------- Exceptions
 
   const caseStates = [['open', 'open'], ['replayed', 'replayed'], ['resolved', 'resolved'], ['dismissed', 'dismissed'], ['', 'all']];
-  const knownKinds = ['dead_letter', 'drift_uncorrected', 'compensation_exhausted', 'rejected_admission'];
+  // The kinds of pkg/seckill (Case*), offered as suggestions; any other kind can be typed.
+  const knownKinds = ['dead_letter', 'admitted_rejected', 'drift_uncorrected', 'stale_reservation', 'compensation_failing',
+    'unknown_order', 'feedback_for_rejected', 'cancel_after_paid', 'paid_after_cancel'];
 
   function renderExceptions(page, m, stale) {
     const q = new URLSearchParams(m[1] || 'state=open');
