@@ -134,9 +134,8 @@ func (b *bench) tokens(n int) (func(i int) string, error) {
 	return func(i int) string { return signed[i%len(signed)] }, nil
 }
 
-// all runs every selected step once per repetition, interleaved: repetition 1 of every
-// step, then repetition 2 of every step, and so on. Ratios are derived within each
-// repetition. On an error the repetitions finished so far are returned with it.
+// all runs the selected steps, interleaved (runInterleaved), and leaves MariaDB as the
+// stack configures it, also after a failure.
 func (b *bench) all(ctx context.Context, rep *report) (err error) {
 	var steps []step
 	for _, s := range b.steps() {
@@ -144,20 +143,27 @@ func (b *bench) all(ctx context.Context, rep *report) (err error) {
 			steps = append(steps, s)
 		}
 	}
-	rep.Reps = b.reps
-	rep.Order = interleave(stepNames(steps), b.reps)
 	defer func() {
 		if rerr := b.restoreMariaDB(context.WithoutCancel(ctx)); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
+	return runInterleaved(ctx, steps, b.reps, b.logf, rep)
+}
+
+// runInterleaved runs every step once per repetition: repetition 1 of every step, then
+// repetition 2 of every step, and so on. Ratios are derived within each repetition. On an
+// error rep keeps the repetitions finished before it (rep.Reps counts them).
+func runInterleaved(ctx context.Context, steps []step, reps int, logf func(string, ...any), rep *report) error {
+	rep.Order = interleave(stepNames(steps), reps)
 	var col collector
-	defer func() { rep.Rows = col.summarise() }()
-	for r := 1; r <= b.reps; r++ {
+	done := 0
+	defer func() { rep.Rows, rep.Reps = col.summarise(), done }()
+	for r := 1; r <= reps; r++ {
 		got := map[string]*sample{}
 		var ms []measured
 		for _, s := range steps {
-			b.logf("== repetition %d of %d: %s", r, b.reps, s.name)
+			logf("== repetition %d of %d: %s", r, reps, s.name)
 			m, err := s.run(ctx, r)
 			if err != nil {
 				return fmt.Errorf("repetition %d, %s: %w", r, s.name, err)
@@ -169,6 +175,7 @@ func (b *bench) all(ctx context.Context, rep *report) (err error) {
 		}
 		deriveRatios(got)
 		col.add(r, ms)
+		done = r
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -246,9 +247,45 @@ var (
 	red    = color.RGBA{R: 200, G: 40, B: 40, A: 255}
 )
 
+// The charts draw on a linear axis of log10(value) with ticks labelled in values: gonum's
+// LogScale places a centred axis label by the arithmetic midpoint of the data range, which
+// on a log axis pushes the label (and so the whole plot) far down the canvas.
+
+func lg(v float64) float64 { return math.Log10(v) }
+
+// logTicks labels every power of ten in [lo, hi] (log10 units), with unlabelled ticks at
+// 2..9 times each.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for k := math.Floor(lo); k <= math.Ceil(hi); k++ {
+		for m := 1; m < 10; m++ {
+			v := lg(float64(m)) + k
+			if v < lo-1e-9 || v > hi+1e-9 {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 {
+				if t.Label = strconv.FormatFloat(math.Pow(10, k), 'f', -1, 64); k >= 3 {
+					t.Label = thousands(math.Pow(10, k))
+				}
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// logAxis spans [lo, hi] (values) on p's Y axis in log10 units, with extra decades above
+// for labels and a legend.
+func logAxis(p *plot.Plot, lo, hi, roomDecades float64) {
+	p.Y.Min, p.Y.Max = math.Floor(lg(lo)), lg(hi)+roomDecades
+	p.Y.Tick.Marker = logTicks{}
+}
+
 // logBars draws bars from the bottom of a log axis to each median, a min–max whisker
-// over several repetitions, and the median written above. (plotter.BarChart starts bars
-// at zero, which a log axis cannot place.)
+// over several repetitions, and the median written above.
 type logBars struct {
 	vals   []spread
 	offset float64 // x shift within a group, in category units
@@ -268,11 +305,11 @@ func (lb *logBars) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 		x := float64(i) + lb.offset
 		x0, x1, xm := trX(x-lb.width/2), trX(x+lb.width/2), trX(x)
-		y0, y1 := trY(p.Y.Min), trY(v.Median)
+		y0, y1 := trY(p.Y.Min), trY(lg(v.Median))
 		c.FillPolygon(lb.color, c.ClipPolygonY([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}))
 		top := y1
 		if v.N > 1 && v.Min > 0 && v.Max > v.Min {
-			lo, hi := trY(v.Min), trY(v.Max)
+			lo, hi := trY(lg(v.Min)), trY(lg(v.Max))
 			capW := (x1 - x0) / 4
 			c.StrokeLines(line, c.ClipLinesY([]vg.Point{{X: xm, Y: lo}, {X: xm, Y: hi}},
 				[]vg.Point{{X: xm - capW, Y: lo}, {X: xm + capW, Y: lo}}, []vg.Point{{X: xm - capW, Y: hi}, {X: xm + capW, Y: hi}})...)
@@ -284,16 +321,22 @@ func (lb *logBars) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 }
 
-func (lb *logBars) DataRange() (xmin, xmax, ymin, ymax float64) {
-	ymin, ymax = math.Inf(1), math.Inf(-1)
+// valueRange is the smallest and largest positive value the bars show (values, not logs).
+func (lb *logBars) valueRange() (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, v := range lb.vals {
 		for _, y := range []float64{v.Median, v.Min, v.Max} {
 			if y > 0 {
-				ymin, ymax = min(ymin, y), max(ymax, y)
+				lo, hi = min(lo, y), max(hi, y)
 			}
 		}
 	}
-	return -0.5, float64(len(lb.vals)) - 0.5, ymin, ymax
+	return lo, hi
+}
+
+func (lb *logBars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	lo, hi := lb.valueRange()
+	return -0.5, float64(len(lb.vals)) - 0.5, lg(lo), lg(hi)
 }
 
 func (lb *logBars) Thumbnail(c *draw.Canvas) {
@@ -301,19 +344,17 @@ func (lb *logBars) Thumbnail(c *draw.Canvas) {
 	c.FillPolygon(lb.color, pts)
 }
 
-// logY puts p's Y axis on a log scale spanning the bars with room for their labels.
-func logY(p *plot.Plot, bars ...*logBars) bool {
+// logY puts p's Y axis on a log scale spanning the bars, roomDecades above them.
+func logY(p *plot.Plot, roomDecades float64, bars ...*logBars) bool {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, b := range bars {
-		_, _, l, h := b.DataRange()
+		l, h := b.valueRange()
 		lo, hi = min(lo, l), max(hi, h)
 	}
 	if math.IsInf(lo, 0) || math.IsInf(hi, 0) {
 		return false
 	}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), hi*4
+	logAxis(p, lo, hi, roomDecades)
 	return true
 }
 
@@ -350,8 +391,8 @@ func strategiesChart(r report) (*plot.Plot, error) {
 	p.Title.Text = "Four strategies on one hot item: same stock (2,000), crowd and HTTP front"
 	p.Y.Label.Text = "requests answered per second (log scale; whiskers: min–max over repetitions)"
 	bars := &logBars{vals: vals, width: 0.6, color: blue, label: func(v float64) string { return num(v) + "/s" }}
-	p.Add(bars, plotter.NewGrid())
-	if !logY(p, bars) {
+	p.Add(plotter.NewGrid(), bars)
+	if !logY(p, 0.3, bars) {
 		return nil, nil
 	}
 	p.NominalX(labels...)
@@ -396,12 +437,12 @@ func persistenceChart(r report) (*plot.Plot, error) {
 	p.Legend.Add("batched, 500 orders per transaction (cmd/hotrow)", bs[0])
 	p.Legend.Add("one transaction per order (cmd/hotrow)", bs[1])
 	p.Legend.Add("Kafka → MySQL: the consumer draining one hot prize", bs[2])
-	p.Legend.Top, p.Legend.Left = true, true
-	if !logY(p, bs...) {
+	p.Legend.Top, p.Legend.Left, p.Legend.YOffs = true, true, -vg.Points(12)
+	if !logY(p, 1, bs...) { // a decade of room for the legend
 		return nil, nil
 	}
-	p.Y.Max *= 10 // room for the legend
-	target, err := hline(20_000, float64(len(groups)), red)
+	p.Y.Max = max(p.Y.Max, lg(20_000)+1)
+	target, err := hline(lg(20_000), float64(len(groups)), red)
 	if err != nil {
 		return nil, err
 	}
@@ -426,10 +467,11 @@ type errPoints struct {
 	ys []spread
 }
 
+// They plot in log10 units (see logAxis).
 func (e errPoints) Len() int                    { return len(e.xs) }
-func (e errPoints) XY(i int) (float64, float64) { return e.xs[i], e.ys[i].Median }
+func (e errPoints) XY(i int) (float64, float64) { return e.xs[i], lg(e.ys[i].Median) }
 func (e errPoints) YError(i int) (float64, float64) {
-	return e.ys[i].Median - e.ys[i].Min, e.ys[i].Max - e.ys[i].Median
+	return lg(e.ys[i].Median) - lg(e.ys[i].Min), lg(e.ys[i].Max) - lg(e.ys[i].Median)
 }
 
 // latencyChart: client-observed p50, p99, p99.9 against the offered load.
@@ -493,19 +535,17 @@ func latencyChart(r report) (*plot.Plot, error) {
 		p.Add(line, scatter, eb)
 		p.Legend.Add(q.name, line, scatter)
 	}
-	target, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 10}, {X: 100, Y: 10}})
+	target, err := plotter.NewLine(plotter.XYs{{X: 0, Y: lg(10)}, {X: 100, Y: lg(10)}})
 	if err != nil {
 		return nil, err
 	}
 	target.Color, target.Dashes = grey, []vg.Length{vg.Points(5), vg.Points(3)}
 	p.Add(target)
 	p.Legend.Add("target: p99 < 10 ms at 50%", target)
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top, p.Legend.Left, p.Legend.YOffs = true, true, -vg.Points(12)
 	p.X.Min, p.X.Max = 0, 100
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(min(lo, 10)))), max(hi, 10)*10
+	logAxis(p, min(lo, 10), max(hi, 10), 1)
 	return p, nil
 }
 
@@ -538,11 +578,10 @@ func stagesChart(r report) (*plot.Plot, error) {
 		p.Add(b)
 		p.Legend.Add([]string{"p50", "p99", "p99.9"}[i], b)
 	}
-	p.Legend.Top, p.Legend.Left = true, true
-	if !logY(p, bs...) {
+	p.Legend.Top, p.Legend.Left, p.Legend.YOffs = true, true, -vg.Points(12)
+	if !logY(p, 1, bs...) {
 		return nil, nil
 	}
-	p.Y.Max *= 10
 	p.NominalX(names...)
 	return p, nil
 }

@@ -54,8 +54,8 @@ type row struct {
 
 type report struct {
 	Machine   map[string]string `json:"machine"`
-	Reps      int               `json:"repetitions"`
-	Order     []string          `json:"order"` // the steps in the order they ran
+	Reps      int               `json:"repetitions"` // finished
+	Order     []string          `json:"order"`       // the steps in the order they were to run
 	Rows      []*row            `json:"rows"`
 	Stages    []stageResult     `json:"stages"`
 	Targets   []target          `json:"targets"`
