@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -51,6 +52,16 @@ func TestStaleReservationHandedToAPerson(t *testing.T) {
 	}
 	if x := jobOf(rep, "exceptions"); x.Summary["open_stale_reservation"] != 1 || x.Summary["open"] != 1 {
 		t.Fatalf("exceptions job %+v", x)
+	}
+	gauge := newOpenCasesGauge(prometheus.NewRegistry(), store.NewExceptions(e.db), time.Second, slog.New(slog.DiscardHandler))
+	if err := gauge.sample(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(gauge.open.WithLabelValues(seckill.CaseStaleReservation)); v != 1 {
+		t.Fatalf("open stale_reservation gauge %v, want 1", v)
+	}
+	if n := testutil.CollectAndCount(gauge.open); n != len(caseKinds) {
+		t.Fatalf("%d open-case series, want one per kind (%d), at 0 when none", n, len(caseKinds))
 	}
 	runs, err := store.NewRunReports(e.db).Recent(e.ctx, 5)
 	if err != nil || len(runs) != 2 || !strings.Contains(string(runs[0].Report), `"name":"exceptions"`) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,18 +23,10 @@ type openCases interface {
 	OpenByKind(ctx context.Context) (map[string]int, error)
 }
 
-// exceptionsJob reports the open exception cases: what waits for a person on the
-// workbench. It runs last, after the jobs that record cases, and fixes nothing itself.
+// exceptionsJob reports the open exception cases in the run report: what waits for a
+// person on the workbench. It runs last, after the jobs that record cases, and fixes nothing.
 type exceptionsJob struct {
 	cases openCases
-	open  *prometheus.GaugeVec
-}
-
-func newOpenCasesGauge(reg prometheus.Registerer) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_exceptions_open",
-		Help: "Open exception cases on the workbench (MySQL exception_cases), by kind, at the last reconciler run."}, []string{"kind"})
-	reg.MustRegister(g)
-	return g
 }
 
 func (exceptionsJob) Name() string { return "exceptions" }
@@ -43,13 +37,56 @@ func (j exceptionsJob) Run(ctx context.Context, _ lease.Fence) (result, error) {
 		return result{Summary: map[string]int64{}}, err
 	}
 	sum := map[string]int64{"open": 0}
-	for _, k := range caseKinds {
-		j.open.WithLabelValues(k).Set(float64(open[k]))
-	}
 	for k, n := range open {
-		j.open.WithLabelValues(k).Set(float64(n))
 		sum["open"] += int64(n)
 		sum["open_"+k] = int64(n)
 	}
 	return result{Summary: sum}, nil
+}
+
+// openCasesGauge exports the open cases by kind. Every instance samples it on its own
+// interval, outside the lease (it only reads), so max() over instances is current whichever
+// instance acts: a gauge set only under the lease would keep a former holder's stale value.
+type openCasesGauge struct {
+	cases openCases
+	open  *prometheus.GaugeVec
+	every time.Duration
+	log   *slog.Logger
+}
+
+func newOpenCasesGauge(reg prometheus.Registerer, cases openCases, every time.Duration, log *slog.Logger) *openCasesGauge {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_exceptions_open",
+		Help: "Open exception cases on the workbench (MySQL exception_cases), by kind."}, []string{"kind"})
+	reg.MustRegister(g)
+	return &openCasesGauge{cases: cases, open: g, every: every, log: log}
+}
+
+func (g *openCasesGauge) sample(ctx context.Context) error {
+	open, err := g.cases.OpenByKind(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range caseKinds {
+		g.open.WithLabelValues(k).Set(float64(open[k]))
+	}
+	for k, n := range open {
+		g.open.WithLabelValues(k).Set(float64(n))
+	}
+	return nil
+}
+
+// Run samples at once and then every g.every until ctx ends.
+func (g *openCasesGauge) Run(ctx context.Context) error {
+	t := time.NewTicker(g.every)
+	defer t.Stop()
+	for {
+		if err := g.sample(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("open exception cases unreadable", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			driftJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grace: cfg.KeyGrace,
 				cases: cases, caseRuns: cfg.DriftCaseRuns, metrics: newDriftMetrics(reg), log: log, now: time.Now},
 			lifecycleJob{catalog: catalog, gate: gate, orders: orders, returns: store.NewReturns(db), grace: cfg.KeyGrace, log: log, now: time.Now},
-			exceptionsJob{cases: cases, open: newOpenCasesGauge(reg)},
+			exceptionsJob{cases: cases},
 		},
 	}
 	if *once {
@@ -179,6 +179,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Read-only, so outside the lease: every instance exports the stock side by side.
 	stockGauge := &stockGauges{catalog: catalog, gate: gate, lead: cfg.PreheatLead, grace: cfg.KeyGrace,
 		every: cfg.Interval, metrics: newStockMetrics(reg), log: log, now: time.Now}
+	openCases := newOpenCasesGauge(reg, cases, cfg.Interval, log)
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -194,6 +195,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
 	g.Go(func() error { return stockGauge.Run(gctx) })
+	g.Go(func() error { return openCases.Run(gctx) })
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

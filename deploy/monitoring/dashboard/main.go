@@ -160,6 +160,9 @@ func build() *dashboard.DashboardBuilder {
 			q(`sum by (job) (increase({__name__=~"seckill_(consumer|reconciler)_dead_letters_total"}[5m]))`, "dead letters {{job}}"),
 			q(`sum(increase(seckill_consumer_compensated_total[5m]))`, "compensated"),
 			q(`sum by (result) (increase(seckill_reconciler_compensation_replayed_total[5m]))`, "replayed {{result}}"))).
+		WithPanel(series("Open exception cases", "short", "Cases waiting for a person on the exceptions workbench (operator console), by kind; and operator actions on cases per 5 minutes.",
+			q(`max by (kind) (seckill_exceptions_open)`, "open {{kind}}"),
+			q(`sum by (action, result) (increase(seckill_exception_actions_total[5m]))`, "{{action}} {{result}}"))).
 		WithPanel(series("Drift found and corrected", "short", "Session×prizes found drifted, and corrected, per 5 minutes, by direction.",
 			q(`sum by (direction) (increase(seckill_reconciler_drift_found_total[5m]))`, "found {{direction}}"),
 			q(`sum by (direction) (increase(seckill_reconciler_drift_corrected_total[5m]))`, "corrected {{direction}}"))).
