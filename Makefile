@@ -95,7 +95,11 @@ chaos-cluster-short:
 	$(STACK) up --profile cluster
 	set -a && source $(STATE)/cluster/env && set +a && $(GO) run ./cmd/chaos -cluster -short $(CHAOS_FLAGS)
 
-# Benchmarks (about 5 minutes): results.json, results.md and chart.png under results/<time>/.
+# Benchmarks (about 12 minutes on 2 quiet cores): every step three times, interleaved, each
+# figure the median (min-max); results.json, results.md (targets met/missed) and one chart per
+# question (strategies.png, persistence.png, latency.png, stages.png) under results/<time>/.
+# BENCH_FLAGS: -reps N, -only ceilings,gateway,strategies,persistence,sale, -binlog=false (no
+# MariaDB restarts), -quick (one small repetition: a smoke test, not a measurement).
 # PROFILE=cluster: 1 vs 2 gateways behind HAProxy and RF 3 / min ISR 2 vs RF 1, same crowd.
 bench: stack-up
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/bench $(BENCH_FLAGS)

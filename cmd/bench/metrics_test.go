@@ -194,7 +194,7 @@ func TestWriteRendersEveryChart(t *testing.T) {
 	for _, want := range []string{
 		"| gateway ≥ 0.6× a trivial net/http handler | 0.20 (0.14–0.41) × | **missed** |",
 		"8,200 (8,100–8,300)",
-		"| 50% | 4,000 | 4,000 | 7.00 | 55.0 | 120 | 3.00 | 0.00 |",
+		"| 50% | 4,000 | 4,000 | 7 | 55 | 120 | 3 | 0 |",
 		"Redis admission script",
 		"consumer persistence transaction (one batch)",
 		"not measured: the histogram had no observations in the window",

@@ -22,7 +22,7 @@ func num(v float64) string {
 		return "–"
 	case a >= 1000:
 		return thousands(v)
-	case a >= 100:
+	case a >= 100 || v == math.Trunc(v):
 		return fmt.Sprintf("%.0f", v)
 	case a >= 10:
 		return fmt.Sprintf("%.1f", v)
