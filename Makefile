@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSIO
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
 .PHONY: run test lint chaos chaos-cluster-short hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
-	monitor dashboard dashboard-check rules-test firedrill
+	monitor dashboard dashboard-check rules-test firedrill console-shots
 
 stack-up:
 	$(STACK) up --profile $(PROFILE)
@@ -107,6 +107,13 @@ bench: stack-up
 # Hot-row persistence: the consumer's batched transaction vs one transaction per order.
 hotrow: stack-up
 	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/hotrow
+
+# Screenshots of the operator console (docs/console/*.png, shown in docs/console.md and the
+# README): real gateway, consumer and reconciler processes on the local stack with a demo sale,
+# driven by headless chromium (installed by the stack). About 30 seconds.
+console-shots: stack-up
+	set -a && source $(STATE)/env && set +a && \
+		$(GO) test -count=1 -run '^TestConsoleShots$$' ./internal/consoletest -shots $(CURDIR)/docs/console
 
 # Tests that need no servers (integration tests skip when the stack is absent and CI unset).
 unit:

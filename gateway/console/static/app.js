@@ -360,6 +360,7 @@
           const r = p.redis || {};
           c['mysql-left'].textContent = fmtNum(p.mysql_left);
           c['redis-left'].textContent = r.loaded ? fmtNum(r.left) : 'not loaded';
+          c['redis-left'].classList.toggle('word', !r.loaded);
           c.sold.textContent = fmtNum(p.sold);
           c.pending.textContent = r.loaded ? fmtNum(r.pending) : dash;
           c.lag.textContent = fmtNum(p.lag);
@@ -734,7 +735,8 @@
         ev.preventDefault();
         act(replay, 'replay', byId('replay-note').value);
       });
-      actionsBox.append(h('p', { class: 'muted', text: 'Replay sends the grab through the consumer again; fix the cause first.' }), replay);
+      actionsBox.append(h('h3', { text: 'Replay' }),
+        h('p', { class: 'muted', text: 'Replay sends the grab through the consumer again; fix the cause first.' }), replay);
       actions++;
     }
     if (c.state !== 'resolved' && c.state !== 'dismissed') {
@@ -751,7 +753,7 @@
         const action = ev.submitter && ev.submitter.value === 'dismiss' ? 'dismiss' : 'resolve';
         act(close, action, byId('close-note').value);
       });
-      actionsBox.append(close);
+      actionsBox.append(h('h3', { text: 'Close the case' }), close);
       actions++;
     }
     actionsBox.append(err, ok);
@@ -765,7 +767,7 @@
           ['Request', c.request_id || dash],
           ['User', c.user_id || dash],
           ['First seen', fmtTime(c.first_seen)],
-          ['Last seen', `${fmtTime(c.last_seen)} (${fmtNum(c.seen)} times)`],
+          ['Last seen', `${fmtTime(c.last_seen)} (seen ${fmtNum(c.seen)} ${c.seen === 1 ? 'time' : 'times'})`],
           ['Replayable', c.replayable ? 'yes' : 'no'],
           ['Detail', h('span', { testid: 'case-detail', text: c.detail || dash })],
           ['State changed', c.state_changed_at ? `${fmtTime(c.state_changed_at)} by ${c.state_changed_by || dash}` : dash],
