@@ -164,6 +164,24 @@ func (b *browser) waitFor(t testing.TB, sel, want string, d time.Duration, cond 
 	}
 }
 
+// waitJS waits until the JavaScript expression js is true.
+func (b *browser) waitJS(t testing.TB, what, js string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, still waiting for %s (%s: %v, error: %v)", d, what, js, ok, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // waitText waits until sel's text contains want.
 func (b *browser) waitText(t testing.TB, sel, want string, d time.Duration) string {
 	t.Helper()

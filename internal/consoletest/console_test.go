@@ -24,7 +24,8 @@ const operator = "alice"
 func TestConsole(t *testing.T) {
 	p := startPipeline(t)
 	b := newBrowser(t, p.admin, 1280, 900)
-	sale := p.createActivity("console sale", time.Now().Add(12*time.Second).Truncate(time.Second), map[string]int{"phone": 50, "case": 10})
+	// Its first session opens 15 s from now: time to sign in and press Preheat before it does.
+	sale := p.createActivity("console sale", time.Now().Add(15*time.Second).Truncate(time.Second), map[string]int{"phone": 50, "case": 10})
 
 	steps := []struct {
 		name string
@@ -32,6 +33,7 @@ func TestConsole(t *testing.T) {
 	}{
 		{"sign in", func(t *testing.T) { signIn(t, b, p) }},
 		{"live figures match the admin API", func(t *testing.T) { liveFigures(t, b, p, sale) }},
+		{"adjust and close the next session", func(t *testing.T) { adjustAndClose(t, b, p, sale) }},
 		{"create an activity", func(t *testing.T) { createActivity(t, b, p) }},
 		{"replay a dead letter after the fix", func(t *testing.T) { replayDeadLetter(t, b, p, sale) }},
 		{"resolve a drift case", func(t *testing.T) { resolveDrift(t, b, p, sale) }},
@@ -150,7 +152,7 @@ func liveFigures(t *testing.T, b *browser, p *pipeline, sale activity) {
 	phone := sale.Prizes["phone"]
 	b.waitText(t, tid(fmt.Sprintf("session-%d", sale.Session)), "upcoming", 10*time.Second)
 	b.click(t, "#preheat-"+strconv.FormatInt(sale.Session, 10))
-	b.waitText(t, tid(fmt.Sprintf("session-%d-notice", sale.Session)), "Preheated: 2 loaded", 10*time.Second)
+	b.waitText(t, tid("live-notice"), fmt.Sprintf("Session %d preheated: 2 loaded", sale.Session), 10*time.Second)
 	b.waitText(t, tid(fmt.Sprintf("prize-%d-%d-redis-left", sale.Session, phone)), "50", 10*time.Second)
 
 	b.waitText(t, tid(fmt.Sprintf("session-%d", sale.Session)), "open", 30*time.Second)
@@ -172,6 +174,46 @@ func liveFigures(t *testing.T, b *browser, p *pipeline, sale activity) {
 	if _, err := strconv.ParseFloat(rate, 64); err != nil {
 		t.Fatalf("admissions/s shows %q, want a number after several refreshes", rate)
 	}
+}
+
+// adjustAndClose: on the upcoming second session, Adjust stock without a reason shows the
+// API's field message and with one changes the total; Close asks first, and Cancel closes
+// nothing.
+func adjustAndClose(t *testing.T, b *browser, p *pipeline, sale activity) {
+	phone := sale.Prizes["phone"]
+	form := fmt.Sprintf("#adjust-%d-%d", sale.Next, phone)
+	b.waitPresent(t, form, 10*time.Second)
+	b.click(t, fmt.Sprintf("[data-testid=%q] summary", fmt.Sprintf("prize-%d-%d", sale.Next, phone)))
+	b.setValue(t, form+"-total", "60")
+	b.click(t, form+" button[type=submit]")
+	b.waitText(t, form+" [data-field-error=reason]", "must be 1 to 512 characters", 10*time.Second)
+
+	b.typeKeys(t, form+"-reason", "supplier sent ten more"+kb.Enter)
+	b.waitText(t, tid(fmt.Sprintf("adjust-%d-%d-notice", sale.Next, phone)), "Total 50 → 60", 10*time.Second)
+	_, sv, _ := apiFigures(p, sale.Next, phone)
+	if sv.MySQLLeft != 60 {
+		t.Fatalf("after the adjustment MySQL has %d left on session %d, want 60", sv.MySQLLeft, sale.Next)
+	}
+	b.waitText(t, tid(fmt.Sprintf("prize-%d-%d-total", sale.Next, phone)), "60", 10*time.Second)
+
+	closed := func() bool {
+		var s struct {
+			ClosedAt *time.Time `json:"closed_at"`
+		}
+		p.mustAdmin("GET", fmt.Sprintf("/admin/v1/sessions/%d", sale.Next), nil, &s, http.StatusOK)
+		return s.ClosedAt != nil
+	}
+	b.click(t, fmt.Sprintf("#close-%d", sale.Next))
+	b.waitPresent(t, "#confirm[open]", 5*time.Second)
+	b.click(t, "#confirm-cancel")
+	b.waitJS(t, "the confirmation to close", "!document.getElementById('confirm').open", 5*time.Second)
+	if closed() {
+		t.Fatal("Cancel in the confirmation closed the session")
+	}
+	b.click(t, fmt.Sprintf("#close-%d", sale.Next))
+	b.click(t, "#confirm-ok")
+	b.waitText(t, tid("live-notice"), fmt.Sprintf("Session %d closed.", sale.Next), 10*time.Second)
+	waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("session %d closed after Confirm", sale.Next) }, closed)
 }
 
 // createActivity: an invalid submit shows the API's field message next to the field; a

@@ -180,14 +180,15 @@ func (p *pipeline) mustGrab(user string, session, prize int64) string {
 	return id
 }
 
-// activity is what the tests create: the ids of its first session and of its prizes by name.
+// activity is what the tests create: the ids of its first two sessions and of its prizes
+// by name.
 type activity struct {
-	ID      int64
-	Session int64
-	Prizes  map[string]int64
+	ID            int64
+	Session, Next int64
+	Prizes        map[string]int64
 }
 
-// createActivity creates an activity whose first session starts at start and lasts an hour,
+// createActivity creates an activity of two one-hour sessions, the first starting at start,
 // with the given stock per prize name.
 func (p *pipeline) createActivity(name string, start time.Time, stock map[string]int) activity {
 	p.t.Helper()
@@ -213,7 +214,10 @@ func (p *pipeline) createActivity(name string, start time.Time, stock map[string
 		"name": name, "window_start": start.UTC().Format(time.RFC3339), "window_end": start.Add(2 * time.Hour).UTC().Format(time.RFC3339),
 		"interval": "1h", "session_length": "1h", "per_user_limit": 2, "prizes": prizes,
 	}, &out, http.StatusCreated)
-	a := activity{ID: out.ID, Session: out.Sessions[0].ID, Prizes: map[string]int64{}}
+	if len(out.Sessions) < 2 {
+		p.t.Fatalf("activity %d has %d sessions, want 2", out.ID, len(out.Sessions))
+	}
+	a := activity{ID: out.ID, Session: out.Sessions[0].ID, Next: out.Sessions[1].ID, Prizes: map[string]int64{}}
 	for _, pr := range out.Prizes {
 		a.Prizes[pr.Name] = pr.ID
 	}

@@ -278,9 +278,13 @@
   function renderLive(page, _m, stale) {
     const updated = h('span', { class: 'muted', testid: 'live-updated', text: 'loading…' });
     const error = errorBox('live-error');
+    // What a Preheat or Close did, above the cards: a card is rebuilt when its session's
+    // state changes, which is exactly what a Close does.
+    const actionError = errorBox('live-action-error');
+    const actionNote = noticeBox('live-notice');
     const totals = h('div', { class: 'totals' });
     const sessions = h('div', { testid: 'live-sessions' });
-    page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, totals, sessions);
+    page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, actionError, actionNote, totals, sessions);
 
     let timer = null;
     let signature = null;
@@ -304,26 +308,22 @@
     }
 
     function sessionCard(s) {
-      const actionBox = h('div', {});
-      const err = errorBox(`session-${s.session_id}-error`);
-      const note = noticeBox(`session-${s.session_id}-notice`);
       const buttons = [];
       if (s.state === 'upcoming') {
         buttons.push(h('button', { type: 'button', id: `preheat-${s.session_id}`, testid: `preheat-${s.session_id}`, text: 'Preheat',
-          on: { click: (ev) => sessionAction(ev.target, s, 'preheat', err, note) } }));
+          on: { click: (ev) => sessionAction(ev.target, s, 'preheat') } }));
       }
       if (s.state === 'upcoming' || s.state === 'open') {
         buttons.push(h('button', { type: 'button', class: 'danger', id: `close-${s.session_id}`, testid: `close-${s.session_id}`, text: 'Close',
-          on: { click: (ev) => sessionAction(ev.target, s, 'close', err, note) } }));
+          on: { click: (ev) => sessionAction(ev.target, s, 'close') } }));
       }
-      actionBox.append(h('div', { class: 'actions' }, buttons), err, note);
       return h('section', { class: 'card', testid: `session-${s.session_id}`, 'aria-labelledby': `session-${s.session_id}-title` },
         h('div', { class: 'row spread' },
           h('h2', { id: `session-${s.session_id}-title` },
             `Session ${s.session_id} · `, h('a', { href: `#/activities/${s.activity_id}`, text: s.activity_name || `activity ${s.activity_id}` }), ' ',
             badge(s.state)),
           h('span', { class: 'muted', text: `${fmtTime(s.starts_at)} → ${fmtTime(s.ends_at)}` })),
-        actionBox,
+        buttons.length ? h('div', { class: 'actions' }, buttons) : null,
         (s.prizes || []).map((p) => prizeBlock(s, p)));
     }
 
@@ -408,22 +408,21 @@
     }
     document.addEventListener('visibilitychange', onVisibility);
 
-    async function sessionAction(button, s, what, err, note) {
-      err.textContent = '';
-      note.textContent = '';
+    async function sessionAction(button, s, what) {
+      clearErrors(actionError, actionNote);
       if (what === 'close' && !(await confirmAction(`Close session ${s.session_id} (${s.activity_name}) now? Grabs are refused from then on.`))) return;
       button.disabled = true;
       try {
         const out = await api('POST', `/admin/v1/sessions/${s.session_id}/${what}`);
         // Preheat answers the prize ids it loaded and the ones already in Redis.
         const count = (ids) => (Array.isArray(ids) ? ids.length : 0);
-        note.textContent = what === 'preheat'
-          ? `Preheated: ${count(out && out.loaded)} loaded, ${count(out && out.kept)} already in Redis.`
-          : 'Closed.';
+        actionNote.textContent = what === 'preheat'
+          ? `Session ${s.session_id} preheated: ${count(out && out.loaded)} loaded, ${count(out && out.kept)} already in Redis.`
+          : `Session ${s.session_id} closed.`;
         if (timer !== null) clearTimeout(timer);
         refresh();
       } catch (e) {
-        failed(err, e);
+        failed(actionError, e);
       } finally {
         button.disabled = false;
       }
