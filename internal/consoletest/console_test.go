@@ -22,6 +22,7 @@ const operator = "alice"
 // each step needs the sign-in of the first, and starting the processes once keeps the test
 // affordable on a small machine.
 func TestConsole(t *testing.T) {
+	chromiumPath(t) // skip or fail before starting any process
 	p := startPipeline(t)
 	b := newBrowser(t, p.admin, 1280, 900)
 	// Its first session opens 15 s from now: time to sign in and press Preheat before it does.

@@ -29,6 +29,7 @@ func TestConsoleShots(t *testing.T) {
 	if err := os.MkdirAll(*shotsDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	chromiumPath(t) // skip or fail before starting any process
 	p := startPipeline(t)
 	sale := p.createActivity("spring sale", time.Now().Add(8*time.Second).Truncate(time.Second), map[string]int{"phone": 100, "headphones": 40, "charger": 25})
 	p.createActivity("summer sale", time.Now().Add(30*24*time.Hour).Truncate(time.Hour), map[string]int{"laptop": 20})
