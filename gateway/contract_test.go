@@ -473,12 +473,12 @@ func (r realAnswers) refusedByWrongDocuments(t *testing.T) {
 		{"Session has no closed_at", contract.AdminAPI, func(doc map[string]any) {
 			delete(contract.At(doc, "components", "schemas", "Session", "properties"), "closed_at")
 		}, r.closed},
-		{"the case's order in snake_case", contract.AdminAPI, func(doc map[string]any) {
+		{"the case's order in Go's field names", contract.AdminAPI, func(doc map[string]any) {
 			o := contract.At(doc, "components", "schemas", "CaseOrder")
 			props := o["properties"].(map[string]any)
-			props["request_id"] = props["RequestID"]
-			delete(props, "RequestID")
-			o["required"] = []any{"ID", "request_id"}
+			props["RequestID"] = props["request_id"]
+			delete(props, "request_id")
+			o["required"] = []any{"id", "RequestID"}
 		}, r.workbench.caseWithOrder},
 		{"PrizeLive has no admitted", contract.AdminAPI, func(doc map[string]any) {
 			s := contract.At(doc, "components", "schemas", "PrizeLive")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,11 +67,11 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 		f.SessionID = id
 	}
 	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
+		n, err := parseID(v) // canonical decimal, as path ids
+		if err != nil || n > 500 {
 			verr = append(verr, seckill.FieldError{Field: "limit", Message: "must be 1 to 500"})
 		}
-		f.Limit = n
+		f.Limit = int(n)
 	}
 	if len(verr) > 0 {
 		badInput(w, verr)
@@ -89,7 +88,29 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 // caseView is a case with its evidence, history, and the order of its request id (if any).
 type caseView struct {
 	store.CaseDetail
-	Order *seckill.Order `json:"order"`
+	Order *orderView `json:"order"`
+}
+
+// orderView is an order as the admin API shows it.
+type orderView struct {
+	ID          int64      `json:"id"`
+	RequestID   string     `json:"request_id"`
+	UserID      string     `json:"user_id"`
+	SessionID   int64      `json:"session_id"`
+	PrizeID     int64      `json:"prize_id"`
+	Status      string     `json:"status"`
+	Reason      string     `json:"reason"`
+	AdmittedAt  time.Time  `json:"admitted_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	PaidAt      *time.Time `json:"paid_at"`
+	CancelledAt *time.Time `json:"cancelled_at"`
+	HoldsSlot   bool       `json:"holds_slot"`
+}
+
+func viewOrder(o seckill.Order) *orderView {
+	return &orderView{ID: o.ID, RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID,
+		Status: string(o.Status), Reason: string(o.Reason), AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC(),
+		PaidAt: o.PaidAt, CancelledAt: o.CancelledAt, HoldsSlot: o.HoldsSlot}
 }
 
 func (b *workbench) view(ctx context.Context, d store.CaseDetail) (caseView, error) {
@@ -102,7 +123,7 @@ func (b *workbench) view(ctx context.Context, d store.CaseDetail) (caseView, err
 		return v, err
 	}
 	if o, ok := orders[d.RequestID]; ok {
-		v.Order = &o
+		v.Order = viewOrder(o)
 	}
 	return v, nil
 }
@@ -178,12 +199,12 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
 	limit := 20
 	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
+		n, err := parseID(v)
+		if err != nil || n > 200 {
 			badInput(w, seckill.ValidationError{{Field: "limit", Message: "must be 1 to 200"}})
 			return
 		}
-		limit = n
+		limit = int(n)
 	}
 	runs, err := b.runs.Recent(r.Context(), limit)
 	if err != nil {

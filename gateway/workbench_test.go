@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/contract"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -128,8 +129,12 @@ func TestWorkbenchAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 1 || string(msgs[0].Value) != string(lostMsg.Value) || msgs[0].Headers[0].Key != exception.HeaderReplayedBy {
+	if len(msgs) != 1 || string(msgs[0].Value) != string(lostMsg.Value) || header(msgs[0], exception.HeaderReplayedBy) != "case:"+itoa(lostID) {
 		t.Fatalf("grab topic after two replay clicks: %d messages %v", len(msgs), msgs)
+	}
+	// The replayed event keeps its schema header and is a grab event by the contract.
+	if err := contract.LoadEvents(t).Check("grab", msgs[0]); err != nil {
+		t.Fatalf("replayed grab breaks asyncapi.yaml: %v", err)
 	}
 
 	// Resolve needs a note; the actor is audited; a resolved case cannot be dismissed.
@@ -196,4 +201,13 @@ func TestWorkbenchAPI(t *testing.T) {
 	if code, body := con.do("POST", "/admin/v1/exceptions/"+itoa(doneID)+"/dismiss", `{"note":"settled meanwhile"}`); code != 200 || body["state_changed_by"] != "frank" {
 		t.Fatalf("dismiss from the console: %d %v", code, body)
 	}
+}
+
+func header(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -100,8 +101,16 @@ func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, 
 	} else if err != nil {
 		return "", fmt.Errorf("check stock row: %w", err)
 	}
-	out := kafka.Message{Key: []byte(m.Key), Value: value,
-		Headers: []kafka.Header{{Key: HeaderReplayedBy, Value: []byte("case:" + strconv.FormatInt(c.ID, 10))}}}
+	// The message goes back as it was read (its schema header, a compensation envelope),
+	// marked as replayed by this case.
+	out := kafka.Message{Key: []byte(m.Key), Value: value}
+	for k, v := range m.Headers {
+		if k != HeaderReplayedBy {
+			out.Headers = append(out.Headers, kafka.Header{Key: k, Value: []byte(v)})
+		}
+	}
+	sort.Slice(out.Headers, func(i, j int) bool { return out.Headers[i].Key < out.Headers[j].Key })
+	out.Headers = append(out.Headers, kafka.Header{Key: HeaderReplayedBy, Value: []byte("case:" + strconv.FormatInt(c.ID, 10))})
 	if err := w.WriteMessages(ctx, out); err != nil {
 		return "", fmt.Errorf("produce to %s: %w", m.Topic, err)
 	}
