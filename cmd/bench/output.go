@@ -173,8 +173,12 @@ func (r report) markdown(charts []string) string {
 			if c, ok := s.Extra["codes"]; ok {
 				codes = fmt.Sprint(c)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | %s |\n", x.Name, s.Rep, num(s.ThroughputPS), num(s.P50ms), num(s.P99ms),
-				num(s.P999ms), s.Oversold, codes)
+			p50, p99, p999 := "", "", "" // a row without latency (persistence) leaves them empty, not 0
+			if s.P50ms != 0 || s.P99ms != 0 || s.P999ms != 0 {
+				p50, p99, p999 = num(s.P50ms), num(s.P99ms), num(s.P999ms)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | %s |\n", x.Name, s.Rep, num(s.ThroughputPS), p50, p99, p999,
+				s.Oversold, codes)
 		}
 	}
 

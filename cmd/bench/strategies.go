@@ -40,6 +40,17 @@ type strategyServer struct {
 	attempts  atomic.Int64 // optimistic: transactions tried
 	gaveUp    atomic.Int64 // optimistic: requests that ended on a conflict
 	lockWaits atomic.Int64 // lock: acquisitions that had to wait
+	// failures counts answers that are the server failing (a 503), not the strategy
+	// deciding: a run with any is not a measurement of the strategy and fails the bench.
+	failures atomic.Int64
+	lastErr  atomic.Value // string
+}
+
+// fail answers 503 for a server-side error and remembers it for the stats.
+func (s *strategyServer) fail(w http.ResponseWriter, err error) {
+	s.failures.Add(1)
+	s.lastErr.Store(err.Error())
+	answer(w, http.StatusServiceUnavailable)
 }
 
 const (
@@ -94,8 +105,10 @@ func (s *strategyServer) open(ctx context.Context, dsn, redisAddr string) error 
 	if err != nil {
 		return err
 	}
-	sqlDB.SetMaxOpenConns(256)
-	sqlDB.SetMaxIdleConns(256)
+	// A stock MariaDB allows 151 connections, and the pipeline's gateway and consumers hold
+	// some: a bigger pool turns the DB strategies into "too many connections" errors.
+	sqlDB.SetMaxOpenConns(64)
+	sqlDB.SetMaxIdleConns(64)
 	for _, stmt := range []string{
 		`CREATE TABLE IF NOT EXISTS bench_stock (id INT PRIMARY KEY, left_stock INT NOT NULL, version BIGINT NOT NULL,
 			CONSTRAINT ck_bench_left CHECK (left_stock >= 0)) ENGINE=InnoDB`,
@@ -137,7 +150,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 	for {
 		ok, err := s.rdb.SetNX(ctx, lockKey, token, 500*time.Millisecond).Result()
 		if err != nil {
-			answer(w, http.StatusServiceUnavailable)
+			s.fail(w, err)
 			return
 		}
 		if ok {
@@ -148,7 +161,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 			waited = true
 		}
 		if time.Now().After(deadline) {
-			answer(w, http.StatusServiceUnavailable)
+			answer(w, http.StatusTooManyRequests) // gave up waiting for the lock: contention
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -156,7 +169,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 	defer unlock.Run(context.WithoutCancel(ctx), s.rdb, []string{lockKey}, token)
 	left, err := s.rdb.Get(ctx, lockStockKey).Int64()
 	if err != nil {
-		answer(w, http.StatusServiceUnavailable)
+		s.fail(w, err)
 		return
 	}
 	if left <= 0 {
@@ -167,7 +180,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 	pipe.Decr(ctx, lockStockKey)
 	pipe.SAdd(ctx, lockSoldKey, user)
 	if _, err := pipe.Exec(ctx); err != nil {
-		answer(w, http.StatusServiceUnavailable)
+		s.fail(w, err)
 		return
 	}
 	answer(w, http.StatusOK)
@@ -216,7 +229,7 @@ func (s *strategyServer) optimistic(w http.ResponseWriter, r *http.Request, user
 			answer(w, http.StatusOK)
 			return
 		case !errors.Is(err, errConflict) && !store.IsTransient(err):
-			answer(w, http.StatusServiceUnavailable)
+			s.fail(w, err)
 			return
 		}
 		s.conflicts.Add(1)
@@ -251,7 +264,7 @@ func (s *strategyServer) pessimistic(w http.ResponseWriter, r *http.Request, use
 	})
 	switch {
 	case err != nil:
-		answer(w, http.StatusServiceUnavailable)
+		s.fail(w, err)
 	case sold:
 		answer(w, http.StatusConflict)
 	default:
@@ -280,18 +293,21 @@ func (s *strategyServer) reset(w http.ResponseWriter, r *http.Request) {
 	s.attempts.Store(0)
 	s.gaveUp.Store(0)
 	s.lockWaits.Store(0)
+	s.failures.Store(0)
 	w.WriteHeader(http.StatusOK)
 }
 
 type strategyStats struct {
-	LockSold        int64 `json:"lock_sold"`
-	LockLeft        int64 `json:"lock_left"`
-	OptimisticSold  int64 `json:"optimistic_sold"`
-	PessimisticSold int64 `json:"pessimistic_sold"`
-	Attempts        int64 `json:"optimistic_attempts"`
-	Conflicts       int64 `json:"optimistic_conflicts"`
-	GaveUp          int64 `json:"optimistic_gave_up"`
-	LockWaits       int64 `json:"lock_waits"`
+	LockSold        int64  `json:"lock_sold"`
+	LockLeft        int64  `json:"lock_left"`
+	OptimisticSold  int64  `json:"optimistic_sold"`
+	PessimisticSold int64  `json:"pessimistic_sold"`
+	Attempts        int64  `json:"optimistic_attempts"`
+	Conflicts       int64  `json:"optimistic_conflicts"`
+	GaveUp          int64  `json:"optimistic_gave_up"`
+	LockWaits       int64  `json:"lock_waits"`
+	Failures        int64  `json:"failures"`
+	LastError       string `json:"last_error"`
 }
 
 func (s *strategyServer) stats(w http.ResponseWriter, r *http.Request) {
@@ -316,8 +332,19 @@ func (s *strategyServer) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.Attempts, st.Conflicts, st.GaveUp, st.LockWaits = s.attempts.Load(), s.conflicts.Load(), s.gaveUp.Load(), s.lockWaits.Load()
+	st.Failures = s.failures.Load()
+	st.LastError, _ = s.lastErr.Load().(string)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
+}
+
+// valid fails a strategy run in which the server itself failed: its throughput would be
+// that of fast error answers, and every ratio against it a comparison with a broken server.
+func (st strategyStats) valid(path string) error {
+	if st.Failures > 0 {
+		return fmt.Errorf("strategy %s: the server failed %d requests (last: %s); not a measurement of the strategy", path, st.Failures, st.LastError)
+	}
+	return nil
 }
 
 func fetchStats(ctx context.Context, base string) (strategyStats, error) {
@@ -414,6 +441,9 @@ func (b *bench) strategies(ctx context.Context, rep int) ([]measured, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := st.valid(s.path); err != nil {
+			return nil, err
+		}
 		sc := sampleFrom(r)
 		sc.Oversold = max(0, s.sold(st)-stockN)
 		sc.Extra["sold"] = s.sold(st)
@@ -433,6 +463,9 @@ func (b *bench) strategies(ctx context.Context, rep int) ([]measured, error) {
 			b.httpGrab(func(int) string { return fmt.Sprintf("%s/optimistic?retries=%d", base, retries) }, token, "occ"))
 		st, err := fetchStats(ctx, base)
 		if err != nil {
+			return nil, err
+		}
+		if err := st.valid(fmt.Sprintf("/optimistic?retries=%d", retries)); err != nil {
 			return nil, err
 		}
 		key, label := "strategy_c_1000_no_retries", "without retries"
