@@ -46,10 +46,13 @@ type strategyServer struct {
 	lastErr  atomic.Value // string
 }
 
-// fail answers 503 for a server-side error and remembers it for the stats.
-func (s *strategyServer) fail(w http.ResponseWriter, err error) {
-	s.failures.Add(1)
-	s.lastErr.Store(err.Error())
+// fail answers 503 for a server-side error and remembers it for the stats. A request whose
+// client went away (the run's window ended with it in flight) is not the server failing.
+func (s *strategyServer) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() == nil {
+		s.failures.Add(1)
+		s.lastErr.Store(err.Error())
+	}
 	answer(w, http.StatusServiceUnavailable)
 }
 
@@ -150,7 +153,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 	for {
 		ok, err := s.rdb.SetNX(ctx, lockKey, token, 500*time.Millisecond).Result()
 		if err != nil {
-			s.fail(w, err)
+			s.fail(w, r, err)
 			return
 		}
 		if ok {
@@ -169,7 +172,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 	defer unlock.Run(context.WithoutCancel(ctx), s.rdb, []string{lockKey}, token)
 	left, err := s.rdb.Get(ctx, lockStockKey).Int64()
 	if err != nil {
-		s.fail(w, err)
+		s.fail(w, r, err)
 		return
 	}
 	if left <= 0 {
@@ -180,7 +183,7 @@ func (s *strategyServer) lock(w http.ResponseWriter, r *http.Request, user strin
 	pipe.Decr(ctx, lockStockKey)
 	pipe.SAdd(ctx, lockSoldKey, user)
 	if _, err := pipe.Exec(ctx); err != nil {
-		s.fail(w, err)
+		s.fail(w, r, err)
 		return
 	}
 	answer(w, http.StatusOK)
@@ -229,7 +232,7 @@ func (s *strategyServer) optimistic(w http.ResponseWriter, r *http.Request, user
 			answer(w, http.StatusOK)
 			return
 		case !errors.Is(err, errConflict) && !store.IsTransient(err):
-			s.fail(w, err)
+			s.fail(w, r, err)
 			return
 		}
 		s.conflicts.Add(1)
@@ -264,7 +267,7 @@ func (s *strategyServer) pessimistic(w http.ResponseWriter, r *http.Request, use
 	})
 	switch {
 	case err != nil:
-		s.fail(w, err)
+		s.fail(w, r, err)
 	case sold:
 		answer(w, http.StatusConflict)
 	default:
