@@ -55,6 +55,11 @@ type staleJob struct {
 	now       func() time.Time
 }
 
+// maxStaleCases bounds the stale-reservation cases one prize adds per run: after a long
+// consumer outage thousands of reservations are old at once, and a person needs the first
+// few to find the cause, not a flood (the rest follow in later runs if they stay).
+const maxStaleCases = 200
+
 // caseRecorder records exception cases for the workbench: a *store.Exceptions.
 type caseRecorder interface {
 	Record(ctx context.Context, at time.Time, reports ...store.CaseReport) error
@@ -166,7 +171,7 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	now := j.now()
 	var cases []store.CaseReport
 	for _, r := range missing {
-		if age := now.Sub(r.AdmittedAt); age >= j.caseAfter {
+		if age := now.Sub(r.AdmittedAt); age >= j.caseAfter && len(cases) < maxStaleCases {
 			cases = append(cases, exception.StaleReport(st.SessionID, st.PrizeID, r, age))
 		}
 	}
