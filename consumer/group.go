@@ -86,9 +86,13 @@ func (c *groupConsumer) Run(ctx context.Context) error {
 // work consumes one partition. stop ends it between batches: the process shutting down
 // (ctx) or the generation ending (gctx, a rebalance).
 func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, partition int, offset int64) {
+	// The reader fetches in the background into a queue; holding two batches there lets
+	// the next batch arrive while the current one is in its transaction (kafka-go's default
+	// queue of 100 messages made a 500-event batch wait for fetches after every commit).
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: c.brokers, Topic: c.topic, Partition: partition,
 		MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 100 * time.Millisecond,
+		QueueCapacity: 2 * c.batchSize,
 	})
 	defer r.Close()
 	if err := r.SetOffset(offset); err != nil {

@@ -166,7 +166,7 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 	start := time.Now()
 	p, err := harness.Start("consumer", filepath.Join(b.bin, "consumer"), map[string]string{
 		"SECKILL_MYSQL_DSN": c.DSN, "SECKILL_TOPIC_PREFIX": c.Env["SECKILL_TOPIC_PREFIX"], "SECKILL_CONSUMER_GROUP": c.Env["SECKILL_CONSUMER_GROUP"],
-		"SECKILL_CONSUMER_ADDR": "127.0.0.1:0", "SECKILL_BATCH_SIZE": "500", "SECKILL_LOG_LEVEL": "warn"})
+		"SECKILL_CONSUMER_ADDR": "127.0.0.1:0", "SECKILL_LOG_LEVEL": "warn"}) // the shipped batch size and wait
 	if err != nil {
 		return nil, err
 	}

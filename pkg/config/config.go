@@ -147,7 +147,7 @@ func LoadConsumer(getenv func(string) string) (Consumer, error) {
 		Common:    readCommon(r),
 		HTTPAddr:  r.str("SECKILL_CONSUMER_ADDR", "127.0.0.1:8082"),
 		GroupID:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		BatchSize: r.integer("SECKILL_BATCH_SIZE", 500, 1, 10000),
+		BatchSize: r.integer("SECKILL_BATCH_SIZE", 1000, 1, 10000),
 		BatchWait: r.duration("SECKILL_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
 
 		FeedbackGroup: r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
