@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ var caseStates = map[string]bool{"": true, seckill.CaseOpen: true, seckill.CaseR
 
 func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.CaseFilter{State: q.Get("state"), Kind: q.Get("kind"), Limit: 100}
+	f := store.CaseFilter{State: q.Get("state"), Kind: q.Get("kind")}
 	var verr seckill.ValidationError
 	if !caseStates[f.State] {
 		verr = append(verr, seckill.FieldError{Field: "state", Message: "must be open, replayed, resolved or dismissed (or empty for all)"})
@@ -66,12 +67,10 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 		}
 		f.SessionID = id
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := parseID(v) // canonical decimal, as path ids
-		if err != nil || n > 500 {
-			verr = append(verr, seckill.FieldError{Field: "limit", Message: "must be 1 to 500"})
-		}
-		f.Limit = int(n)
+	if n, ferr := queryLimit(q.Get("limit"), 100, 500); ferr != nil {
+		verr = append(verr, *ferr)
+	} else {
+		f.Limit = n
 	}
 	if len(verr) > 0 {
 		badInput(w, verr)
@@ -197,14 +196,10 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := parseID(v)
-		if err != nil || n > 200 {
-			badInput(w, seckill.ValidationError{{Field: "limit", Message: "must be 1 to 200"}})
-			return
-		}
-		limit = int(n)
+	limit, ferr := queryLimit(r.URL.Query().Get("limit"), 20, 200)
+	if ferr != nil {
+		badInput(w, seckill.ValidationError{*ferr})
+		return
 	}
 	runs, err := b.runs.Recent(r.Context(), limit)
 	if err != nil {
@@ -223,4 +218,16 @@ func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
 		out = append(out, m)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"reports": out})
+}
+
+// queryLimit reads a ?limit= of 1 to most in canonical decimal (as path ids), def when absent.
+func queryLimit(v string, def, most int64) (int, *seckill.FieldError) {
+	if v == "" {
+		return int(def), nil
+	}
+	n, err := parseID(v)
+	if err != nil || n > most {
+		return 0, &seckill.FieldError{Field: "limit", Message: fmt.Sprintf("must be 1 to %d", most)}
+	}
+	return int(n), nil
 }

@@ -77,16 +77,8 @@ func (g *openCasesGauge) sample(ctx context.Context) error {
 
 // Run samples at once and then every g.every until ctx ends.
 func (g *openCasesGauge) Run(ctx context.Context) error {
-	t := time.NewTicker(g.every)
-	defer t.Stop()
-	for {
-		if err := g.sample(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("open exception cases unreadable", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	sampleEvery(ctx, g.every, g.sample, func(err error) {
+		g.log.Warn("open exception cases unreadable", "error", err.Error())
+	})
+	return nil
 }

@@ -64,15 +64,25 @@ func newStockMetrics(reg prometheus.Registerer) *stockMetrics {
 
 // Run samples at once and then every g.every until ctx ends.
 func (g *stockGauges) Run(ctx context.Context) error {
-	t := time.NewTicker(g.every)
+	sampleEvery(ctx, g.every, g.sample, func(err error) {
+		g.log.Warn("stock gauges unreadable", "error", err.Error())
+	})
+	return nil
+}
+
+// sampleEvery runs sample at once and then every period until ctx ends; a failed sample is
+// reported (unless ctx ended) and the next one tried on time. The read-only gauges every
+// instance exports run this way, outside the lease.
+func sampleEvery(ctx context.Context, period time.Duration, sample func(context.Context) error, failed func(error)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		if err := g.sample(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("stock gauges unreadable", "error", err.Error())
+		if err := sample(ctx); err != nil && ctx.Err() == nil {
+			failed(err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 	}
