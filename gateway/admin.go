@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -108,7 +109,7 @@ func (a *admin) authorized(next http.Handler) http.Handler {
 			}
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
+		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
 	})
 }
 
@@ -304,7 +305,7 @@ func (a *admin) createActivity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.onChange()
-	writeJSON(w, http.StatusCreated, v)
+	jsonapi.Write(w, http.StatusCreated, v)
 }
 
 func (a *admin) listActivities(w http.ResponseWriter, r *http.Request) {
@@ -317,7 +318,7 @@ func (a *admin) listActivities(w http.ResponseWriter, r *http.Request) {
 	for i, act := range acts {
 		out[i] = viewActivity(act)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"activities": out})
+	jsonapi.Write(w, http.StatusOK, map[string]any{"activities": out})
 }
 
 func (a *admin) getActivity(w http.ResponseWriter, r *http.Request) {
@@ -340,7 +341,7 @@ func (a *admin) getActivity(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	jsonapi.Write(w, http.StatusOK, v)
 }
 
 func (a *admin) getSession(w http.ResponseWriter, r *http.Request) {
@@ -358,7 +359,7 @@ func (a *admin) getSession(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, views[0])
+	jsonapi.Write(w, http.StatusOK, views[0])
 }
 
 func (a *admin) preheatSession(w http.ResponseWriter, r *http.Request) {
@@ -372,7 +373,7 @@ func (a *admin) preheatSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("session preheated", "session_id", id, "actor", actor(r), "loaded", res.Loaded, "kept", res.Kept)
-	writeJSON(w, http.StatusOK, res)
+	jsonapi.Write(w, http.StatusOK, res)
 }
 
 func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
@@ -392,7 +393,7 @@ func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, views[0])
+	jsonapi.Write(w, http.StatusOK, views[0])
 }
 
 type adjustInput struct {
@@ -435,7 +436,7 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 	a.onChange()
 	a.log.Info("stock adjusted", "session_id", sid, "prize_id", pid, "actor", actor(r),
 		"before", adj.Before.Total, "after", adj.After.Total, "redis_loaded", adj.RedisUpdated)
-	writeJSON(w, http.StatusOK, map[string]any{
+	jsonapi.Write(w, http.StatusOK, map[string]any{
 		"session_id": sid, "prize_id": pid, "before": adj.Before.Total, "after": adj.After.Total, "redis_updated": adj.RedisUpdated})
 }
 
@@ -449,7 +450,7 @@ func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	jsonapi.Write(w, http.StatusOK, map[string]any{"entries": entries})
 }
 
 // pathID reads a path id with the public API's parser: canonical form only, so "07" or
@@ -457,7 +458,7 @@ func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
 func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
 	id, err := parseID(r.PathValue(name))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: name + " must be a positive integer",
+		jsonapi.Write(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: name + " must be a positive integer",
 			Fields: []seckill.FieldError{{Field: name, Message: "must be a positive integer"}}})
 		return 0, false
 	}
@@ -472,13 +473,13 @@ func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &verr):
 		badInput(w, err)
 	case errors.Is(err, seckill.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		jsonapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrStarted), errors.Is(err, preheat.ErrStarted):
-		writeError(w, http.StatusConflict, "session_started", err.Error())
+		jsonapi.WriteError(w, http.StatusConflict, "session_started", err.Error())
 	case errors.Is(err, seckill.ErrConflict), errors.Is(err, stock.ErrAdmitted), errors.Is(err, stock.ErrNewerRevision):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		jsonapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	default:
 		a.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
-		writeError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log")
+		jsonapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log")
 	}
 }

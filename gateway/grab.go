@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -82,7 +83,7 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 		default:
 			a.metrics.grabs.WithLabelValues("overloaded").Inc()
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry shortly")
+			jsonapi.WriteError(w, http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry shortly")
 			return
 		}
 		a.metrics.inflight.Inc()
@@ -126,7 +127,7 @@ func clientIP(r *http.Request) string {
 func tooMany(w http.ResponseWriter, wait time.Duration) {
 	secs := int(wait/time.Second) + 1
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry after "+strconv.Itoa(secs)+"s")
+	jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry after "+strconv.Itoa(secs)+"s")
 }
 
 // user returns the verified caller, or writes 401.
@@ -145,7 +146,7 @@ func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
 	}
 	a.metrics.grabs.WithLabelValues("unauthorized").Inc()
 	w.Header().Set("WWW-Authenticate", `Bearer realm="seckill"`)
-	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+	jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 	return "", false
 }
 
@@ -222,7 +223,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		a.metrics.grabs.WithLabelValues("not_found").Inc()
-		writeError(w, http.StatusNotFound, "not_found", "the session has no such prize")
+		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "the session has no such prize")
 		return
 	}
 	// The flag answers only requests that cannot be repeats: a client's Idempotency-Key may
@@ -231,7 +232,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	if in.Key == "" && a.soldOut.Flagged(in.SessionID, in.PrizeID, now) {
 		a.metrics.soldOutHits.Inc()
 		a.metrics.grabs.WithLabelValues("sold_out").Inc()
-		writeError(w, http.StatusConflict, "sold_out", "sold out")
+		jsonapi.WriteError(w, http.StatusConflict, "sold_out", "sold out")
 		return
 	}
 	if in.Key == "" {
@@ -261,7 +262,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	case stock.Admitted:
 		a.publish(r.Context(), g)
 		a.metrics.grabs.WithLabelValues("admitted").Inc()
-		writeJSON(w, http.StatusAccepted, grabView{RequestID: g.RequestID, Status: "queued"})
+		jsonapi.Write(w, http.StatusAccepted, grabView{RequestID: g.RequestID, Status: "queued"})
 	case stock.Seen:
 		// Still queued: the first attempt may never have reached Kafka (its reply was lost
 		// and go-redis retried, or the client retried after a 503). Publishing again is
@@ -270,21 +271,21 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 			a.publish(r.Context(), g)
 		}
 		a.metrics.grabs.WithLabelValues("repeat").Inc()
-		writeJSON(w, http.StatusAccepted, viewOf(g.RequestID, v.State))
+		jsonapi.Write(w, http.StatusAccepted, viewOf(g.RequestID, v.State))
 	case stock.Limit:
 		a.metrics.grabs.WithLabelValues("limit").Inc()
-		writeError(w, http.StatusConflict, "limit_reached", "per-user limit reached for this prize")
+		jsonapi.WriteError(w, http.StatusConflict, "limit_reached", "per-user limit reached for this prize")
 	case stock.SoldOut:
 		a.soldOut.Set(in.SessionID, in.PrizeID, now)
 		a.metrics.grabs.WithLabelValues("sold_out").Inc()
-		writeError(w, http.StatusConflict, "sold_out", "sold out")
+		jsonapi.WriteError(w, http.StatusConflict, "sold_out", "sold out")
 	case stock.NotLoaded:
 		a.metrics.grabs.WithLabelValues("not_loaded").Inc()
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "not_loaded", "stock is not available right now; retry shortly")
+		jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_loaded", "stock is not available right now; retry shortly")
 	case stock.Foreign:
 		a.metrics.grabs.WithLabelValues("key_conflict").Inc()
-		writeError(w, http.StatusConflict, "idempotency_key_conflict", "this Idempotency-Key is in use by another request")
+		jsonapi.WriteError(w, http.StatusConflict, "idempotency_key_conflict", "this Idempotency-Key is in use by another request")
 	default:
 		a.fail(w, "grab", errors.New("unknown verdict "+v.Code.String()))
 	}
@@ -305,12 +306,12 @@ func (a *grabAPI) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, 
 			return
 		case found:
 			a.metrics.grabs.WithLabelValues("repeat").Inc()
-			writeJSON(w, http.StatusAccepted, v)
+			jsonapi.Write(w, http.StatusAccepted, v)
 			return
 		}
 	}
 	a.metrics.grabs.WithLabelValues("not_open").Inc()
-	writeError(w, http.StatusConflict, "not_open", "the session is not open")
+	jsonapi.WriteError(w, http.StatusConflict, "not_open", "the session is not open")
 }
 
 // unknownOutcome answers a grab whose admission verdict never arrived (Redis error, or no
@@ -324,7 +325,7 @@ func (a *grabAPI) unknownOutcome(w http.ResponseWriter, rid string, err error) {
 	a.metrics.grabs.WithLabelValues("unavailable").Inc()
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Location", statusPath(rid))
-	writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", RequestID: rid,
+	jsonapi.Write(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", RequestID: rid,
 		Message: "outcome not known yet; poll the request id, or retry with the same Idempotency-Key"})
 }
 
@@ -386,7 +387,7 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 	}
 	rid := r.PathValue("request_id")
 	if _, _, _, err := seckill.ParseRequestID(rid); err != nil {
-		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
 		return
 	}
 	v, found, err := a.existing(r.Context(), rid, user)
@@ -394,9 +395,9 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.fail(w, "status", err)
 	case !found:
-		writeError(w, http.StatusNotFound, "not_found", "no such grab")
+		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
 	default:
-		writeJSON(w, http.StatusOK, v)
+		jsonapi.Write(w, http.StatusOK, v)
 	}
 }
 
@@ -449,5 +450,5 @@ func (a *grabAPI) fail(w http.ResponseWriter, route string, err error) {
 		a.metrics.grabs.WithLabelValues("unavailable").Inc()
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, "unavailable", "temporarily unavailable; retry with the same Idempotency-Key")
+	jsonapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "temporarily unavailable; retry with the same Idempotency-Key")
 }

@@ -9,29 +9,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// apiError is every error body the gateway writes: a stable code for programs, a message
-// for people, the offending fields for validation errors, and the request id when a grab
-// may have been admitted although the answer is an error (poll it).
-type apiError struct {
-	Code      string               `json:"error"`
-	Message   string               `json:"message"`
-	Fields    []seckill.FieldError `json:"fields,omitempty"`
-	RequestID string               `json:"request_id,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apiError{Code: code, Message: msg})
-}
+// apiError is the gateway's error body (see jsonapi.Error).
+type apiError = jsonapi.Error
 
 // errBodyTooLarge and errBadJSON come from decodeStrict; handlers map them with badInput.
 var errBodyTooLarge = errors.New("request body too large")
@@ -89,11 +72,11 @@ func badInput(w http.ResponseWriter, err error) {
 	var verr seckill.ValidationError
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
+		jsonapi.WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
 	case errors.As(err, &verr):
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: err.Error(), Fields: verr})
+		jsonapi.Write(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: err.Error(), Fields: verr})
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_input", err.Error())
+		jsonapi.WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
 	}
 }
 
@@ -112,10 +95,10 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 		h.ServeHTTP(probe, r)
 		switch probe.code {
 		case http.StatusNotFound:
-			writeError(w, http.StatusNotFound, "not_found", "no such route")
+			jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such route")
 		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			jsonapi.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed",
 				r.Method+" is not allowed here; allowed: "+probe.header.Get("Allow"))
 		default:
 			mux.ServeHTTP(w, r)

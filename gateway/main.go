@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -188,7 +189,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
 	public.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		jsonapi.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	public.Handle("GET /readyz", newReadiness(checks, newKeyedLimiter(20, 40, cfg.RateMaxKeys, time.Now), clients, time.Now, log))
 	api.register(public)

@@ -7,13 +7,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 )
 
 func TestResponsesCountedByRouteAndCode(t *testing.T) {
 	api := &grabAPI{inflight: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry())}
 	h := api.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("fail") != "" {
-			writeError(w, http.StatusServiceUnavailable, "not_loaded", "retry")
+			jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_loaded", "retry")
 			return
 		}
 		_, _ = w.Write([]byte("{}")) // an implicit 200

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -183,7 +184,7 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		v.Sessions = append(v.Sessions, sessionLive{SessionID: s.ID, ActivityID: s.ActivityID, ActivityName: a.Name,
 			StartsAt: s.Start, EndsAt: s.End, State: sessionState(s, now), Prizes: prizes})
 	}
-	writeJSON(w, http.StatusOK, v)
+	jsonapi.Write(w, http.StatusOK, v)
 }
 
 // lag reads the consumer group's lag per grab partition and the compensation backlog; what

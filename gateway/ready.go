@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 )
 
@@ -42,10 +43,10 @@ func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !rd.ready(r.Context()) {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "not ready to serve grabs; retry shortly")
+		jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_ready", "not ready to serve grabs; retry shortly")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	jsonapi.Write(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // ready returns the last result if it is younger than ttl, else runs every check once.

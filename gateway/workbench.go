@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -81,7 +82,7 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"cases": cases})
+	jsonapi.Write(w, http.StatusOK, map[string]any{"cases": cases})
 }
 
 // caseView is a case with its evidence, history, and the order of its request id (if any).
@@ -142,7 +143,7 @@ func (b *workbench) show(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	jsonapi.Write(w, http.StatusOK, v)
 }
 
 type actionInput struct {
@@ -156,7 +157,7 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 	}
 	action := r.PathValue("action")
 	if action != store.ActReplay && action != store.ActResolve && action != store.ActDismiss {
-		writeError(w, http.StatusNotFound, "not_found", "no such action: want replay, resolve or dismiss")
+		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such action: want replay, resolve or dismiss")
 		return
 	}
 	var in actionInput
@@ -178,10 +179,10 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case refused:
-		writeJSON(w, http.StatusConflict, apiError{Code: "not_replayable", Message: err.Error()})
+		jsonapi.Write(w, http.StatusConflict, apiError{Code: "not_replayable", Message: err.Error()})
 		return
 	case errors.Is(err, store.ErrCaseClosed):
-		writeJSON(w, http.StatusConflict, apiError{Code: "case_closed", Message: err.Error()})
+		jsonapi.Write(w, http.StatusConflict, apiError{Code: "case_closed", Message: err.Error()})
 		return
 	case err != nil:
 		b.fail(w, r, err)
@@ -192,7 +193,7 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	jsonapi.Write(w, http.StatusOK, v)
 }
 
 func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +218,7 @@ func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
 		m["id"], m["failed"] = run.ID, run.Failed
 		out = append(out, m)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"reports": out})
+	jsonapi.Write(w, http.StatusOK, map[string]any{"reports": out})
 }
 
 // queryLimit reads a ?limit= of 1 to most in canonical decimal (as path ids), def when absent.

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 )
 
 // The page is three files with no build step and nothing fetched from elsewhere, so it works
@@ -44,7 +46,7 @@ func (c *Console) serveAsset(name string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := c.assets[name]
 		if !ok {
-			writeError(w, http.StatusNotFound, "not_found", "no such console file")
+			jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such console file")
 			return
 		}
 		w.Header().Set("Cache-Control", "no-cache")

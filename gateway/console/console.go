@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
@@ -87,7 +88,7 @@ type loginInput struct {
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	var in loginInput
 	if err := decodeJSON(w, r, loginLimit, &in); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_input", err.Error())
+		jsonapi.WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
 		return
 	}
 	name := strings.TrimSpace(in.Name)
@@ -95,14 +96,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		name = defaultActor
 	}
 	if !seckill.ValidUserID(name) {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: "name: 1 to 64 printable characters without spaces or '|'",
+		jsonapi.Write(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: "name: 1 to 64 printable characters without spaces or '|'",
 			Fields: []seckill.FieldError{{Field: "name", Message: "must be 1 to 64 printable characters without spaces or '|'"}}})
 		return
 	}
 	// Hashing both sides first makes the comparison's time independent of the token's length.
 	sum := sha256.Sum256([]byte(in.Token))
 	if subtle.ConstantTimeCompare(sum[:], c.token[:]) != 1 {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
+		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
 		return
 	}
 	http.SetCookie(w, c.cookie(r, c.signer.sign(name, c.now().Add(c.ttl)), int(c.ttl/time.Second)))
@@ -120,10 +121,10 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
 	actor, ok := c.Verify(r)
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "sign in to the console")
+		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "sign in to the console")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"name": actor})
+	jsonapi.Write(w, http.StatusOK, map[string]string{"name": actor})
 }
 
 // cookie carries value with the attributes every console cookie has; maxAge < 0 deletes it.

@@ -8,28 +8,11 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 )
 
-// apiError is the gateway's error body (gateway/httpjson.go): a stable code, a message for
-// people, and the offending fields of a validation error. The console keeps the same shape
-// so the page reads every error one way.
-type apiError struct {
-	Code    string               `json:"error"`
-	Message string               `json:"message"`
-	Fields  []seckill.FieldError `json:"fields,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apiError{Code: code, Message: msg})
-}
+// apiError is the gateway's error body, so the page reads every error one way.
+type apiError = jsonapi.Error
 
 // decodeJSON reads one JSON object of at most limit bytes into v, refusing unknown fields
 // and other content types: a cross-site HTML form cannot send application/json, so login

@@ -1,0 +1,33 @@
+// Package jsonapi writes the gateway's JSON answers: every listener, the operator console's
+// sign-in included, answers errors in one shape, so a client reads every error one way.
+package jsonapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// Error is every error body the gateway writes: a stable code for programs, a message for
+// people, the offending fields for validation errors, and the request id when a grab may
+// have been admitted although the answer is an error (poll it).
+type Error struct {
+	Code      string               `json:"error"`
+	Message   string               `json:"message"`
+	Fields    []seckill.FieldError `json:"fields,omitempty"`
+	RequestID string               `json:"request_id,omitempty"`
+}
+
+// Write answers v as JSON with status; answers are never cached.
+func Write(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError answers an Error with code and msg.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	Write(w, status, Error{Code: code, Message: msg})
+}
