@@ -212,7 +212,12 @@ func adjustAndClose(t *testing.T, b *browser, p *pipeline, sale activity) {
 		t.Fatal("Cancel in the confirmation closed the session")
 	}
 	b.click(t, fmt.Sprintf("#close-%d", sale.Next))
+	b.waitPresent(t, "#confirm[open]", 5*time.Second)
 	b.click(t, "#confirm-ok")
+	b.waitJS(t, "the confirmation to close", "!document.getElementById('confirm').open", 5*time.Second)
+	if rv := eval[string](t, b, "document.getElementById('confirm').returnValue"); rv != "ok" {
+		t.Fatalf("the confirmation closed with %q, want ok", rv)
+	}
 	b.waitText(t, tid("live-notice"), fmt.Sprintf("Session %d closed.", sale.Next), 10*time.Second)
 	waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("session %d closed after Confirm", sale.Next) }, closed)
 }

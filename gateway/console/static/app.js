@@ -141,12 +141,25 @@
     }
   }
 
-  // confirmAction asks in a modal <dialog> (keyboard reachable, no window.confirm).
+  // confirmAction asks in a modal <dialog> (keyboard reachable, no window.confirm). The
+  // answer is read from the input itself (the form's submit names the button; Escape fires
+  // cancel), both dispatched while the question is open. The dialog's close event would not
+  // do: it is a queued task the browser runs after pending input, so the previous question's
+  // close could arrive once this one is open and answer it.
   function confirmAction(text) {
     const dlg = byId('confirm');
+    const form = dlg.querySelector('form');
     byId('confirm-text').textContent = text;
     return new Promise((resolve) => {
-      dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+      const answer = (ok) => {
+        form.removeEventListener('submit', onSubmit);
+        dlg.removeEventListener('cancel', onEscape);
+        resolve(ok);
+      };
+      const onSubmit = (ev) => answer(Boolean(ev.submitter) && ev.submitter.value === 'ok');
+      const onEscape = () => answer(false);
+      form.addEventListener('submit', onSubmit);
+      dlg.addEventListener('cancel', onEscape);
       dlg.returnValue = '';
       dlg.showModal();
       byId('confirm-cancel').focus();
