@@ -34,6 +34,17 @@ func (c *clientIPs) isTrusted(a netip.Addr) bool {
 	return false
 }
 
+// peerTrusted reports whether r came straight from a trusted proxy: only then are headers
+// the proxy sets on its clients' behalf (X-Forwarded-For, the trusted user header) its
+// words rather than the client's.
+func (c *clientIPs) peerTrusted(r *http.Request) bool {
+	if c == nil {
+		return false
+	}
+	peer, ok := parseHop(clientIP(r))
+	return ok && c.isTrusted(peer)
+}
+
 // of returns the client address of r.
 func (c *clientIPs) of(r *http.Request) string {
 	if c == nil {

@@ -43,7 +43,7 @@ type grabAPI struct {
 	gate       reserver
 	orders     orderFinder
 	verifier   userVerifier
-	userHeader string // trusted upstream header with the user id; "" = JWT only
+	userHeader string // upstream header with the user id, believed from clients' trusted proxies; "" = JWT only
 	schedule   openChecker
 	soldOut    *soldOutFlags
 	perUser    *keyedLimiter
@@ -130,9 +130,11 @@ func tooMany(w http.ResponseWriter, wait time.Duration) {
 	jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry after "+strconv.Itoa(secs)+"s")
 }
 
-// user returns the verified caller, or writes 401.
+// user returns the verified caller, or writes 401. The trusted user header counts only on
+// a request from a trusted proxy (config refuses the header without one): from any other
+// peer it is the client's own claim, and the bearer token decides.
 func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if a.userHeader != "" {
+	if a.userHeader != "" && a.clients.peerTrusted(r) {
 		// Exactly one value: with a second copy (sent by the client, or merged into one
 		// comma-separated line by a proxy) "the user" would be whichever copy came first.
 		if vals := r.Header.Values(a.userHeader); len(vals) == 1 && !strings.Contains(vals[0], ",") &&

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -428,7 +429,10 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 // a second copy (or a proxy that merges copies into one comma-separated line) is refused
 // rather than served as whichever value comes first.
 func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
-	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) { a.userHeader = "X-User-Id" })
+	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+		a.userHeader = "X-User-Id"
+		a.clients = newClientIPs([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the proxy
+	})
 	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA)
 	for _, tc := range []struct {
 		name   string

@@ -75,8 +75,9 @@ type Gateway struct {
 	JWTAudience string
 
 	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
-	// verified user id; the gateway then skips JWT checks. Off by default: enable it only
-	// behind a proxy that strips the header from client requests.
+	// verified user id; on requests from a TrustedProxies peer the gateway then skips JWT
+	// checks (any other peer needs its bearer token). Off by default; requires
+	// TrustedProxies, and the proxy must strip the header from client requests.
 	TrustUserHeader string
 
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client: a
@@ -125,6 +126,12 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		SoldOutRecheck:  r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
 		ScheduleRefresh: r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
 		ProduceTimeout:  r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+	}
+	// The user header is believed only from a trusted proxy: with none named it would either
+	// be believed from anyone (anyone who reaches the gateway grabs as any user) or never.
+	if g.TrustUserHeader != "" && len(g.TrustedProxies) == 0 {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_TRUSTED_PROXIES is empty: "+
+			"name the auth proxy that sets %s in SECKILL_TRUSTED_PROXIES (the header is believed only from it)", g.TrustUserHeader))
 	}
 	return g, r.err()
 }

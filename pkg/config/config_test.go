@@ -40,6 +40,10 @@ func TestLoadGateway(t *testing.T) {
 		{"redis address with a bad port", with("SECKILL_REDIS_ADDR", "127.0.0.1:0"), "SECKILL_REDIS_ADDR"},
 		{"trusted proxies", with("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.2,::1"), ""},
 		{"bad trusted proxy", with("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local"), `"proxy.local" is neither`},
+		// A user header believed from any peer lets anyone who reaches the gateway name the user.
+		{"user header without trusted proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id"),
+			"SECKILL_TRUST_USER_HEADER is set but SECKILL_TRUSTED_PROXIES is empty"},
+		{"user header from trusted proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_TRUSTED_PROXIES", "10.0.0.5"), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
