@@ -93,7 +93,7 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 			a.metrics.inflight.Dec()
 			a.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
-		if ok, wait := a.perIP.Allow(a.clients.of(r)); !ok {
+		if ok, wait := a.perIP.Allow(ipBucket(a.clients.of(r))); !ok {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
 			tooMany(w, wait)
 			return

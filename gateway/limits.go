@@ -1,34 +1,55 @@
 package main
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// keyedLimiter is a token bucket per key (user or IP) with bounded memory: buckets live in
-// two generations; the older one is dropped every rotate interval, or as soon as the
-// current one holds maxKeys. A key idle for a whole generation starts with a full bucket
-// again, which only ever errs on the side of the client.
+// keyedLimiter is a token bucket per key (user or IP bucket) with bounded memory: at most
+// maxKeys buckets, and when a new key needs room the least recently used one goes. A key
+// that was evicted starts with a full bucket again, which only errs on the side of the
+// client; a client in active use is never the one evicted, so nobody can reset another
+// client's bucket by flooding the table with fresh keys (which dropping the whole table
+// when full allowed). A hit costs a map lookup and relinking two list nodes under the lock
+// (BenchmarkKeyedLimiter).
 type keyedLimiter struct {
 	limit   rate.Limit
 	burst   int
 	maxKeys int
-	rotate  time.Duration
 	now     func() time.Time
 
-	mu         sync.Mutex
-	cur, prev  map[string]*rate.Limiter
-	lastRotate time.Time
+	mu   sync.Mutex
+	keys map[string]*bucket
+	lru  bucket // sentinel of a circular list: lru.next is the most recently used, lru.prev the least
+}
+
+// bucket is one key's limiter and its place in the recency list.
+type bucket struct {
+	key        string
+	lim        *rate.Limiter
+	prev, next *bucket
 }
 
 func newKeyedLimiter(perSecond float64, burst, maxKeys int, now func() time.Time) *keyedLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &keyedLimiter{limit: rate.Limit(perSecond), burst: burst, maxKeys: maxKeys, rotate: time.Minute,
-		now: now, cur: map[string]*rate.Limiter{}, prev: map[string]*rate.Limiter{}, lastRotate: now()}
+	l := &keyedLimiter{limit: rate.Limit(perSecond), burst: burst, maxKeys: max(maxKeys, 1), now: now,
+		keys: make(map[string]*bucket, min(maxKeys, 1<<16))}
+	l.lru.prev, l.lru.next = &l.lru, &l.lru
+	return l
+}
+
+// unlink takes b out of the recency list; front puts it at the most recently used end.
+func (l *keyedLimiter) unlink(b *bucket) { b.prev.next, b.next.prev = b.next, b.prev }
+
+func (l *keyedLimiter) front(b *bucket) {
+	b.prev, b.next = &l.lru, l.lru.next
+	l.lru.next.prev = b
+	l.lru.next = b
 }
 
 // Allow takes a token for key; when none is left it returns false and how long until one is.
@@ -39,16 +60,27 @@ func (l *keyedLimiter) Allow(key string) (bool, time.Duration) {
 	}
 	now := l.now()
 	l.mu.Lock()
-	if now.Sub(l.lastRotate) >= l.rotate || len(l.cur) >= l.maxKeys {
-		l.prev, l.cur, l.lastRotate = l.cur, make(map[string]*rate.Limiter, len(l.cur)), now
-	}
-	lim, ok := l.cur[key]
-	if !ok {
-		if lim, ok = l.prev[key]; !ok {
-			lim = rate.NewLimiter(l.limit, l.burst)
+	b, ok := l.keys[key]
+	switch {
+	case ok:
+		if l.lru.next != b {
+			l.unlink(b)
+			l.front(b)
 		}
-		l.cur[key] = lim
+	case len(l.keys) >= l.maxKeys:
+		// Reuse the least recently used node for the new key: no allocation but the limiter.
+		b = l.lru.prev
+		l.unlink(b)
+		delete(l.keys, b.key)
+		b.key, b.lim = key, rate.NewLimiter(l.limit, l.burst)
+		l.keys[key] = b
+		l.front(b)
+	default:
+		b = &bucket{key: key, lim: rate.NewLimiter(l.limit, l.burst)}
+		l.keys[key] = b
+		l.front(b)
 	}
+	lim := b.lim
 	l.mu.Unlock()
 	r := lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
@@ -56,6 +88,33 @@ func (l *keyedLimiter) Allow(key string) (bool, time.Duration) {
 		return false, d
 	}
 	return true, 0
+}
+
+// Len is how many keys the limiter holds (at most maxKeys).
+func (l *keyedLimiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}
+
+// ipBucket names the per-IP bucket of a client address: an IPv4 address is its own bucket,
+// an IPv6 address shares its /64 (what one subscriber, or one host's privacy addresses,
+// get: keyed by the full address, a single client would have 2^64 buckets). IPv4-mapped
+// IPv6 counts as IPv4; something that is not an address is used as it is.
+func ipBucket(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		if a.Zone() == "" && len(addr) <= len("255.255.255.255") {
+			return addr // already canonical: no allocation on the hot path
+		}
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
 }
 
 // soldOutFlags remembers, per session×prize, that Redis said "sold out", so the crowd after

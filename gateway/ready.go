@@ -37,7 +37,7 @@ func newReadiness(checks map[string]ops.Check, limit *keyedLimiter, clients *cli
 }
 
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := rd.limit.Allow(rd.clients.of(r)); !ok {
+	if ok, wait := rd.limit.Allow(ipBucket(rd.clients.of(r))); !ok {
 		tooMany(w, wait)
 		return
 	}

@@ -90,7 +90,7 @@ type Gateway struct {
 	BurstPerUser    int
 	RatePerIP       float64 // token bucket per client IP (requests/s; 0 disables)
 	BurstPerIP      int
-	RateMaxKeys     int           // users or IPs tracked per limiter generation (bounded memory)
+	RateMaxKeys     int           // users or IP buckets each limiter holds; the least recently used is evicted
 	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
