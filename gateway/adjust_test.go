@@ -41,7 +41,8 @@ func newAdjustEnv(t *testing.T) *adjustEnv {
 	e := &adjustEnv{adminEnv: &adminEnv{db: db, now: time.Now().UTC()}, gate: gate, rdb: rdb, ctx: ctx}
 	e.cat = store.NewCatalog(db, e.clock)
 	mux := http.NewServeMux()
-	newAdmin(e.cat, gate, preheat.New(e.cat, gate, time.Hour, e.clock), adminToken, func() {}, slog.New(slog.DiscardHandler)).register(mux)
+	newAdmin(e.cat, gate, preheat.New(e.cat, gate, time.Hour, e.clock), tokenNames{adminToken: "admin"}, clientIP, func() {},
+		slog.New(slog.DiscardHandler)).register(mux)
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,22 +44,30 @@ type consoleSessions interface {
 	Verify(r *http.Request) (actor string, ok bool)
 }
 
-// admin serves the operator API. Every route requires the admin bearer token, or a signed-in
-// operator console session (checked again on every call).
+// operatorTokens names the operator whose admin token a bearer credential is: an
+// *operator.Credentials.
+type operatorTokens interface {
+	Authenticate(token string) (name string, ok bool)
+}
+
+// admin serves the operator API. Every route requires an operator's admin bearer token, or a
+// signed-in operator console session (checked again on every call).
 type admin struct {
 	catalog   adminCatalog
 	gate      adminGate
 	preheater sessionPreheater
 	console   consoleSessions // nil: bearer token only
 	onChange  func()          // refreshes the gateway's schedule cache after close/adjust
-	token     [sha256.Size]byte
+	tokens    operatorTokens
+	remote    func(*http.Request) string // the client's address, for the audit
 	log       *slog.Logger
 }
 
 const adminBodyLimit = 64 << 10
 
-func newAdmin(c adminCatalog, g adminGate, p sessionPreheater, token string, onChange func(), log *slog.Logger) *admin {
-	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, token: sha256.Sum256([]byte(token)), log: log}
+func newAdmin(c adminCatalog, g adminGate, p sessionPreheater, tokens operatorTokens, remote func(*http.Request) string,
+	onChange func(), log *slog.Logger) *admin {
+	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, tokens: tokens, remote: remote, log: log}
 }
 
 // handle mounts one more admin route behind the same credential check.
@@ -87,41 +93,51 @@ func (a *admin) register(mux *http.ServeMux) {
 	route("GET /debug/pprof/symbol", pprof.Symbol)
 }
 
-// authorized lets a request through with "Authorization: Bearer <token>", compared in
-// constant time (hashing both sides first also hides the token's length), or with a valid
-// operator console session; it names the actor for the audit log either way.
+// authorized lets a request through with "Authorization: Bearer <token>" of an operator's
+// credential (compared in constant time with every credential's), or with a valid operator
+// console session; either way the actor of the audit logs is the credential's name, and
+// X-Admin-Actor is ignored (a name the caller types would let one token act as another
+// operator, or as the reconciler).
 func (a *admin) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(raw))
-		if ok && subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1 {
-			name := "admin"
-			if v := r.Header.Get("X-Admin-Actor"); seckill.ValidUserID(v) {
-				name = v
-			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, name)))
+		raw, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		name, ok := "", false
+		if bearer {
+			name, ok = a.tokens.Authenticate(raw)
+		} else if a.console != nil {
+			name, ok = a.console.Verify(r)
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
+			jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
 			return
 		}
-		if a.console != nil && !ok {
-			if name, signedIn := a.console.Verify(r); signedIn {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, name)))
-				return
-			}
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
-		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
+		c := caller{name: name, remote: a.remote(r)}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
 }
 
-type actorKey struct{}
+// caller is who made an admin request: the credential's name and the client's address.
+type caller struct {
+	name, remote string
+}
 
-// actor names who made a change in the audit log: the console's signed-in name, or with the
-// bearer token the X-Admin-Actor header when it is a plausible name, else "admin".
+type callerKey struct{}
+
+// actor names who made a change in the audit log: the name of the credential that signed
+// the request (bearer token or console session).
 func actor(r *http.Request) string {
-	if v, ok := r.Context().Value(actorKey{}).(string); ok {
-		return v
+	if c, ok := r.Context().Value(callerKey{}).(caller); ok {
+		return c.name
 	}
 	return "admin"
+}
+
+// remoteAddr is the address the audited request came from (X-Forwarded-For only as far as
+// trusted proxies vouch for it).
+func remoteAddr(r *http.Request) string {
+	c, _ := r.Context().Value(callerKey{}).(caller)
+	return c.remote
 }
 
 type prizeInput struct {

@@ -21,6 +21,14 @@ import (
 
 const adminToken = "admin-token-for-tests-0123456789"
 
+// tokenNames are the operators' credentials: token → name.
+type tokenNames map[string]string
+
+func (t tokenNames) Authenticate(token string) (string, bool) {
+	name, ok := t[token]
+	return name, ok
+}
+
 type adminEnv struct {
 	srv *httptest.Server
 	db  *gorm.DB
@@ -41,7 +49,8 @@ func newAdminEnv(t *testing.T) *adminEnv {
 	now := func() time.Time { return env.now }
 	cat := store.NewCatalog(db, now)
 	mux := http.NewServeMux()
-	newAdmin(cat, gate, preheat.New(cat, gate, time.Hour, now), adminToken, func() {}, slog.New(slog.DiscardHandler)).register(mux)
+	newAdmin(cat, gate, preheat.New(cat, gate, time.Hour, now), tokenNames{adminToken: "admin"}, clientIP, func() {},
+		slog.New(slog.DiscardHandler)).register(mux)
 	env.srv = httptest.NewServer(mux)
 	t.Cleanup(env.srv.Close)
 	return env

@@ -152,6 +152,7 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			rids, real.admitted, real.soldOut, real.limited = checkPublic(t, public, admin, gate, token)
 			openCase := checkWorkbench(t, admin, db, topics, &real.workbench)
 			checkConsole(t, admin, openCase, &real.workbench)
+			checkMisdirected(t, admin)
 
 			msgs, err := harness.ReadTopic(ctx, brokers, topics.Grab)
 			if err != nil {

@@ -92,7 +92,7 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 	garbledID, staleID := id[seckill.CaseDeadLetter+":"], id[seckill.CaseStaleReservation+":"+staleRID]
 	driftID := id[seckill.CaseDriftUncorrected+":"]
 	wb := "/admin/v1/exceptions/"
-	hdr := map[string]string{"X-Admin-Actor": "contract-test"}
+	hdr := map[string]string{"X-Admin-Actor": "contract-test"} // ignored: the actor is the credential's name
 
 	// List, filter, show.
 	_, open := admin.do(t, contractCall{method: "GET", path: "/admin/v1/exceptions", token: tok, status: 200})
@@ -148,7 +148,7 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 	}
 	_, lostCase := admin.do(t, contractCall{method: "GET", path: wb + lostID, token: tok, status: 200})
 	_, driftCase := admin.do(t, contractCall{method: "GET", path: wb + driftID, token: tok, status: 200})
-	if lostCase["state"] != "replayed" || driftCase["state"] != "resolved" || driftCase["state_changed_by"] != "contract-test" ||
+	if lostCase["state"] != "replayed" || driftCase["state"] != "resolved" || driftCase["state_changed_by"] != "admin" ||
 		len(driftCase["actions"].([]any)) != 2 { // the refused replay and the resolution; a case_closed changes nothing
 		t.Fatalf("after the actions: lost %v, drift %v", lostCase, driftCase)
 	}
@@ -248,8 +248,9 @@ func checkConsole(t *testing.T, admin contractListener, openCase string, real *w
 	login(`{"token": "`+testAdminToken+`", "role": "admin"}`, 400, "invalid_input", true)
 
 	guard := map[string]string{console.GuardHeader: "1"}
+	// The session is the credential's (SECKILL_ADMIN_TOKEN: "admin"), whatever name was typed.
 	_, who := admin.do(t, contractCall{method: "GET", path: "/console/session", cookie: cookie, header: guard, status: 200})
-	if who["name"] != "frank" {
+	if who["name"] != "admin" {
 		t.Fatalf("console session names %v", who)
 	}
 	for _, c := range []contractCall{
@@ -263,10 +264,47 @@ func checkConsole(t *testing.T, admin contractListener, openCase string, real *w
 	}
 	_, dismissed := admin.do(t, contractCall{method: "POST", path: "/admin/v1/exceptions/" + openCase + "/dismiss", cookie: cookie, header: guard,
 		body: `{"note": "settled meanwhile"}`, status: 200})
-	if dismissed["state"] != "dismissed" || dismissed["state_changed_by"] != "frank" {
+	if dismissed["state"] != "dismissed" || dismissed["state_changed_by"] != "admin" {
 		t.Fatalf("dismissed from the console: %v", dismissed)
 	}
-	admin.do(t, contractCall{method: "POST", path: "/console/logout", cookie: cookie, status: 204})
+	admin.do(t, contractCall{method: "POST", path: "/console/logout", cookie: cookie, status: 401, code: "unauthorized", docRefuses: true})
+	admin.do(t, contractCall{method: "POST", path: "/console/logout", cookie: cookie, header: guard, status: 204})
+	// Sign-in attempts are limited per address (SECKILL_CONSOLE_LOGIN_RATE, 10 a minute).
+	admin.until(t, contractCall{method: "POST", path: "/console/login", body: `{"token": "wrong-token-0123456789"}`},
+		http.StatusTooManyRequests, 20)
+}
+
+// checkMisdirected sends every operation of the admin document with a Host the listener
+// does not serve (a DNS-rebound page's): each answers 421 before anything else, as the
+// document says. The requests are not checked against the document (they carry no
+// credential or body), only the answers.
+func checkMisdirected(t *testing.T, admin contractListener) {
+	t.Helper()
+	for path, item := range admin.api.Doc.Paths.Map() {
+		concrete := path
+		for _, name := range []string{"{id}", "{prize}", "{action}"} {
+			concrete = strings.ReplaceAll(concrete, name, "1")
+		}
+		concrete = strings.ReplaceAll(concrete, "{profile}", "heap")
+		for method := range item.Operations() {
+			req, err := http.NewRequest(method, admin.base+concrete, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = "rebound.example"
+			req.Header.Set("Authorization", "Bearer "+testAdminToken)
+			x, err := contract.Do(admin.client, req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Status != http.StatusMisdirectedRequest {
+				t.Fatalf("%s %s with Host rebound.example: %d %.200s, want 421", method, concrete, x.Status, x.Answer)
+			}
+			if err := admin.api.CheckAnswer(x); err != nil {
+				t.Fatalf("answer breaks the contract: %v", err)
+			}
+		}
+	}
 }
 
 // checkRequestWithCookies validates a request like contract.API.CheckRequest, with one

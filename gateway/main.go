@@ -5,6 +5,9 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -206,11 +210,27 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// dependencies) and sit behind the admin token like the rest of the admin API.
 	adminMux := http.NewServeMux()
 	ops.Register(adminMux, nil, checks)
-	adm := newAdmin(catalog, gate, preheater, cfg.AdminToken, onChange, log)
+	// Each operator has a credential of their own (SECKILL_ADMIN_TOKENS_FILE, re-read when
+	// it changes; SECKILL_ADMIN_TOKEN is the credential "admin"): its name is the actor in
+	// the audit logs.
+	creds, err := operator.Load(cfg.AdminTokensFile, cfg.AdminToken, func(err error) {
+		log.Error("admin tokens file not reloaded", "error", err.Error())
+	})
+	if err != nil {
+		return err
+	}
+	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
 	adm.register(adminMux)
-	// The operator console: a page on the admin listener, signed in with the admin token
-	// (kept in an HttpOnly cookie), whose every API call is checked like a bearer call.
-	con := console.New(cfg.AdminToken, cfg.ConsoleSession, time.Now)
+	// The operator console: a page on the admin listener, signed in with an operator's admin
+	// token (the session, in that credential's name, kept in an HttpOnly cookie), whose every
+	// API call is checked like a bearer call.
+	secret, err := consoleSecret(cfg, log)
+	if err != nil {
+		return err
+	}
+	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Now: time.Now,
+		Logins: ipBuckets{newKeyedLimiter(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
+		Remote: clients.of, Log: log})
 	con.Register(adminMux)
 	adm.console = con
 	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name)
@@ -267,7 +287,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, jsonErrors(public)), cfg.ShutdownTimeout)
 	})
 	g.Go(func() error {
-		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, jsonErrors(adminMux)), cfg.ShutdownTimeout)
+		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminListener(adminMux, newAdminHosts(cfg.AdminAddr, cfg.AdminHosts))),
+			cfg.ShutdownTimeout)
 	})
 	g.Go(func() error {
 		return schedule.Run(gctx, func(err error) {
@@ -278,6 +299,40 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	err = g.Wait()
 	log.Info("gateway stopped", "error", errString(err))
 	return err
+}
+
+// adminListener is what the admin listener serves: the console's security headers on every
+// answer (errors, redirects and refusals included), then the Host check, then mux with JSON
+// errors for unknown routes.
+func adminListener(mux *http.ServeMux, hosts *adminHosts) http.Handler {
+	return console.Secured(hosts.guard(jsonErrors(mux)))
+}
+
+// ipBuckets limits per client the way the per-IP grab limit does (an IPv6 /64 is one client).
+type ipBuckets struct{ l *keyedLimiter }
+
+func (b ipBuckets) Allow(addr string) (bool, time.Duration) { return b.l.Allow(ipBucket(addr)) }
+
+// consoleSecret keys the console's session cookies: SECKILL_CONSOLE_SECRET; else derived
+// from SECKILL_ADMIN_TOKEN (as before named credentials, so sessions survive restarts and
+// hold across gateways that share it); else random, so sessions end at a restart and hold on
+// this gateway only. Never the token hashes of the credentials file: whoever can read that
+// file could then sign sessions.
+func consoleSecret(cfg config.Gateway, log *slog.Logger) ([]byte, error) {
+	switch {
+	case cfg.ConsoleSecret != "":
+		return []byte(cfg.ConsoleSecret), nil
+	case cfg.AdminToken != "":
+		m := hmac.New(sha256.New, []byte(cfg.AdminToken))
+		m.Write([]byte("seckill console secret v1"))
+		return m.Sum(nil), nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("console secret: %w", err)
+	}
+	log.Warn("SECKILL_CONSOLE_SECRET is not set: console sessions end when this gateway restarts and hold on this gateway only")
+	return b, nil
 }
 
 func errString(err error) string {

@@ -18,7 +18,7 @@ import (
 type caseStore interface {
 	List(ctx context.Context, f store.CaseFilter) ([]store.Case, error)
 	Get(ctx context.Context, id int64) (store.CaseDetail, error)
-	Act(ctx context.Context, id int64, action, actor, note string, at time.Time, replay store.Replay) (store.CaseDetail, error)
+	Act(ctx context.Context, id int64, action, actor, remote, note string, at time.Time, replay store.Replay) (store.CaseDetail, error)
 }
 
 type orderReader interface {
@@ -172,7 +172,7 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 		badInput(w, seckill.ValidationError{{Field: "note", Message: "must be 1 to 1024 characters: say why (it goes to the case's audit)"}})
 		return
 	}
-	d, err := b.cases.Act(r.Context(), id, action, actor(r), in.Note, b.now(), b.replay)
+	d, err := b.cases.Act(r.Context(), id, action, actor(r), remoteAddr(r), in.Note, b.now(), b.replay)
 	refused := errors.Is(err, store.ErrNotReplayable)
 	if err == nil || refused {
 		b.onActed(action, d.Kind, refused)

@@ -17,9 +17,10 @@ import (
 //go:embed static/index.html static/app.js static/app.css
 var static embed.FS
 
-// contentSecurityPolicy allows only this origin's files: no inline script or style, no
-// framing (clickjacking).
-const contentSecurityPolicy = "default-src 'self'; frame-ancestors 'none'"
+// ContentSecurityPolicy allows only this origin's files: no inline script or style, no
+// framing (clickjacking), no <base> that would re-point the page's relative URLs, and forms
+// that post only here.
+const ContentSecurityPolicy = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
 type asset struct {
 	body []byte
@@ -55,11 +56,13 @@ func (c *Console) serveAsset(name string) http.Handler {
 	})
 }
 
-// secured adds the headers every console answer carries.
-func secured(next http.Handler) http.Handler {
+// Secured adds the console's security headers to every answer of next. The gateway wraps
+// its whole admin listener in it, not only the console's routes: an error page, a redirect
+// or a probe answer opened in the browser is then under the same policy as the page.
+func Secured(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		next.ServeHTTP(w, r)

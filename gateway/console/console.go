@@ -1,13 +1,15 @@
 // Package console is the operator console: a static page on the gateway's admin listener
-// that drives the admin API from a browser, and the sign-in that trades the admin token for
-// a session cookie scripts cannot read. The page holds no data; every number it shows comes
+// that drives the admin API from a browser, and the sign-in that trades an operator's admin
+// token for a session cookie scripts cannot read, in that credential's name. The page holds no data; every number it shows comes
 // from the admin API, which accepts a console session (Verify) besides the bearer token.
 package console
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
+	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,56 +20,96 @@ import (
 const (
 	// CookieName is the session cookie: HttpOnly, SameSite=Strict, signed (see signer).
 	CookieName = "seckill_console"
-	// GuardHeader must be "1" on every console request the session authorizes. A cross-site
-	// page can make the browser send the cookie, but not a custom header without a CORS
-	// preflight, which the gateway never grants: this is the CSRF guard.
+	// GuardHeader must be "1" on every console request the session authorizes, and on
+	// sign-out. A cross-site page can make the browser send the cookie, but not a custom
+	// header without a CORS preflight, which the gateway never grants: this is the CSRF guard.
 	GuardHeader = "X-Seckill-Console"
-	// defaultActor names who acted when the operator left the name empty.
-	defaultActor = "console"
-	loginLimit   = 4 << 10
+	loginLimit  = 4 << 10
 )
+
+// Credentials checks operator tokens and names their holders: an *operator.Credentials.
+type Credentials interface {
+	Authenticate(token string) (name string, ok bool)
+	// Hash is the named credential's token hash while it exists; a session is bound to it.
+	Hash(name string) ([sha256.Size]byte, bool)
+}
+
+// Limiter bounds sign-in attempts per remote address.
+type Limiter interface {
+	Allow(key string) (bool, time.Duration)
+}
+
+// Config is what a Console needs.
+type Config struct {
+	Credentials Credentials
+	// Secret keys the session cookies; every gateway serving the same operators needs the
+	// same one for a session to hold across them.
+	Secret []byte
+	TTL    time.Duration    // session lifetime (12h when not positive)
+	Now    func() time.Time // the clock
+	Logins Limiter          // sign-in attempts per remote address (nil: unlimited)
+	// Remote names the client of a request for the sign-in limit and the log (nil: the
+	// peer's address).
+	Remote func(*http.Request) string
+	Log    *slog.Logger // sign-ins and refused sign-ins (nil: none)
+}
 
 // Console serves the page and its sign-in, and checks console sessions for the admin API.
 type Console struct {
-	token  [sha256.Size]byte
+	creds  Credentials
 	signer signer
 	ttl    time.Duration
 	now    func() time.Time
+	logins Limiter
+	remote func(*http.Request) string
+	log    *slog.Logger
 	assets map[string]asset
 }
 
-// New returns the console for the admin token; now is the clock; ttl the session lifetime
-// (12h when not positive).
-func New(adminToken string, ttl time.Duration, now func() time.Time) *Console {
-	if ttl <= 0 {
-		ttl = 12 * time.Hour
+// New returns the console for cfg.
+func New(cfg Config) *Console {
+	c := &Console{creds: cfg.Credentials, signer: newSigner(cfg.Secret), ttl: cfg.TTL, now: cfg.Now,
+		logins: cfg.Logins, remote: cfg.Remote, log: cfg.Log, assets: loadAssets()}
+	if c.ttl <= 0 {
+		c.ttl = 12 * time.Hour
 	}
-	return &Console{
-		token:  sha256.Sum256([]byte(adminToken)),
-		signer: newSigner(adminToken),
-		ttl:    ttl,
-		now:    now,
-		assets: loadAssets(),
+	if c.remote == nil {
+		c.remote = peer
 	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // Register mounts GET /console/, its assets, POST /console/login and POST /console/logout
-// on mux (and GET /console/session, which names who is signed in).
+// on mux (and GET /console/session, which names who is signed in). The security headers
+// (Secured) are the whole admin listener's, set around its mux.
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/", http.StatusFound)
 	})
-	mux.Handle("GET /console/{$}", secured(c.serveAsset("index.html")))
-	mux.Handle("GET /console/app.js", secured(c.serveAsset("app.js")))
-	mux.Handle("GET /console/app.css", secured(c.serveAsset("app.css")))
-	mux.Handle("POST /console/login", secured(http.HandlerFunc(c.login)))
-	mux.Handle("POST /console/logout", secured(http.HandlerFunc(c.logout)))
-	mux.Handle("GET /console/session", secured(http.HandlerFunc(c.session)))
+	mux.Handle("GET /console/{$}", c.serveAsset("index.html"))
+	mux.Handle("GET /console/app.js", c.serveAsset("app.js"))
+	mux.Handle("GET /console/app.css", c.serveAsset("app.css"))
+	mux.HandleFunc("POST /console/login", c.login)
+	mux.HandleFunc("POST /console/logout", c.logout)
+	mux.HandleFunc("GET /console/session", c.session)
 }
 
 // Verify reports whether r carries a valid console session cookie AND the header
 // "X-Seckill-Console: 1" (the CSRF guard: a cross-site page cannot set a custom header
-// without a CORS preflight, which we never grant), and returns the signed-in name.
+// without a CORS preflight, which we never grant), and returns the name of the credential
+// the session was signed in with. A session ends when that credential is removed or its
+// token changes.
 func (c *Console) Verify(r *http.Request) (actor string, ok bool) {
 	if r.Header.Get(GuardHeader) != "1" {
 		return "", false
@@ -76,43 +118,69 @@ func (c *Console) Verify(r *http.Request) (actor string, ok bool) {
 	if err != nil {
 		return "", false
 	}
-	actor, err = c.signer.verify(cookie.Value, c.now())
+	actor, err = c.signer.verify(cookie.Value, c.now(), c.creds.Hash)
 	return actor, err == nil
 }
 
 type loginInput struct {
 	Token string `json:"token"`
-	Name  string `json:"name"`
+	// Name is accepted for older clients and ignored: the session's name is the
+	// credential's, so nobody signs in as someone else.
+	Name string `json:"name"`
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	remote := c.remote(r)
+	// Before reading the body: a refused attempt learns nothing about any token.
+	if ok, wait := c.allowLogin(remote); !ok {
+		secs := int(wait/time.Second) + 1
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited",
+			"too many sign-in attempts from this address; retry after "+strconv.Itoa(secs)+"s")
+		return
+	}
 	var in loginInput
 	if err := decodeJSON(w, r, loginLimit, &in); err != nil {
 		jsonapi.WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
 		return
 	}
-	name := strings.TrimSpace(in.Name)
-	if name == "" {
-		name = defaultActor
-	}
-	if !seckill.ValidUserID(name) {
+	if name := strings.TrimSpace(in.Name); name != "" && !seckill.ValidUserID(name) {
 		jsonapi.Write(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: "name: 1 to 64 printable characters without spaces or '|'",
 			Fields: []seckill.FieldError{{Field: "name", Message: "must be 1 to 64 printable characters without spaces or '|'"}}})
 		return
 	}
-	// Hashing both sides first makes the comparison's time independent of the token's length.
-	sum := sha256.Sum256([]byte(in.Token))
-	if subtle.ConstantTimeCompare(sum[:], c.token[:]) != 1 {
+	name, ok := c.creds.Authenticate(in.Token)
+	if !ok {
+		// The address, never what was submitted: a mistyped token is nearly the token.
+		c.log.Warn("console sign-in refused", "remote_addr", remote, "reason", "no credential has this token")
 		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
 		return
 	}
-	http.SetCookie(w, c.cookie(r, c.signer.sign(name, c.now().Add(c.ttl)), int(c.ttl/time.Second)))
+	hash, ok := c.creds.Hash(name)
+	if !ok { // removed between the two reads
+		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
+		return
+	}
+	c.log.Info("console sign-in", "actor", name, "remote_addr", remote)
+	http.SetCookie(w, c.cookie(r, c.signer.sign(name, hash, c.now().Add(c.ttl)), int(c.ttl/time.Second)))
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// logout expires the cookie. It needs no valid session: signing out of an expired one must
-// work too.
+func (c *Console) allowLogin(remote string) (bool, time.Duration) {
+	if c.logins == nil {
+		return true, 0
+	}
+	return c.logins.Allow(remote)
+}
+
+// logout expires the cookie. It needs the guard header, like every call the session makes
+// (another site must not be able to sign an operator out), but no valid session: signing
+// out of an expired one must work too.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(GuardHeader) != "1" {
+		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "sign-out needs the header "+GuardHeader+": 1")
+		return
+	}
 	http.SetCookie(w, c.cookie(r, "", -1))
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -1,8 +1,11 @@
 package console
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,20 +13,52 @@ import (
 	"time"
 )
 
-const testToken = "console-test-admin-token-0123456789"
+// testToken is alice's credential; bobToken bob's.
+const (
+	testToken = "console-test-admin-token-0123456789"
+	bobToken  = "console-test-bob-token-0123456789"
+)
+
+// creds is the operators' credentials: name → token.
+type creds map[string]string
+
+func (c creds) Authenticate(token string) (string, bool) {
+	for name, tok := range c {
+		if tok == token && token != "" {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+func (c creds) Hash(name string) ([sha256.Size]byte, bool) {
+	tok, ok := c[name]
+	return sha256.Sum256([]byte(tok)), ok
+}
 
 // clock is a settable now for session expiry.
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newTestConsole(t *testing.T) (*Console, *clock, http.Handler) {
+var testSecret = []byte("console-test-secret-0123456789-0123456789")
+
+func newTestConsoleWith(t *testing.T, cr creds, mutate func(*Config)) (*Console, *clock, http.Handler) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
-	c := New(testToken, time.Hour, clk.now)
+	cfg := Config{Credentials: cr, Secret: testSecret, TTL: time.Hour, Now: clk.now}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c := New(cfg)
 	mux := http.NewServeMux()
 	c.Register(mux)
-	return c, clk, mux
+	return c, clk, Secured(mux)
+}
+
+func newTestConsole(t *testing.T) (*Console, *clock, http.Handler) {
+	t.Helper()
+	return newTestConsoleWith(t, creds{"alice": testToken, "bob": bobToken}, nil)
 }
 
 func login(t *testing.T, h http.Handler, body string, mutate func(*http.Request)) *httptest.ResponseRecorder {
@@ -98,6 +133,7 @@ func TestCookiesAreSecureBehindHTTPS(t *testing.T) {
 				t.Fatalf("login cookie not Secure: %+v", ck)
 			}
 			r := httptest.NewRequest("POST", "/console/logout", nil)
+			r.Header.Set(GuardHeader, "1")
 			https(r)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
@@ -145,29 +181,111 @@ func TestLoginRefusals(t *testing.T) {
 	}
 }
 
-func TestEmptyNameSignsInAsConsole(t *testing.T) {
+// The session is the credential's: whatever name the operator types (or leaves out), the
+// actor is the name of the credential whose token signed in, so one operator's token
+// cannot act as another operator or as the automation.
+func TestSessionNamesTheCredentialNotTheTypedName(t *testing.T) {
 	c, _, h := newTestConsole(t)
-	ck := sessionCookie(t, login(t, h, `{"token":"`+testToken+`","name":"  "}`, nil))
-	if actor, ok := c.Verify(guarded(ck)); !ok || actor != "console" {
-		t.Fatalf("Verify = %q, %v; want console, true", actor, ok)
+	for _, tc := range []struct{ body, want string }{
+		{`{"token":"` + testToken + `"}`, "alice"},
+		{`{"token":"` + testToken + `","name":"  "}`, "alice"},
+		{`{"token":"` + testToken + `","name":"bob"}`, "alice"},
+		{`{"token":"` + testToken + `","name":"reconciler"}`, "alice"},
+		{`{"token":"` + bobToken + `","name":"alice"}`, "bob"},
+	} {
+		ck := sessionCookie(t, login(t, h, tc.body, nil))
+		if actor, ok := c.Verify(guarded(ck)); !ok || actor != tc.want {
+			t.Fatalf("login %s: Verify = %q, %v; want %q", tc.body, actor, ok, tc.want)
+		}
 	}
 }
 
-// A name may hold characters a cookie value may not (';', '"', ','); it must survive intact.
+// A credential's name may hold characters a cookie value may not (';', '"', ','); it must
+// survive intact.
 func TestNameWithCookieUnsafeCharacters(t *testing.T) {
-	c, _, h := newTestConsole(t)
 	name := `o"brien;x,y.z`
-	body, _ := json.Marshal(map[string]string{"token": testToken, "name": name})
-	ck := sessionCookie(t, login(t, h, string(body), nil))
+	c, _, h := newTestConsoleWith(t, creds{name: testToken}, nil)
+	ck := sessionCookie(t, login(t, h, `{"token":"`+testToken+`"}`, nil))
 	if actor, ok := c.Verify(guarded(ck)); !ok || actor != name {
 		t.Fatalf("Verify = %q, %v; want %q, true", actor, ok, name)
 	}
 }
 
+// Removing or rotating an operator's credential ends that operator's sessions, and only
+// theirs.
+func TestSessionEndsWithItsCredential(t *testing.T) {
+	cr := creds{"alice": testToken, "bob": bobToken}
+	c, _, h := newTestConsoleWith(t, cr, nil)
+	alice := sessionCookie(t, login(t, h, `{"token":"`+testToken+`"}`, nil))
+	bob := sessionCookie(t, login(t, h, `{"token":"`+bobToken+`"}`, nil))
+	cr["alice"] = "alice-rotated-token-0123456789"
+	if _, ok := c.Verify(guarded(alice)); ok {
+		t.Fatal("a session outlived its credential's rotation")
+	}
+	delete(cr, "bob")
+	if _, ok := c.Verify(guarded(bob)); ok {
+		t.Fatal("a session outlived its credential's removal")
+	}
+	cr["bob"] = bobToken
+	if actor, ok := c.Verify(guarded(bob)); !ok || actor != "bob" {
+		t.Fatalf("bob's unchanged credential: %q, %v", actor, ok)
+	}
+}
+
+// Sign-ins are limited per remote address, refused before the token is looked at, and a
+// refused sign-in is logged with the address but never with what was submitted.
+func TestLoginIsRateLimitedAndFailuresLogged(t *testing.T) {
+	var logged bytes.Buffer
+	lim := &countingLimiter{allow: 2}
+	_, _, h := newTestConsoleWith(t, creds{"alice": testToken}, func(c *Config) {
+		c.Logins = lim
+		c.Remote = func(r *http.Request) string { return "203.0.113.9" }
+		c.Log = slog.New(slog.NewJSONHandler(&logged, nil))
+	})
+	if w := login(t, h, `{"token":"mistyped-`+testToken+`"}`, nil); w.Code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", w.Code)
+	}
+	if w := login(t, h, `{"token":"`+testToken+`"}`, nil); w.Code != http.StatusNoContent {
+		t.Fatalf("right token: %d", w.Code)
+	}
+	w := login(t, h, `{"token":"`+testToken+`"}`, nil)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || decodeError(t, w).Code != "rate_limited" ||
+		len(w.Result().Cookies()) != 0 {
+		t.Fatalf("over the limit: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if w.Header().Get("Content-Security-Policy") == "" {
+		t.Fatal("the 429 has no CSP")
+	}
+	if strings.Join(lim.keys, ",") != "203.0.113.9,203.0.113.9,203.0.113.9" {
+		t.Fatalf("limited by %q, want the remote address each time", lim.keys)
+	}
+	out := logged.String()
+	if !strings.Contains(out, `"msg":"console sign-in refused"`) || !strings.Contains(out, `"remote_addr":"203.0.113.9"`) {
+		t.Fatalf("log %s: want the refused sign-in with its remote address", out)
+	}
+	if strings.Contains(out, "mistyped") || strings.Contains(out, testToken) {
+		t.Fatalf("the log holds the submitted token: %s", out)
+	}
+}
+
+type countingLimiter struct {
+	allow int
+	keys  []string
+}
+
+func (l *countingLimiter) Allow(key string) (bool, time.Duration) {
+	l.keys = append(l.keys, key)
+	if len(l.keys) > l.allow {
+		return false, 30 * time.Second
+	}
+	return true, 0
+}
+
 func TestVerifyRefuses(t *testing.T) {
 	c, clk, h := newTestConsole(t)
 	ck := sessionCookie(t, login(t, h, `{"token":"`+testToken+`","name":"alice"}`, nil))
-	other := New("another-admin-token-0123456789", time.Hour, clk.now)
+	other := New(Config{Credentials: creds{"alice": testToken}, Secret: []byte("another-console-secret-0123456789-01234"), TTL: time.Hour, Now: clk.now})
+	rotated := New(Config{Credentials: creds{"alice": "alice-new-token-0123456789"}, Secret: testSecret, TTL: time.Hour, Now: clk.now})
 	tampered := func(f func(parts []string)) *http.Cookie {
 		parts := strings.Split(ck.Value, ".")
 		f(parts)
@@ -202,7 +320,11 @@ func TestVerifyRefuses(t *testing.T) {
 			return guarded(&http.Cookie{Name: CookieName, Value: ck.Value[:len(ck.Value)-3]})
 		}, 0},
 		{"garbage", c, func() *http.Request { return guarded(&http.Cookie{Name: CookieName, Value: "x.y.z"}) }, 0},
-		{"signed for another admin token", other, func() *http.Request { return guarded(ck) }, 0},
+		{"signed with another console secret", other, func() *http.Request { return guarded(ck) }, 0},
+		{"signed for alice's old token", rotated, func() *http.Request { return guarded(ck) }, 0},
+		{"bob's name on alice's signature", c, func() *http.Request {
+			return guarded(tampered(func(p []string) { p[2] = "Ym9i" })) // "bob", who has a credential
+		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			saved := clk.t
@@ -224,7 +346,9 @@ func TestVerifyRefuses(t *testing.T) {
 func TestLogoutExpiresTheCookie(t *testing.T) {
 	_, _, h := newTestConsole(t)
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/console/logout", nil))
+	r := httptest.NewRequest("POST", "/console/logout", nil)
+	r.Header.Set(GuardHeader, "1")
+	h.ServeHTTP(w, r)
 	if w.Code != http.StatusNoContent {
 		t.Fatalf("logout: %d %s", w.Code, w.Body)
 	}
@@ -234,6 +358,23 @@ func TestLogoutExpiresTheCookie(t *testing.T) {
 	}
 	if !strings.Contains(w.Header().Get("Set-Cookie"), "Max-Age=0") {
 		t.Fatalf("Set-Cookie %q does not expire the cookie", w.Header().Get("Set-Cookie"))
+	}
+}
+
+// Sign-out needs the CSRF guard like every other console call: another site must not be
+// able to sign an operator out (and so into a sign-in form it may have framed or mimicked).
+func TestLogoutNeedsTheGuardHeader(t *testing.T) {
+	_, _, h := newTestConsole(t)
+	for _, guard := range []string{"", "true"} {
+		r := httptest.NewRequest("POST", "/console/logout", nil)
+		if guard != "" {
+			r.Header.Set(GuardHeader, guard)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized || decodeError(t, w).Code != "unauthorized" || len(w.Result().Cookies()) != 0 {
+			t.Fatalf("logout with guard %q: %d %v %s", guard, w.Code, w.Header().Values("Set-Cookie"), w.Body)
+		}
 	}
 }
 
@@ -268,7 +409,7 @@ func TestPageIsServedWithAStrictPolicy(t *testing.T) {
 			if w.Code != 200 || !strings.Contains(w.Header().Get("Content-Type"), tc.contentType) || !strings.Contains(w.Body.String(), tc.contains) {
 				t.Fatalf("%s: %d %q, body contains %q: %v", tc.path, w.Code, w.Header().Get("Content-Type"), tc.contains, strings.Contains(w.Body.String(), tc.contains))
 			}
-			if got := w.Header().Get("Content-Security-Policy"); got != "default-src 'self'; frame-ancestors 'none'" {
+			if got := w.Header().Get("Content-Security-Policy"); got != "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'" {
 				t.Fatalf("CSP %q", got)
 			}
 			if w.Header().Get("X-Content-Type-Options") != "nosniff" {

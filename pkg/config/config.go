@@ -67,12 +67,16 @@ func LoadCommon(getenv func(string) string) (Common, error) {
 // Gateway configures the HTTP grab/status front and the admin API.
 type Gateway struct {
 	Common
-	HTTPAddr    string // public grab and status API
-	AdminAddr   string // admin API and operational endpoints, on their own listener
-	AdminToken  string // bearer credential for the admin API
-	JWTSecret   string // HMAC key for user tokens (HS256 only)
-	JWTIssuer   string
-	JWTAudience string
+	HTTPAddr  string // public grab and status API
+	AdminAddr string // admin API and operational endpoints, on their own listener
+	// AdminToken is the single shared admin credential (named "admin" in the audit logs);
+	// AdminTokensFile names a file of per-operator credentials ("name sha256:<hex>" lines,
+	// gateway/operator). At least one of the two is required.
+	AdminToken      string
+	AdminTokensFile string
+	JWTSecret       string // HMAC key for user tokens (HS256 only)
+	JWTIssuer       string
+	JWTAudience     string
 
 	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
 	// verified user id; on requests from a TrustedProxies peer the gateway then skips JWT
@@ -99,33 +103,49 @@ type Gateway struct {
 	ConsumerGroup string
 	// ConsoleSession is how long an operator console sign-in lasts.
 	ConsoleSession time.Duration
+	// ConsoleSecret keys the console's session cookies ("": derived from AdminToken, or
+	// random per process when there is none, so sessions end at a restart and hold on one
+	// gateway only).
+	ConsoleSecret string
+	// ConsoleLoginRate is how many console sign-ins a remote address may try per minute.
+	ConsoleLoginRate int
+	// AdminHosts are the Host names (optionally host:port) the admin listener answers
+	// besides IP addresses and localhost: any other Host is refused (DNS rebinding).
+	AdminHosts []string
 }
 
 // LoadGateway reads the gateway's configuration.
 func LoadGateway(getenv func(string) string) (Gateway, error) {
 	r := &reader{getenv: getenv}
 	g := Gateway{
-		Common:      readCommon(r),
-		HTTPAddr:    r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
-		AdminAddr:   r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
-		AdminToken:  r.secret("SECKILL_ADMIN_TOKEN", 16),
-		JWTSecret:   r.secret("SECKILL_JWT_SECRET", 32),
-		JWTIssuer:   r.str("SECKILL_JWT_ISSUER", "seckill"),
-		JWTAudience: r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
+		Common:          readCommon(r),
+		HTTPAddr:        r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
+		AdminAddr:       r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
+		AdminToken:      r.optionalSecret("SECKILL_ADMIN_TOKEN", 16),
+		AdminTokensFile: r.str("SECKILL_ADMIN_TOKENS_FILE", ""),
+		JWTSecret:       r.secret("SECKILL_JWT_SECRET", 32),
+		JWTIssuer:       r.str("SECKILL_JWT_ISSUER", "seckill"),
+		JWTAudience:     r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
-		TrustUserHeader: r.getenv("SECKILL_TRUST_USER_HEADER"),
-		ConsumerGroup:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		ConsoleSession:  r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
-		TrustedProxies:  r.prefixes("SECKILL_TRUSTED_PROXIES"),
-		MaxInflight:     r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
-		RatePerUser:     float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
-		BurstPerUser:    r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
-		RatePerIP:       float64(r.integer("SECKILL_RATE_PER_IP", 2000, 0, 10_000_000)),
-		BurstPerIP:      r.integer("SECKILL_BURST_PER_IP", 4000, 1, 10_000_000),
-		RateMaxKeys:     r.integer("SECKILL_RATE_MAX_KEYS", 200_000, 100, 10_000_000),
-		SoldOutRecheck:  r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
-		ScheduleRefresh: r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
-		ProduceTimeout:  r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+		TrustUserHeader:  r.getenv("SECKILL_TRUST_USER_HEADER"),
+		ConsumerGroup:    r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		ConsoleSession:   r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
+		ConsoleSecret:    r.optionalSecret("SECKILL_CONSOLE_SECRET", 32),
+		ConsoleLoginRate: r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
+		AdminHosts:       r.hosts("SECKILL_ADMIN_HOSTS"),
+		TrustedProxies:   r.prefixes("SECKILL_TRUSTED_PROXIES"),
+		MaxInflight:      r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
+		RatePerUser:      float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
+		BurstPerUser:     r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
+		RatePerIP:        float64(r.integer("SECKILL_RATE_PER_IP", 2000, 0, 10_000_000)),
+		BurstPerIP:       r.integer("SECKILL_BURST_PER_IP", 4000, 1, 10_000_000),
+		RateMaxKeys:      r.integer("SECKILL_RATE_MAX_KEYS", 200_000, 100, 10_000_000),
+		SoldOutRecheck:   r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
+		ScheduleRefresh:  r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
+		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+	}
+	if g.AdminToken == "" && g.AdminTokensFile == "" {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
 	}
 	// The user header is believed only from a trusted proxy: with none named it would either
 	// be believed from anyone (anyone who reaches the gateway grabs as any user) or never.

@@ -29,7 +29,16 @@ func TestLoadGateway(t *testing.T) {
 		wantErr string // substring; "" means success
 	}{
 		{"defaults with secrets", with(), ""},
-		{"missing admin token", map[string]string{"SECKILL_JWT_SECRET": secrets["SECKILL_JWT_SECRET"]}, "SECKILL_ADMIN_TOKEN is required"},
+		{"no admin credential", map[string]string{"SECKILL_JWT_SECRET": secrets["SECKILL_JWT_SECRET"]},
+			"SECKILL_ADMIN_TOKEN or SECKILL_ADMIN_TOKENS_FILE is required"},
+		{"admin tokens file only", map[string]string{"SECKILL_JWT_SECRET": secrets["SECKILL_JWT_SECRET"],
+			"SECKILL_ADMIN_TOKENS_FILE": "/etc/seckill/admin-tokens"}, ""},
+		{"short admin token", with("SECKILL_ADMIN_TOKEN", "short"), "SECKILL_ADMIN_TOKEN must be at least 16 bytes"},
+		{"short console secret", with("SECKILL_CONSOLE_SECRET", "short"), "SECKILL_CONSOLE_SECRET must be at least 32 bytes"},
+		{"admin hosts", with("SECKILL_ADMIN_HOSTS", "admin.example, Ops.Example:8443"), ""},
+		{"admin host with a path", with("SECKILL_ADMIN_HOSTS", "admin.example/x"), "not a host name"},
+		{"admin host with a bad port", with("SECKILL_ADMIN_HOSTS", "admin.example:99999"), "bad port"},
+		{"login rate 0", with("SECKILL_CONSOLE_LOGIN_RATE", "0"), "SECKILL_CONSOLE_LOGIN_RATE"},
 		{"short jwt secret", with("SECKILL_JWT_SECRET", "short"), "SECKILL_JWT_SECRET must be at least 32 bytes"},
 		{"dsn without clientFoundRows", with("SECKILL_MYSQL_DSN", "u:p@tcp(h:1)/d?parseTime=true"), "clientFoundRows=true"},
 		{"bad duration", with("SECKILL_SHUTDOWN_TIMEOUT", "soon"), "SECKILL_SHUTDOWN_TIMEOUT"},

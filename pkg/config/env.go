@@ -39,6 +39,40 @@ func (r *reader) secret(key string, minLen int) string {
 	return v
 }
 
+// optionalSecret reads a secret that may be absent, but is at least minLen bytes when set.
+func (r *reader) optionalSecret(key string, minLen int) string {
+	v := r.getenv(key)
+	if v != "" && len(v) < minLen {
+		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
+	}
+	return v
+}
+
+// hosts reads a comma-separated list of host names, each optionally with a port
+// ("admin.example", "admin.example:8443"), lower-cased; empty gives none.
+func (r *reader) hosts(key string) []string {
+	var out []string
+	for _, s := range strings.Split(r.getenv(key), ",") {
+		if s = strings.ToLower(strings.TrimSpace(s)); s == "" {
+			continue
+		}
+		host := s
+		if h, port, err := net.SplitHostPort(s); err == nil {
+			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+				r.errs = append(r.errs, fmt.Errorf("%s: %q has a bad port", key, s))
+				continue
+			}
+			host = h
+		}
+		if host == "" || strings.ContainsAny(host, "/ @[]") {
+			r.errs = append(r.errs, fmt.Errorf("%s: %q is not a host name", key, s))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 func (r *reader) integer(key string, def, min, max int) int {
 	raw := strings.TrimSpace(r.getenv(key))
 	if raw == "" {

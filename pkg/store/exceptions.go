@@ -133,11 +133,13 @@ type Case struct {
 
 // CaseAction is one operator action on a case, refused ones included.
 type CaseAction struct {
-	At      time.Time `json:"at"`
-	Actor   string    `json:"actor"`
-	Action  string    `json:"action"`
-	Note    string    `json:"note"`
-	Outcome string    `json:"outcome"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"`
+	// RemoteAddr is the address the action came from ("" for actions recorded before it was).
+	RemoteAddr string `json:"remote_addr"`
+	Action     string `json:"action"`
+	Note       string `json:"note"`
+	Outcome    string `json:"outcome"`
 }
 
 // CaseDetail is a case with its evidence and its history.
@@ -230,7 +232,7 @@ func (e *Exceptions) detail(tx *gorm.DB, row exceptionRow) (CaseDetail, error) {
 		return d, fmt.Errorf("actions of exception case %d: %w", row.ID, err)
 	}
 	for _, a := range acts {
-		d.Actions = append(d.Actions, CaseAction{At: a.At.UTC(), Actor: a.Actor, Action: a.Action, Note: a.Note, Outcome: a.Outcome})
+		d.Actions = append(d.Actions, CaseAction{At: a.At.UTC(), Actor: a.Actor, RemoteAddr: a.RemoteAddr, Action: a.Action, Note: a.Note, Outcome: a.Outcome})
 	}
 	return d, nil
 }
@@ -265,13 +267,14 @@ func (e *Exceptions) count(ctx context.Context, state string) (map[string]int, e
 }
 
 type actionRow struct {
-	ID      int64 `gorm:"primaryKey"`
-	CaseID  int64
-	At      time.Time
-	Actor   string
-	Action  string
-	Note    string
-	Outcome string
+	ID         int64 `gorm:"primaryKey"`
+	CaseID     int64
+	At         time.Time
+	Actor      string
+	RemoteAddr string
+	Action     string
+	Note       string
+	Outcome    string
 }
 
 func (actionRow) TableName() string { return "exception_actions" }
@@ -296,14 +299,15 @@ var (
 type Replay func(ctx context.Context, c CaseDetail) (outcome string, err error)
 
 // Act applies an operator's action to case id, in one transaction that holds the case's
-// row lock, and audits it in exception_actions:
+// row lock, and audits it in exception_actions with the actor and the address (remote) the
+// action came from:
 //   - resolve and dismiss need a note; replay runs replay (which produces the events).
 //   - An action whose state the case is already in changes nothing and returns the case
 //     (a double click, a retry after a timeout): every action is idempotent.
 //   - Acting on a case closed another way is ErrCaseClosed.
 //   - A refused replay is audited with its reason and returned as an ErrNotReplayable error;
 //     a replay that failed (Kafka down) changes nothing and may be tried again.
-func (e *Exceptions) Act(ctx context.Context, id int64, action, actor, note string, at time.Time, replay Replay) (CaseDetail, error) {
+func (e *Exceptions) Act(ctx context.Context, id int64, action, actor, remote, note string, at time.Time, replay Replay) (CaseDetail, error) {
 	target, ok := map[string]string{ActReplay: seckill.CaseReplayed, ActResolve: seckill.CaseResolved, ActDismiss: seckill.CaseDismissed}[action]
 	switch {
 	case !ok:
@@ -352,7 +356,7 @@ func (e *Exceptions) Act(ctx context.Context, id int64, action, actor, note stri
 				outcome = "refused: " + refused.Error()
 			}
 		}
-		if err := tx.Create(&actionRow{CaseID: id, At: at.UTC(), Actor: actor, Action: action, Note: note,
+		if err := tx.Create(&actionRow{CaseID: id, At: at.UTC(), Actor: actor, RemoteAddr: truncate(remote, 64), Action: action, Note: note,
 			Outcome: truncate(outcome, 1024)}).Error; err != nil {
 			return fmt.Errorf("audit action on case %d: %w", id, err)
 		}

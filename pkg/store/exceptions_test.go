@@ -39,13 +39,13 @@ func TestExceptionCaseLifecycle(t *testing.T) {
 	refuse := func(context.Context, store.CaseDetail) (string, error) {
 		return "", fmt.Errorf("no stock row yet: %w", store.ErrNotReplayable)
 	}
-	d, err := ex.Act(ctx, id, store.ActReplay, "alice", "", at, refuse)
+	d, err := ex.Act(ctx, id, store.ActReplay, "alice", "192.0.2.7", "", at, refuse)
 	if !errors.Is(err, store.ErrNotReplayable) || d.State != seckill.CaseOpen || len(d.Actions) != 1 ||
 		d.Actions[0].Outcome != "refused: no stock row yet: not replayable" {
 		t.Fatalf("refused replay: %+v %v", d, err)
 	}
 	// A replay that fails (Kafka down) leaves no trace and can be tried again.
-	if _, err := ex.Act(ctx, id, store.ActReplay, "alice", "", at, func(context.Context, store.CaseDetail) (string, error) {
+	if _, err := ex.Act(ctx, id, store.ActReplay, "alice", "192.0.2.7", "", at, func(context.Context, store.CaseDetail) (string, error) {
 		return "", errors.New("kafka down")
 	}); err == nil || errors.Is(err, store.ErrNotReplayable) {
 		t.Fatalf("failed replay: %v", err)
@@ -59,7 +59,7 @@ func TestExceptionCaseLifecycle(t *testing.T) {
 		return "produced", nil
 	}
 	for range 2 { // a double click replays once
-		if d, err = ex.Act(ctx, id, store.ActReplay, "alice", "row restored", at.Add(time.Hour), replay); err != nil || d.State != seckill.CaseReplayed {
+		if d, err = ex.Act(ctx, id, store.ActReplay, "alice", "192.0.2.7", "row restored", at.Add(time.Hour), replay); err != nil || d.State != seckill.CaseReplayed {
 			t.Fatalf("replay: %+v %v", d, err)
 		}
 	}
@@ -79,21 +79,23 @@ func TestExceptionCaseLifecycle(t *testing.T) {
 	if err != nil || len(dr) != 1 || dr[0].Replayable {
 		t.Fatalf("drift cases %+v %v", dr, err)
 	}
-	if _, err := ex.Act(ctx, dr[0].ID, store.ActResolve, "bob", "", at, nil); err == nil {
+	if _, err := ex.Act(ctx, dr[0].ID, store.ActResolve, "bob", "192.0.2.7", "", at, nil); err == nil {
 		t.Fatal("resolved without a note")
 	}
-	if _, err := ex.Act(ctx, dr[0].ID, store.ActReplay, "bob", "", at, replay); !errors.Is(err, store.ErrNotReplayable) {
+	if _, err := ex.Act(ctx, dr[0].ID, store.ActReplay, "bob", "192.0.2.7", "", at, replay); !errors.Is(err, store.ErrNotReplayable) {
 		t.Fatalf("replay of a drift case: %v", err)
 	}
 	for range 2 {
-		if d, err = ex.Act(ctx, dr[0].ID, store.ActResolve, "bob", "redis restarted from a stale AOF", at, nil); err != nil || d.State != seckill.CaseResolved {
+		if d, err = ex.Act(ctx, dr[0].ID, store.ActResolve, "bob", "2001:db8::7", "redis restarted from a stale AOF", at, nil); err != nil || d.State != seckill.CaseResolved {
 			t.Fatalf("resolve: %+v %v", d, err)
 		}
 	}
-	if len(d.Actions) != 2 || d.Actions[1].Action != store.ActResolve || d.Actions[1].Actor != "bob" {
+	// Each action keeps the address it came from.
+	if len(d.Actions) != 2 || d.Actions[1].Action != store.ActResolve || d.Actions[1].Actor != "bob" ||
+		d.Actions[0].RemoteAddr != "192.0.2.7" || d.Actions[1].RemoteAddr != "2001:db8::7" {
 		t.Fatalf("actions %+v: want the refused replay and one resolve", d.Actions)
 	}
-	if _, err := ex.Act(ctx, dr[0].ID, store.ActDismiss, "bob", "never mind", at, nil); !errors.Is(err, store.ErrCaseClosed) {
+	if _, err := ex.Act(ctx, dr[0].ID, store.ActDismiss, "bob", "192.0.2.7", "never mind", at, nil); !errors.Is(err, store.ErrCaseClosed) {
 		t.Fatalf("dismiss a resolved case: %v", err)
 	}
 	if _, err := ex.Get(ctx, 999999); !errors.Is(err, seckill.ErrNotFound) {

@@ -1,0 +1,219 @@
+// Package operator names who acts on the admin API: each operator signs in with a credential
+// of their own (a named admin token), and the audit logs record that credential's name, never
+// a name the caller typed. The credentials are a file of "name sha256:<hex>" lines, re-read
+// when it changes, plus SECKILL_ADMIN_TOKEN as the credential "admin" for compatibility.
+package operator
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// LegacyName is the name of the single SECKILL_ADMIN_TOKEN credential.
+const LegacyName = "admin"
+
+// reserved are the names the automation writes as actors in the audit logs (the reconciler's
+// corrections, the exceptions table's "system" reopenings, the console's old default name)
+// and the legacy credential's: no file credential may carry one, in any letter case, so no
+// operator can act as the automation or pass an action off as another's.
+var reserved = []string{LegacyName, "console", "consumer", "gateway", "reconciler", "relay", "system"}
+
+// Reserved reports whether name belongs to the automation (or the legacy credential).
+func Reserved(name string) bool {
+	for _, r := range reserved {
+		if strings.EqualFold(name, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Credential is one operator's name and the SHA-256 of their token.
+type Credential struct {
+	Name string
+	Hash [sha256.Size]byte
+}
+
+// Parse reads a credentials file: one "name sha256:<64 hex digits>" per line; blank lines
+// and lines starting with '#' are skipped. A name is 1 to 64 printable ASCII characters
+// without spaces or '|' and not reserved; names (in any letter case) and hashes are unique.
+// Every bad line is reported, by number.
+func Parse(r io.Reader) ([]Credential, error) {
+	var out []Credential
+	var errs []error
+	names, hashes := map[string]int{}, map[[sha256.Size]byte]int{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			errs = append(errs, fmt.Errorf("line %d: want \"name sha256:<hex>\"", n))
+			continue
+		}
+		name, digest := fields[0], fields[1]
+		hexSum, ok := strings.CutPrefix(digest, "sha256:")
+		sum, err := hex.DecodeString(hexSum)
+		switch {
+		case !seckill.ValidUserID(name):
+			errs = append(errs, fmt.Errorf("line %d: name %q: want 1 to 64 printable characters without spaces or '|'", n, name))
+			continue
+		case Reserved(name):
+			errs = append(errs, fmt.Errorf("line %d: name %q is reserved (the automation's names and %q are: %s)", n, name,
+				LegacyName, strings.Join(reserved, ", ")))
+			continue
+		case !ok || err != nil || len(sum) != sha256.Size:
+			errs = append(errs, fmt.Errorf("line %d (%s): want sha256: and 64 hex digits, e.g. from printf %%s \"$TOKEN\" | sha256sum", n, name))
+			continue
+		}
+		c := Credential{Name: name, Hash: [sha256.Size]byte(sum)}
+		if prev, dup := names[strings.ToLower(name)]; dup {
+			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d)", n, name, prev))
+			continue
+		}
+		if prev, dup := hashes[c.Hash]; dup {
+			// One token, two names: the actor of its requests would be ambiguous.
+			errs = append(errs, fmt.Errorf("line %d (%s): the same token as line %d", n, name, prev))
+			continue
+		}
+		names[strings.ToLower(name)], hashes[c.Hash] = n, n
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Credentials are the operators' credentials: the file's, re-read whenever its
+// modification time or size changes (checked on every use, so a removed line stops working
+// on the next request; a file that no longer parses keeps the last good set and is reported
+// to onReloadError once per change), and the legacy token's, if any.
+type Credentials struct {
+	path          string
+	legacy        *Credential
+	onReloadError func(error)
+
+	mu    sync.Mutex
+	file  []Credential
+	stamp fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// Load reads the credentials file at path ("" for none) and adds legacyToken ("" for none)
+// as the credential "admin". It fails when the file is unreadable or invalid, or when there is
+// no credential at all.
+func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, error) {
+	c := &Credentials{path: path, onReloadError: onReloadError}
+	if legacyToken != "" {
+		c.legacy = &Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken))}
+	}
+	if path != "" {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("admin tokens file: %w", err)
+		}
+		if err := c.read(fileStamp{st.ModTime(), st.Size()}); err != nil {
+			return nil, err
+		}
+	}
+	if c.legacy == nil && len(c.file) == 0 {
+		return nil, fmt.Errorf("admin tokens file %s holds no credential and SECKILL_ADMIN_TOKEN is not set", path)
+	}
+	return c, nil
+}
+
+// read parses the file and, if it is valid, makes it the current set. Callers hold mu (or
+// own c exclusively).
+func (c *Credentials) read(stamp fileStamp) error {
+	c.stamp = stamp
+	raw, err := os.ReadFile(c.path)
+	if err != nil {
+		return fmt.Errorf("admin tokens file: %w", err)
+	}
+	creds, err := Parse(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("admin tokens file %s: %w", c.path, err)
+	}
+	for _, f := range creds {
+		if c.legacy != nil && f.Hash == c.legacy.Hash {
+			return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN (%s)", c.path, f.Name, LegacyName)
+		}
+	}
+	c.file = creds
+	return nil
+}
+
+// current returns the credentials in force, re-reading the file first if it changed.
+func (c *Credentials) current() []Credential {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path != "" {
+		st, err := os.Stat(c.path)
+		var stamp fileStamp
+		if err == nil {
+			stamp = fileStamp{st.ModTime(), st.Size()}
+		}
+		if stamp != c.stamp {
+			if err == nil {
+				err = c.read(stamp)
+			} else {
+				c.stamp = stamp
+				err = fmt.Errorf("admin tokens file: %w", err)
+			}
+			if err != nil && c.onReloadError != nil {
+				c.onReloadError(fmt.Errorf("%w (keeping the %d credentials read before)", err, len(c.file)))
+			}
+		}
+	}
+	out := c.file
+	if c.legacy != nil {
+		out = append(out[:len(out):len(out)], *c.legacy)
+	}
+	return out
+}
+
+// Authenticate returns the name of the credential whose token is token. The token's hash
+// is compared with every credential's in constant time, whichever matches (hashing first
+// also hides the token's length).
+func (c *Credentials) Authenticate(token string) (name string, ok bool) {
+	sum := sha256.Sum256([]byte(token))
+	found := -1
+	creds := c.current()
+	for i := range creds {
+		found = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(sum[:], creds[i].Hash[:]), i, found)
+	}
+	if found < 0 || token == "" {
+		return "", false
+	}
+	return creds[found].Name, true
+}
+
+// Hash returns the hash of the named credential's token, while that credential exists: a
+// console session is bound to it, so removing or rotating a credential ends its sessions.
+func (c *Credentials) Hash(name string) ([sha256.Size]byte, bool) {
+	for _, cr := range c.current() {
+		if cr.Name == name {
+			return cr.Hash, true
+		}
+	}
+	return [sha256.Size]byte{}, false
+}

@@ -1,0 +1,159 @@
+package operator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func line(name, token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return name + " sha256:" + hex.EncodeToString(sum[:]) + "\n"
+}
+
+func TestParse(t *testing.T) {
+	good := line("alice", "alice-token-0123456789") + "# bob joined in May\n\n  " + line("bob", "bob-token-0123456789")
+	creds, err := Parse(strings.NewReader(good))
+	if err != nil || len(creds) != 2 || creds[0].Name != "alice" || creds[1].Name != "bob" {
+		t.Fatalf("Parse = %+v, %v", creds, err)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"no hash", "alice\n", "line 1"},
+		{"three fields", "alice sha256:00 extra\n", "line 1"},
+		{"plain token instead of a hash", "alice alice-token-0123456789\n", "sha256:"},
+		{"short hash", "alice sha256:abcd\n", "64 hex digits"},
+		{"not hex", "alice sha256:" + strings.Repeat("z", 64) + "\n", "64 hex digits"},
+		{"name with a bar", line("a|b", "t1-0123456789abcdef"), "name"},
+		{"the reconciler", line("reconciler", "t1-0123456789abcdef"), "reserved"},
+		{"the system, capitalised", line("System", "t1-0123456789abcdef"), "reserved"},
+		{"the legacy name", line("admin", "t1-0123456789abcdef"), "reserved"},
+		{"the consumer", line("consumer", "t1-0123456789abcdef"), "reserved"},
+		{"the console's old default", line("console", "t1-0123456789abcdef"), "reserved"},
+		{"a name twice", line("alice", "t1-0123456789abcdef") + line("Alice", "t2-0123456789abcdef"), "line 2: name \"Alice\" again"},
+		{"a token twice", line("alice", "t1-0123456789abcdef") + line("bob", "t1-0123456789abcdef"), "same token as line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse(strings.NewReader(tc.file)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	// The error never repeats a token or a whole line (it could be a mistyped token).
+	if _, err := Parse(strings.NewReader("alice s3cr3t-token-value\n")); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, body string, mod time.Time) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, mod, mod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each operator's token names that operator; the legacy SECKILL_ADMIN_TOKEN is "admin".
+func TestAuthenticateNamesTheCredential(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, line("alice", "alice-token-0123456789")+line("bob", "bob-token-0123456789"), time.Now())
+	c, err := Load(path, "legacy-admin-token-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]string{
+		"alice-token-0123456789": "alice", "bob-token-0123456789": "bob", "legacy-admin-token-0123456789": "admin",
+		"alice-token-012345678": "", "": "", "mallory": "",
+	} {
+		if name, ok := c.Authenticate(token); name != want || ok != (want != "") {
+			t.Errorf("Authenticate(%q) = %q, %v; want %q", token, name, ok, want)
+		}
+	}
+	if _, ok := c.Hash("alice"); !ok {
+		t.Error("no hash for alice")
+	}
+	if _, ok := c.Hash("mallory"); ok {
+		t.Error("a hash for a name with no credential")
+	}
+	// The legacy token alone still works, as "admin".
+	only, err := Load("", "legacy-admin-token-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, ok := only.Authenticate("legacy-admin-token-0123456789"); !ok || name != "admin" {
+		t.Fatalf("legacy token alone: %q, %v", name, ok)
+	}
+}
+
+// The file is re-read when it changes: a removed credential stops working on the next
+// request, a new one works; a file that no longer parses keeps the last good set and is
+// reported once.
+func TestCredentialsFollowTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	t0 := time.Now().Add(-time.Hour)
+	writeFile(t, path, line("alice", "alice-token-0123456789")+line("bob", "bob-token-0123456789"), t0)
+	var reported []error
+	c, err := Load(path, "", func(err error) { reported = append(reported, err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	authenticates := func(token string) string { name, _ := c.Authenticate(token); return name }
+	if authenticates("bob-token-0123456789") != "bob" {
+		t.Fatal("bob refused")
+	}
+	writeFile(t, path, line("alice", "alice-token-0123456789")+line("carol", "carol-token-0123456789"), t0.Add(time.Second))
+	if got := authenticates("bob-token-0123456789"); got != "" {
+		t.Fatalf("bob's removed token still names %q", got)
+	}
+	if got := authenticates("carol-token-0123456789"); got != "carol" {
+		t.Fatalf("carol's new token names %q", got)
+	}
+	writeFile(t, path, line("alice", "alice-token-0123456789")+"reconciler sha256:00\n", t0.Add(2*time.Second))
+	for range 3 {
+		if got := authenticates("carol-token-0123456789"); got != "carol" {
+			t.Fatalf("after a bad edit carol's token names %q, want the last good set", got)
+		}
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "line 2") {
+		t.Fatalf("reported %v, want the bad file once", reported)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := authenticates("alice-token-0123456789"); got != "alice" || len(reported) != 2 {
+		t.Fatalf("after removal: %q, reported %v", got, reported)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	writeFile(t, empty, "# nobody yet\n", time.Now())
+	clash := filepath.Join(dir, "clash")
+	writeFile(t, clash, line("alice", "legacy-admin-token-0123456789"), time.Now())
+	for _, tc := range []struct{ name, path, legacy, want string }{
+		{"no credential at all", empty, "", "holds no credential"},
+		{"missing file", filepath.Join(dir, "nope"), "legacy-admin-token-0123456789", "no such file"},
+		{"a file credential with the legacy token", clash, "legacy-admin-token-0123456789", "token of SECKILL_ADMIN_TOKEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.path, tc.legacy, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Load(empty, "legacy-admin-token-0123456789", nil); err != nil {
+		t.Fatalf("an empty file beside the legacy token: %v", err)
+	}
+	var pathErr *os.PathError
+	if _, err := Load(filepath.Join(dir, "nope"), "x", nil); !errors.As(err, &pathErr) {
+		t.Fatalf("missing file error %v is not a path error", err)
+	}
+}
