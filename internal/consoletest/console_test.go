@@ -15,7 +15,8 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// operator is the name the tests sign in with; it must come back as the actor in MySQL.
+// operator is the name of the credential the tests sign in with; it must come back as the
+// actor in MySQL.
 const operator = "alice"
 
 // TestConsole walks the console as an operator would, on one pipeline and one browser tab:
@@ -59,8 +60,8 @@ func signIn(t *testing.T, b *browser, p *pipeline) {
 	b.typeKeys(t, "#sign-in-token", "not-the-token"+kb.Enter)
 	b.waitText(t, tid("sign-in-error"), "401 unauthorized: wrong admin token", 10*time.Second)
 
-	b.setValue(t, "#sign-in-token", p.token)
-	b.typeKeys(t, "#sign-in-name", operator+kb.Enter)
+	b.setValue(t, "#sign-in-token", p.operatorToken)
+	b.typeKeys(t, "#sign-in-token", kb.Enter)
 	b.waitText(t, tid("signed-in-as"), "signed in as "+operator, 10*time.Second)
 	b.waitText(t, tid("live-updated"), "updated", 10*time.Second)
 	if msg := b.text(t, tid("live-error")); msg != "" {

@@ -3,10 +3,14 @@ package consoletest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,16 +26,19 @@ import (
 // pipeline is a gateway and a consumer as real processes on a test database and topics of
 // their own; the reconciler runs on demand (--once).
 type pipeline struct {
-	t        *testing.T
-	db       *gorm.DB
-	rdb      redis.UniversalClient
-	public   string // http://host:port of the grab API
-	admin    string // http://host:port of the admin listener (and the console)
-	token    string // the admin token
-	signer   *auth.Signer
-	env      map[string]string // what every service shares
-	gateway  *harness.Proc
-	consumer *harness.Proc
+	t      *testing.T
+	db     *gorm.DB
+	rdb    redis.UniversalClient
+	public string // http://host:port of the grab API
+	admin  string // http://host:port of the admin listener (and the console)
+	token  string // the admin token (SECKILL_ADMIN_TOKEN, the credential "admin")
+	// operatorToken is the operator's own credential (SECKILL_ADMIN_TOKENS_FILE), named
+	// operator: the console signs in with it.
+	operatorToken string
+	signer        *auth.Signer
+	env           map[string]string // what every service shares
+	gateway       *harness.Proc
+	consumer      *harness.Proc
 }
 
 func startPipeline(t *testing.T) *pipeline {
@@ -42,7 +49,7 @@ func startPipeline(t *testing.T) *pipeline {
 	_, topics := stacktest.Kafka(t)
 	id := stacktest.ID(t)
 	jwtSecret := "console-test-jwt-secret-" + id + id
-	p := &pipeline{t: t, db: db, rdb: rdb, token: "console-test-admin-token-" + id,
+	p := &pipeline{t: t, db: db, rdb: rdb, token: "console-test-admin-token-" + id, operatorToken: "console-test-" + operator + "-token-" + id,
 		signer: auth.NewSigner([]byte(jwtSecret), "seckill", "seckill-gateway"),
 		env: map[string]string{
 			"SECKILL_MYSQL_DSN":        dsn,
@@ -55,7 +62,13 @@ func startPipeline(t *testing.T) *pipeline {
 		}}
 	pub, adm := stacktest.FreeAddr(t), stacktest.FreeAddr(t)
 	p.public, p.admin = "http://"+pub, "http://"+adm
-	p.gateway = p.start("gateway", map[string]string{"SECKILL_GATEWAY_ADDR": pub, "SECKILL_ADMIN_ADDR": adm}, p.admin+"/readyz")
+	sum := sha256.Sum256([]byte(p.operatorToken))
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte(operator+" sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.gateway = p.start("gateway", map[string]string{"SECKILL_GATEWAY_ADDR": pub, "SECKILL_ADMIN_ADDR": adm,
+		"SECKILL_ADMIN_TOKENS_FILE": tokens}, p.admin+"/readyz")
 	caddr := stacktest.FreeAddr(t)
 	p.consumer = p.start("consumer", map[string]string{"SECKILL_CONSUMER_ADDR": caddr, "SECKILL_BATCH_WAIT": "2ms"}, "http://"+caddr+"/readyz")
 	return p

@@ -49,8 +49,8 @@ func TestConsoleShots(t *testing.T) {
 	b.open(t, "#/live")
 	b.waitPresent(t, "#sign-in:not([hidden])", 10*time.Second)
 	save("sign-in.png")
-	b.setValue(t, "#sign-in-token", p.token)
-	b.typeKeys(t, "#sign-in-name", "alice"+kb.Enter)
+	b.setValue(t, "#sign-in-token", p.operatorToken)
+	b.typeKeys(t, "#sign-in-token", kb.Enter)
 	b.waitText(t, tid("live-updated"), "updated", 10*time.Second)
 
 	// A dead letter to show on the Exceptions views (see replayDeadLetter); the row comes

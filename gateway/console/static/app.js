@@ -194,10 +194,10 @@
     const box = byId('sign-in-error');
     clearErrors(form);
     const token = byId('sign-in-token').value;
-    const name = byId('sign-in-name').value.trim();
     await busy(form, async () => {
       try {
-        await api('POST', '/console/login', { token, name });
+        // The session is in the name of the credential the token belongs to.
+        await api('POST', '/console/login', { token });
         byId('sign-in-token').value = '';
         const who = await api('GET', '/console/session');
         // replaceState, not location.hash: no hashchange, so the view renders once.
