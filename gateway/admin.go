@@ -25,7 +25,7 @@ type adminCatalog interface {
 	Sessions(ctx context.Context, activityID int64) ([]seckill.Session, error)
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
-	CloseSession(ctx context.Context, id int64, actor string) (seckill.Session, error)
+	CloseSession(ctx context.Context, id int64, actor, remote string) (seckill.Session, error)
 	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
 }
 
@@ -36,7 +36,7 @@ type adminGate interface {
 
 type sessionPreheater interface {
 	Session(ctx context.Context, id int64) (preheat.Result, error)
-	Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (preheat.Adjustment, error)
+	Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string) (preheat.Adjustment, error)
 }
 
 // consoleSessions verifies operator console sign-ins: a *console.Console.
@@ -397,7 +397,7 @@ func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s, err := a.catalog.CloseSession(r.Context(), id, actor(r))
+	s, err := a.catalog.CloseSession(r.Context(), id, actor(r), remoteAddr(r))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -444,7 +444,7 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 	}
 	// MySQL and a preheated key change together, or neither does (grabs already admitted in
 	// Redis: 409). An absent key gets the new total from MySQL at preheat.
-	adj, err := a.preheater.Adjust(r.Context(), sid, pid, *in.Total, actor(r), in.Reason)
+	adj, err := a.preheater.Adjust(r.Context(), sid, pid, *in.Total, actor(r), remoteAddr(r), in.Reason)
 	if err != nil {
 		a.fail(w, r, err)
 		return

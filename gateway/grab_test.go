@@ -342,7 +342,7 @@ func TestKeyedRetryAfterSessionClosed(t *testing.T) {
 	expect(t, "admitted", first, 202, "")
 	rid := first.body["request_id"].(string)
 
-	if _, err := store.NewCatalog(e.db, time.Now).CloseSession(ctx, e.open.ID, "test"); err != nil {
+	if _, err := store.NewCatalog(e.db, time.Now).CloseSession(ctx, e.open.ID, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.api.schedule.(*scheduleCache).Reload(ctx); err != nil {

@@ -161,7 +161,7 @@ func TestOperatorsActUnderTheirOwnNames(t *testing.T) {
 		t.Fatalf("exception_actions: %v", rows)
 	}
 
-	// The session audit of a catalog change names the credential too.
+	// The session audit of a catalog change names the credential and the address too.
 	start := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
 	resp, act := adminCall{method: "POST", path: "/admin/v1/activities", token: aliceToken, body: activityJSON(start, nil),
 		header: map[string]string{"X-Admin-Actor": "system"}}.do(t, base)
@@ -174,7 +174,8 @@ func TestOperatorsActUnderTheirOwnNames(t *testing.T) {
 		t.Fatalf("close: %d %v", resp.StatusCode, body)
 	}
 	_, audit := adminCall{method: "GET", path: "/admin/v1/sessions/" + sid + "/audit", token: bobToken}.do(t, base)
-	if entries, _ := audit["entries"].([]any); len(entries) != 1 || entries[0].(map[string]any)["actor"] != "alice" {
+	if entries, _ := audit["entries"].([]any); len(entries) != 1 || entries[0].(map[string]any)["actor"] != "alice" ||
+		entries[0].(map[string]any)["remote_addr"] != "127.0.0.1" {
 		t.Fatalf("session audit: %v", audit)
 	}
 

@@ -23,7 +23,7 @@ type catalog interface {
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
-	AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string, mirror store.StockMirror) (before, after seckill.Stock, err error)
+	AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string, mirror store.StockMirror) (before, after seckill.Stock, err error)
 }
 
 type gate interface {
@@ -150,10 +150,11 @@ type Adjustment struct {
 // Adjust sets a session×prize's stock to total before the session starts, in MySQL and in
 // the gate together (store.Catalog.AdjustStock says in which order and why): an adjustment
 // Redis refuses leaves MySQL unchanged, and a preheat that read the old total, racing it,
-// cannot load that total afterwards.
-func (p *Preheater) Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string) (Adjustment, error) {
+// cannot load that total afterwards. actor and remote (the address the request came from) go
+// to the audit row.
+func (p *Preheater) Adjust(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string) (Adjustment, error) {
 	m := &mirror{gate: p.gate, grace: p.grace}
-	before, after, err := p.catalog.AdjustStock(ctx, sessionID, prizeID, total, actor, reason, m)
+	before, after, err := p.catalog.AdjustStock(ctx, sessionID, prizeID, total, actor, remote, reason, m)
 	if err != nil {
 		return Adjustment{}, err
 	}

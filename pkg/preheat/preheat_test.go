@@ -148,7 +148,7 @@ func TestPreheatBetweenAdjustmentRedisStepAndCommit(t *testing.T) {
 					t.Errorf("a preheat that read the row before the commit was not refused: %+v", first)
 				}
 			}}
-			adj, err := e.preheater(adjuster).Adjust(e.ctx, sid, pid, 8, "ops", "more units")
+			adj, err := e.preheater(adjuster).Adjust(e.ctx, sid, pid, 8, "ops", "", "more units")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestAdjustmentWithLostRedisReplyIsUndone(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := e.preheater(&hookGate{Gate: e.gate, loseReply: true}).Adjust(e.ctx, sid, pid, 8, "ops", "more"); err == nil {
+			if _, err := e.preheater(&hookGate{Gate: e.gate, loseReply: true}).Adjust(e.ctx, sid, pid, 8, "ops", "", "more"); err == nil {
 				t.Fatal("adjustment with a lost Redis reply reported success")
 			}
 			want := -1
@@ -193,7 +193,7 @@ func TestAdjustmentWithLostRedisReplyIsUndone(t *testing.T) {
 			}
 			e.check(t, sid, pid, 5, 5)
 			// A retried adjustment goes through.
-			if _, err := e.preheater(e.gate).Adjust(e.ctx, sid, pid, 8, "ops", "retry"); err != nil {
+			if _, err := e.preheater(e.gate).Adjust(e.ctx, sid, pid, 8, "ops", "", "retry"); err != nil {
 				t.Fatal(err)
 			}
 			e.check(t, sid, pid, 8, 8)
@@ -211,7 +211,7 @@ func TestPreheatUpgradesKeyFromOlderRevision(t *testing.T) {
 	if _, err := p.Session(e.ctx, sid); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.cat.AdjustStock(e.ctx, sid, pid, 8, "ops", "mysql only", nil); err != nil {
+	if _, _, err := e.cat.AdjustStock(e.ctx, sid, pid, 8, "ops", "", "mysql only", nil); err != nil {
 		t.Fatal(err)
 	}
 	res, err := p.Session(e.ctx, sid)
@@ -224,7 +224,7 @@ func TestPreheatUpgradesKeyFromOlderRevision(t *testing.T) {
 		UserID: "early", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
 		t.Fatalf("reserve: %v %v", v, err)
 	}
-	if _, _, err := e.cat.AdjustStock(e.ctx, sid, pid, 9, "ops", "mysql only", nil); err != nil {
+	if _, _, err := e.cat.AdjustStock(e.ctx, sid, pid, 9, "ops", "", "mysql only", nil); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := p.Session(e.ctx, sid); err != nil || !slices.Contains(res.Kept, pid) {

@@ -187,8 +187,9 @@ func (c *Catalog) Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.St
 }
 
 // CloseSession ends a session early: from now on it is not open. Closing a closed or ended
-// session is a no-op that returns the session as it is.
-func (c *Catalog) CloseSession(ctx context.Context, id int64, actor string) (seckill.Session, error) {
+// session is a no-op that returns the session as it is. The audit row names the actor and
+// the address (remote) the request came from.
+func (c *Catalog) CloseSession(ctx context.Context, id int64, actor, remote string) (seckill.Session, error) {
 	now := c.now().UTC()
 	var out seckill.Session
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -202,7 +203,7 @@ func (c *Catalog) CloseSession(ctx context.Context, id int64, actor string) (sec
 				return fmt.Errorf("close session %d: %w", id, err)
 			}
 			sid := id
-			if err := tx.Create(&auditRow{At: now, Actor: actor, Action: "close_session", SessionID: &sid,
+			if err := tx.Create(&auditRow{At: now, Actor: actor, RemoteAddr: truncate(remote, 64), Action: "close_session", SessionID: &sid,
 				Detail: "closed early"}).Error; err != nil {
 				return fmt.Errorf("audit: %w", err)
 			}
@@ -228,7 +229,8 @@ type StockMirror interface {
 }
 
 // AdjustStock sets a session×prize's stock to total before the session starts, writes an
-// audit row with the old and new totals and the reason, and applies the change to mirror
+// audit row with the old and new totals, the reason, the actor and the address (remote) the
+// request came from, and applies the change to mirror
 // (nil: MySQL only) in the same transaction.
 //
 // The order is what makes the two agree. MySQL's checks and update run first, with the row
@@ -239,7 +241,7 @@ type StockMirror interface {
 // that fails (or whose reply is lost) after the mirror changed, is closed under the row
 // lock again: if MySQL does not hold the new row, the mirror is reverted; a concurrent
 // adjustment cannot slip in between, since it needs the same lock.
-func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, reason string, mirror StockMirror) (before, after seckill.Stock, err error) {
+func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string, mirror StockMirror) (before, after seckill.Stock, err error) {
 	if total < 0 || total > seckill.MaxStock {
 		return before, after, seckill.ValidationError{{Field: "total", Message: fmt.Sprintf("must be 0 to %d", seckill.MaxStock)}}
 	}
@@ -274,7 +276,7 @@ func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, tot
 			return fmt.Errorf("stock of session %d prize %d changed concurrently: %w", sessionID, prizeID, seckill.ErrConflict)
 		}
 		sid, pid, b, a := sessionID, prizeID, int64(row.Total), int64(total)
-		if err := tx.Create(&auditRow{At: now, Actor: actor, Action: "adjust_stock", SessionID: &sid, PrizeID: &pid,
+		if err := tx.Create(&auditRow{At: now, Actor: actor, RemoteAddr: truncate(remote, 64), Action: "adjust_stock", SessionID: &sid, PrizeID: &pid,
 			BeforeValue: &b, AfterValue: &a, Detail: reason}).Error; err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -335,14 +337,17 @@ func (c *Catalog) settleMirror(ctx context.Context, s seckill.Session, before, a
 
 // AuditEntry is one row of the audit log.
 type AuditEntry struct {
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor"`
-	Action    string    `json:"action"`
-	SessionID *int64    `json:"session_id,omitempty"`
-	PrizeID   *int64    `json:"prize_id,omitempty"`
-	Before    *int64    `json:"before,omitempty"`
-	After     *int64    `json:"after,omitempty"`
-	Detail    string    `json:"detail"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"`
+	// RemoteAddr is the address an operator's change came from (none for the automation's
+	// entries and for those recorded before it was).
+	RemoteAddr string `json:"remote_addr,omitempty"`
+	Action     string `json:"action"`
+	SessionID  *int64 `json:"session_id,omitempty"`
+	PrizeID    *int64 `json:"prize_id,omitempty"`
+	Before     *int64 `json:"before,omitempty"`
+	After      *int64 `json:"after,omitempty"`
+	Detail     string `json:"detail"`
 	// Fence, when set, makes the entry a fenced write: it commits only while the lease
 	// (the reconciler's) is still held at this fencing number.
 	Fence *Fence `json:"-"`
@@ -360,7 +365,7 @@ func (c *Catalog) Audit(ctx context.Context, sessionID int64, limit int) ([]Audi
 	}
 	out := make([]AuditEntry, len(rows))
 	for i, r := range rows {
-		out[i] = AuditEntry{At: r.At.UTC(), Actor: r.Actor, Action: r.Action, SessionID: r.SessionID,
+		out[i] = AuditEntry{At: r.At.UTC(), Actor: r.Actor, RemoteAddr: r.RemoteAddr, Action: r.Action, SessionID: r.SessionID,
 			PrizeID: r.PrizeID, Before: r.BeforeValue, After: r.AfterValue, Detail: r.Detail}
 	}
 	return out, nil
@@ -432,7 +437,7 @@ func (c *Catalog) Record(ctx context.Context, e AuditEntry) error {
 	if e.At.IsZero() {
 		e.At = c.now().UTC()
 	}
-	row := auditRow{At: e.At, Actor: e.Actor, Action: e.Action, SessionID: e.SessionID, PrizeID: e.PrizeID,
+	row := auditRow{At: e.At, Actor: e.Actor, RemoteAddr: truncate(e.RemoteAddr, 64), Action: e.Action, SessionID: e.SessionID, PrizeID: e.PrizeID,
 		BeforeValue: e.Before, AfterValue: e.After, Detail: e.Detail}
 	var err error
 	if e.Fence != nil {

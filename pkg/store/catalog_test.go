@@ -164,7 +164,7 @@ func TestAdjustStockBeforeStartIsAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	sessions, _ := cat.Sessions(ctx, a.ID)
-	before, after, err := cat.AdjustStock(ctx, sessions[0].ID, a.Prizes[0].ID, 7, "ops@example", "supplier delivered more", nil)
+	before, after, err := cat.AdjustStock(ctx, sessions[0].ID, a.Prizes[0].ID, 7, "ops@example", "2001:db8::5", "supplier delivered more", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,18 +172,19 @@ func TestAdjustStockBeforeStartIsAudited(t *testing.T) {
 		t.Fatalf("before %+v after %+v", before, after)
 	}
 	audit, err := cat.Audit(ctx, sessions[0].ID, 10)
-	if err != nil || len(audit) != 1 || *audit[0].Before != 3 || *audit[0].After != 7 || audit[0].Actor != "ops@example" {
+	if err != nil || len(audit) != 1 || *audit[0].Before != 3 || *audit[0].After != 7 || audit[0].Actor != "ops@example" ||
+		audit[0].RemoteAddr != "2001:db8::5" {
 		t.Fatalf("audit %+v err %v", audit, err)
 	}
 
 	now = t0 // the first session has started
-	if _, _, err := cat.AdjustStock(ctx, sessions[0].ID, a.Prizes[0].ID, 9, "ops", "late", nil); !errors.Is(err, store.ErrStarted) {
+	if _, _, err := cat.AdjustStock(ctx, sessions[0].ID, a.Prizes[0].ID, 9, "ops", "", "late", nil); !errors.Is(err, store.ErrStarted) {
 		t.Fatalf("adjust after start: err = %v, want ErrStarted", err)
 	}
-	if _, _, err := cat.AdjustStock(ctx, sessions[1].ID, a.Prizes[0].ID, -1, "ops", "neg", nil); err == nil {
+	if _, _, err := cat.AdjustStock(ctx, sessions[1].ID, a.Prizes[0].ID, -1, "ops", "", "neg", nil); err == nil {
 		t.Fatal("negative stock accepted")
 	}
-	if _, _, err := cat.AdjustStock(ctx, 999999, a.Prizes[0].ID, 1, "ops", "x", nil); !errors.Is(err, seckill.ErrNotFound) {
+	if _, _, err := cat.AdjustStock(ctx, 999999, a.Prizes[0].ID, 1, "ops", "", "x", nil); !errors.Is(err, seckill.ErrNotFound) {
 		t.Fatalf("unknown session: err = %v", err)
 	}
 }

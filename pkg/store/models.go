@@ -91,6 +91,7 @@ type auditRow struct {
 	ID          int64 `gorm:"primaryKey"`
 	At          time.Time
 	Actor       string
+	RemoteAddr  string
 	Action      string
 	SessionID   *int64
 	PrizeID     *int64

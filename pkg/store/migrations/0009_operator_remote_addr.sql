@@ -4,3 +4,7 @@
 -- statement succeeded, so it runs once. Rows written before keep '' (address unknown).
 ALTER TABLE exception_actions
   ADD COLUMN remote_addr VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '' AFTER actor;
+
+-- The session audit (closed sessions, stock adjustments); the automation's rows keep ''.
+ALTER TABLE audit_log
+  ADD COLUMN remote_addr VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '' AFTER actor;
