@@ -81,6 +81,10 @@ func Parse(r io.Reader) ([]Credential, error) {
 			continue
 		}
 		c := Credential{Name: name, Hash: [sha256.Size]byte(sum)}
+		if c.Hash == sha256.Sum256(nil) {
+			errs = append(errs, fmt.Errorf("line %d (%s): the hash of an empty token (printf %%s \"$TOKEN\" with TOKEN unset?)", n, name))
+			continue
+		}
 		if prev, dup := names[strings.ToLower(name)]; dup {
 			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d)", n, name, prev))
 			continue

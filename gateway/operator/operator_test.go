@@ -35,6 +35,7 @@ func TestParse(t *testing.T) {
 		{"the consumer", line("consumer", "t1-0123456789abcdef"), "reserved"},
 		{"the console's old default", line("console", "t1-0123456789abcdef"), "reserved"},
 		{"a name twice", line("alice", "t1-0123456789abcdef") + line("Alice", "t2-0123456789abcdef"), "line 2: name \"Alice\" again"},
+		{"an empty token", line("alice", ""), "empty token"},
 		{"a token twice", line("alice", "t1-0123456789abcdef") + line("bob", "t1-0123456789abcdef"), "same token as line 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
