@@ -53,6 +53,7 @@ func newRecEnv(t *testing.T, dbStock, limit int) *recEnv {
 			"SECKILL_MYSQL_DSN":        op.DSN,
 			"SECKILL_TOPIC_PREFIX":     strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
 			"SECKILL_CONSUMER_GROUP":   "t-orders-" + id,
+			"SECKILL_FEEDBACK_GROUP":   "t-feedback-" + id,
 			"SECKILL_RECONCILER_LEASE": "t-lease-" + id,
 			"SECKILL_LEASE_TTL":        "2s",
 			"SECKILL_STALE_AFTER":      "300ms",
