@@ -165,6 +165,7 @@ type Reconciler struct {
 	LeaseTTL    time.Duration // renewed every third of it while held
 
 	ConsumerGroup  string        // the order consumers' group, whose lag says what is in flight
+	FeedbackGroup  string        // the feedback consumers' group: no payment timeout while it has the order's reports unread
 	StaleAfter     time.Duration // a reservation older than this without an order is stale
 	RepublishBound time.Duration // ... and re-published even while its partition is busy once this old
 	CatchUpWait    time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
@@ -187,6 +188,7 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
 
 		ConsumerGroup:  r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		FeedbackGroup:  r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
 		StaleAfter:     r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
 		RepublishBound: r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
 		CatchUpWait:    r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
