@@ -68,7 +68,7 @@ func (u *unpublished) counts() []store.PrizeCount {
 
 // unpublishedReporter is what the reporter needs from the store.
 type unpublishedReporter interface {
-	Report(ctx context.Context, gateway string, counts []store.PrizeCount) error
+	Report(ctx context.Context, gateway string, sample func() []store.PrizeCount) error
 	Leave(ctx context.Context, gateway string) error
 }
 
@@ -96,7 +96,7 @@ func reportUnpublished(ctx context.Context, st unpublishedReporter, id string, u
 	failing := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, every)
-		err := st.Report(rctx, id, u.counts())
+		err := st.Report(rctx, id, u.counts) // sampled after MySQL stamped the beat (see Report)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:

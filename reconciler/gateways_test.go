@@ -19,7 +19,9 @@ func TestRebuildWaitsForGatewaysHoldingUnpublishedGrabs(t *testing.T) {
 	e.rdb.Del(e.ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
 	un := store.NewUnpublished(e.db)
 	// A dead gateway: stopped beating a minute ago with two grabs of the prize unsent.
-	if err := un.Report(e.ctx, "gw-dead", []store.PrizeCount{{SessionID: e.session, PrizeID: e.prize, Pending: 2}}); err != nil {
+	if err := un.Report(e.ctx, "gw-dead", func() []store.PrizeCount {
+		return []store.PrizeCount{{SessionID: e.session, PrizeID: e.prize, Pending: 2}}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	e.db.Exec("UPDATE gateway_heartbeats SET beat_at = NOW(6) - INTERVAL 1 MINUTE WHERE gateway = 'gw-dead'")
@@ -36,7 +38,9 @@ func TestRebuildWaitsForGatewaysHoldingUnpublishedGrabs(t *testing.T) {
 			case n = <-holding:
 			default:
 			}
-			_ = un.Report(ctx, "gw-live", []store.PrizeCount{{SessionID: e.session, PrizeID: e.prize, Pending: n}})
+			_ = un.Report(ctx, "gw-live", func() []store.PrizeCount {
+				return []store.PrizeCount{{SessionID: e.session, PrizeID: e.prize, Pending: n}}
+			})
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()

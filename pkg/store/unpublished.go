@@ -24,14 +24,21 @@ type PrizeCount struct {
 	Pending            int
 }
 
-// Report replaces gateway's rows with counts (an empty slice clears them) and beats its
-// heartbeat, in one transaction, at MySQL's clock.
-func (u *Unpublished) Report(ctx context.Context, gateway string, counts []PrizeCount) error {
+// Report beats gateway's heartbeat at MySQL's clock, then calls sample for its counts and
+// replaces its rows with them (an empty slice clears them), in one transaction.
+//
+// The stamp comes before the sample, never after: Quiet trusts a report stamped after its
+// since to cover every grab held at since. A sample taken before the stamp could predate
+// since (the reconciler reading its clock between the two) and miss a grab held meanwhile,
+// while its stamp says "after". Stamped first, the counts are at least as new as beat_at;
+// the commit may come later, which only makes the report look older than it is.
+func (u *Unpublished) Report(ctx context.Context, gateway string, sample func() []PrizeCount) error {
 	err := u.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`INSERT INTO gateway_heartbeats (gateway, beat_at) VALUES (?, NOW(6))
 			ON DUPLICATE KEY UPDATE beat_at = NOW(6)`, gateway).Error; err != nil {
 			return err
 		}
+		counts := sample()
 		if err := tx.Exec("DELETE FROM gateway_unpublished WHERE gateway = ?", gateway).Error; err != nil {
 			return err
 		}
