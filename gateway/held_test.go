@@ -42,7 +42,9 @@ func (g *verdictGate) Reserve(_ context.Context, gr seckill.Grab) (stock.Verdict
 	return g.verdict, g.err
 }
 
-func (g *verdictGate) Lookup(context.Context, string) (stock.Lookup, error) { return stock.Lookup{}, nil }
+func (g *verdictGate) Lookup(context.Context, string) (stock.Lookup, error) {
+	return stock.Lookup{}, nil
+}
 
 type alwaysOpen struct{}
 
