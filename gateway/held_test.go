@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // heldOf is how many grabs of session×prize u holds unpublished, as the report reads it.
@@ -97,6 +98,7 @@ func TestGrabIsHeldFromBeforeReserve(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			held := newUnpublished()
+			held.inDoubt = 0 // count the admission call from its start, to see that it is tracked
 			gate := &verdictGate{held: held, verdict: tc.verdict, err: tc.err}
 			w := &recordingWriter{held: held, fail: tc.produceFails}
 			m := newMetrics(prometheus.NewRegistry())
@@ -159,5 +161,39 @@ func TestRelayDrainReleasesAfterTheWrite(t *testing.T) {
 		if n := heldOf(held, 7, 9); n != 0 {
 			t.Fatalf("write fails %v: %d still held after the drain, want 0", fail, n)
 		}
+	}
+}
+
+// An admission call in flight counts as a held grab only once it is store.AdmissionInDoubt
+// old (the reconciler trusts only reports stamped that long after it saw the keys missing):
+// a crowd retrying its 503s while the keys are lost, each call a round trip long, must not
+// keep the prize from ever looking quiet; a call stuck that long may hold an admitted grab.
+func TestAdmissionCallsCountOnceInDoubt(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	held := newUnpublished()
+	held.now = func() time.Time { return now }
+	key := event.PartitionKey(7, 9)
+	var crowd []uint64
+	for range 100 {
+		crowd = append(crowd, held.admit(key))
+	}
+	now = now.Add(store.AdmissionInDoubt - time.Millisecond)
+	if n := heldOf(held, 7, 9); n != 0 {
+		t.Fatalf("%d counted for admission calls younger than %s, want 0", n, store.AdmissionInDoubt)
+	}
+	for _, tk := range crowd[1:] {
+		held.admitted(tk, false) // not loaded
+	}
+	now = now.Add(time.Millisecond)
+	if n := heldOf(held, 7, 9); n != 1 {
+		t.Fatalf("%d counted for one admission call in flight for %s, want 1", n, store.AdmissionInDoubt)
+	}
+	held.admitted(crowd[0], true) // admitted: held until published
+	if n := heldOf(held, 7, 9); n != 1 {
+		t.Fatalf("%d counted for an admitted grab not yet published, want 1", n)
+	}
+	held.release(key)
+	if n := heldOf(held, 7, 9); n != 0 || len(held.admitting) != 0 {
+		t.Fatalf("%d counted, %d calls tracked after everything ended, want 0 and 0", n, len(held.admitting))
 	}
 }

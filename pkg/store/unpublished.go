@@ -18,6 +18,15 @@ type Unpublished struct {
 // NewUnpublished returns the store of gateways' unpublished grabs.
 func NewUnpublished(db *gorm.DB) *Unpublished { return &Unpublished{db: db} }
 
+// AdmissionInDoubt is how long a gateway's admission call must have been in flight before
+// its report counts it as a held grab, and how much later than its since Quiet wants a
+// report stamped. A call in flight when the report is sampled whose script admitted a grab
+// before the keys were lost started before since, so it is at least this old by then;
+// younger calls reached Redis after the loss (not loaded) and are not counted, so a crowd
+// retrying its 503s cannot keep a prize from ever looking quiet. It is far above an
+// admission round trip and well below the heartbeat interval.
+const AdmissionInDoubt = 500 * time.Millisecond
+
 // PrizeCount is how many unpublished grabs a gateway holds for one session×prize.
 type PrizeCount struct {
 	SessionID, PrizeID int64
@@ -90,10 +99,11 @@ type PrizeHold struct {
 }
 
 // Quiet reports whether the prize may be rebuilt as far as gateways go: every gateway alive
-// (heartbeat within alive) reported after since, holding nothing for the prize. Gateways
-// whose heartbeat stopped are not waited for (their memory is gone with them); what they
-// held is returned in DeadUnsent for the report.
+// (heartbeat within alive) reported, stamped at least AdmissionInDoubt after since, holding
+// nothing for the prize. Gateways whose heartbeat stopped are not waited for (their memory
+// is gone with them); what they held is returned in DeadUnsent for the report.
 func (u *Unpublished) Quiet(ctx context.Context, sessionID, prizeID int64, since time.Time, alive time.Duration) (bool, PrizeHold, error) {
+	since = since.Add(AdmissionInDoubt)
 	var rows []struct {
 		Gateway string
 		Fresh   bool

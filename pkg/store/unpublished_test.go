@@ -10,8 +10,8 @@ import (
 
 // The rebuild guard: a gateway's report counts only if its counts were sampled after the
 // reconciler's since. A report whose sample predates since, even if it commits after it, must
-// leave the prize not quiet (it may miss a grab held between the sample and since); the
-// next report, sampled after since, makes it quiet.
+// leave the prize not quiet (it may miss a grab held between the sample and since); a report
+// stamped AdmissionInDoubt after since and holding nothing makes it quiet.
 func TestQuietIgnoresAReportSampledBeforeSince(t *testing.T) {
 	_, db := stacktest.Migrated(t)
 	ctx := stacktest.Context(t, 30*time.Second)
@@ -35,11 +35,32 @@ func TestQuietIgnoresAReportSampledBeforeSince(t *testing.T) {
 		t.Fatalf("a report sampled before since, committed after it: quiet %v %+v %v; want not quiet, 1 gateway not yet reported", quiet, h, err)
 	}
 
+	// Sampled after since, but stamped less than AdmissionInDoubt after it: an admission
+	// call younger than that is not in the counts, and could be one that started before
+	// since. Not quiet yet either.
+	if err := un.Report(ctx, "gw-slow", func() []store.PrizeCount { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if quiet, h, err := un.Quiet(ctx, session, prize, since, time.Minute); err != nil || quiet || h.NotYet != 1 {
+		t.Fatalf("a report stamped less than AdmissionInDoubt after since: quiet %v %+v %v; want not quiet", quiet, h, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		now, err := un.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.After(since.Add(store.AdmissionInDoubt)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MySQL's clock did not pass since + %s within 10s", store.AdmissionInDoubt)
+		}
+	}
 	if err := un.Report(ctx, "gw-slow", func() []store.PrizeCount { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if quiet, h, err := un.Quiet(ctx, session, prize, since, time.Minute); err != nil || !quiet {
-		t.Fatalf("a report sampled after since holding nothing: quiet %v %+v %v; want quiet", quiet, h, err)
+		t.Fatalf("a report sampled AdmissionInDoubt after since holding nothing: quiet %v %+v %v; want quiet", quiet, h, err)
 	}
 	held := func() []store.PrizeCount { return []store.PrizeCount{{SessionID: session, PrizeID: prize, Pending: 1}} }
 	if err := un.Report(ctx, "gw-slow", held); err != nil {
