@@ -35,38 +35,33 @@ func TestQuietIgnoresAReportSampledBeforeSince(t *testing.T) {
 		t.Fatalf("a report sampled before since, committed after it: quiet %v %+v %v; want not quiet, 1 gateway not yet reported", quiet, h, err)
 	}
 
-	// Sampled after since, but stamped less than AdmissionInDoubt after it: an admission
-	// call younger than that is not in the counts, and could be one that started before
-	// since. Not quiet yet either.
+	// Stamped (and so sampled) after since, but less than AdmissionInDoubt after it: an
+	// admission call younger than that is not in the counts, and could have started before
+	// since. Not quiet yet; stamped more than that after since, quiet.
 	if err := un.Report(ctx, "gw-slow", func() []store.PrizeCount { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if quiet, h, err := un.Quiet(ctx, session, prize, since, time.Minute); err != nil || quiet || h.NotYet != 1 {
-		t.Fatalf("a report stamped less than AdmissionInDoubt after since: quiet %v %+v %v; want not quiet", quiet, h, err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		now, err := un.Now(ctx)
-		if err != nil {
+	beat := func() time.Time {
+		t.Helper()
+		var at time.Time
+		if err := db.Raw("SELECT beat_at FROM gateway_heartbeats WHERE gateway = 'gw-slow'").Row().Scan(&at); err != nil {
 			t.Fatal(err)
 		}
-		if now.After(since.Add(store.AdmissionInDoubt)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("MySQL's clock did not pass since + %s within 10s", store.AdmissionInDoubt)
-		}
+		return at
 	}
-	if err := un.Report(ctx, "gw-slow", func() []store.PrizeCount { return nil }); err != nil {
-		t.Fatal(err)
+	at := beat()
+	if quiet, h, err := un.Quiet(ctx, session, prize, at.Add(-store.AdmissionInDoubt/2), time.Minute); err != nil || quiet || h.NotYet != 1 {
+		t.Fatalf("a report stamped less than AdmissionInDoubt after since: quiet %v %+v %v; want not quiet", quiet, h, err)
 	}
-	if quiet, h, err := un.Quiet(ctx, session, prize, since, time.Minute); err != nil || !quiet {
-		t.Fatalf("a report sampled AdmissionInDoubt after since holding nothing: quiet %v %+v %v; want quiet", quiet, h, err)
+	early := at.Add(-store.AdmissionInDoubt - time.Millisecond)
+	if quiet, h, err := un.Quiet(ctx, session, prize, early, time.Minute); err != nil || !quiet {
+		t.Fatalf("a report stamped more than AdmissionInDoubt after since, holding nothing: quiet %v %+v %v; want quiet", quiet, h, err)
 	}
 	held := func() []store.PrizeCount { return []store.PrizeCount{{SessionID: session, PrizeID: prize, Pending: 1}} }
 	if err := un.Report(ctx, "gw-slow", held); err != nil {
 		t.Fatal(err)
 	}
-	if quiet, h, err := un.Quiet(ctx, session, prize, since, time.Minute); err != nil || quiet || h.Holding != 1 {
+	if quiet, h, err := un.Quiet(ctx, session, prize, beat().Add(-store.AdmissionInDoubt-time.Millisecond), time.Minute); err != nil || quiet || h.Holding != 1 {
 		t.Fatalf("a report holding a grab: quiet %v %+v %v; want not quiet, 1 holding", quiet, h, err)
 	}
 }
