@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
 			comp,
 			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
-				gateways: store.NewUnpublished(db), gatewayAlive: 5 * time.Second, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
+				gateways: store.NewUnpublished(db), gatewayAlive: cfg.GatewayDeadAfter, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
 			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
 				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled,
 				cases: cases, caseAfter: cfg.StaleCaseAfter, log: log, now: time.Now},
@@ -189,7 +189,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	log.Info("reconciler starting", "http_addr", cfg.HTTPAddr, "interval", cfg.Interval.String(),
 		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
-		"catch_up_wait", cfg.CatchUpWait.String(), "republish_bound", cfg.RepublishBound.String(),
+		"catch_up_wait", cfg.CatchUpWait.String(), "gateway_dead_after", cfg.GatewayDeadAfter.String(), "republish_bound", cfg.RepublishBound.String(),
 		"consumer_group", cfg.ConsumerGroup, "feedback_group", cfg.FeedbackGroup, "lease", cfg.LeaseName,
 		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns)
 	g, gctx := errgroup.WithContext(ctx)
