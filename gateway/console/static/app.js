@@ -678,7 +678,11 @@
     });
     page.append(h('h1', { text: 'Exceptions' }), h('section', { class: 'card' }, form), error, h('section', { class: 'card' }, list));
 
-    const params = new URLSearchParams({ state: q.get('state') || '', kind: q.get('kind') || '', session_id: q.get('session_id') || '', limit: '100' });
+    // Only the filters that are set: the API refuses a filter given empty (?kind=).
+    const params = new URLSearchParams({ limit: '100' });
+    for (const name of ['state', 'kind', 'session_id']) {
+      if (q.get(name)) params.set(name, q.get(name));
+    }
     api('GET', `/admin/v1/exceptions?${params}`).then((data) => {
       if (stale()) return;
       const cases = (data && data.cases) || [];
