@@ -167,11 +167,16 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 		t.Fatalf("after the actions: lost %v, drift %v", lostCase, driftCase)
 	}
 
-	// The live view: the open session, the closed one, the order persisted above.
-	x, live := admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview", token: tok, status: 200})
+	// The live view: the open session with the order persisted above; the closed one among
+	// the others.
+	x, live := admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview?others_limit=10", token: tok, status: 200})
 	real.overview = x
 	states := map[int64]string{}
 	sold := -1.0
+	for _, s := range live["others"].(map[string]any)["sessions"].([]any) {
+		s := s.(map[string]any)
+		states[int64(s["session_id"].(float64))] = s["state"].(string)
+	}
 	for _, s := range live["sessions"].([]any) {
 		s := s.(map[string]any)
 		states[int64(s["session_id"].(float64))] = s["state"].(string)
@@ -186,6 +191,8 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 		t.Fatalf("overview: states %v, sold %v, %v", states, sold, live)
 	}
 	admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview", status: 401, code: "unauthorized", docRefuses: true})
+	admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview?others_limit=501", token: tok, status: 400, code: "invalid_input",
+		docRefuses: true})
 
 	// The reconciler's reports: one as it prints them with --json, one that is no JSON any more.
 	runs := store.NewRunReports(db)
