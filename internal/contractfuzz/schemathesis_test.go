@@ -47,10 +47,11 @@ func TestContractFuzz(t *testing.T) {
 	cookie := g.consoleLogin(t)
 
 	root := harness.Root()
-	settings, err := os.ReadFile(filepath.Join(root, "internal", "contractfuzz", "schemathesis.toml"))
+	adminSettings, err := os.ReadFile(filepath.Join(root, "internal", "contractfuzz", "schemathesis-admin.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	settings := map[string]string{"openapi-admin.yaml": string(adminSettings)}
 	for _, run := range []struct {
 		name, doc, url string
 		auth           string // TOML: the credentials, by security scheme of the document
@@ -65,7 +66,7 @@ func TestContractFuzz(t *testing.T) {
 			// Schemathesis writes its reports and caches under the working directory.
 			dir := t.TempDir()
 			config := filepath.Join(dir, "schemathesis.toml")
-			if err := os.WriteFile(config, append(append([]byte(run.auth+"\n"), settings...), known...), 0o600); err != nil {
+			if err := os.WriteFile(config, []byte(run.auth+"\n"+settings[run.doc]+known[run.doc]), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			args := []string{"--config-file", config, "--no-color", "run", filepath.Join(root, "docs", "api", run.doc),
@@ -192,9 +193,9 @@ func (g *gateway) call(t *testing.T, method, path string, body any, want int, ou
 
 // seed gives the fuzzer something to find: an activity whose first session is open with
 // its stock loaded, the next preheated, the third closed, the rest upcoming, and open
-// exception cases about it. It returns Schemathesis settings (TOML) that point the
-// operations no other answer links to at these ids, so their fuzzing reaches past the 404.
-func (g *gateway) seed(t *testing.T) []byte {
+// exception cases about it. It returns Schemathesis settings (TOML), by document, that point
+// the operations no other answer links to at these ids, so their fuzzing reaches past the 404.
+func (g *gateway) seed(t *testing.T) map[string]string {
 	t.Helper()
 	ctx := stacktest.Context(t, 30*time.Second)
 	start := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
@@ -234,13 +235,16 @@ func (g *gateway) seed(t *testing.T) []byte {
 	if err != nil || len(cases) != 2 {
 		t.Fatalf("seeded cases: %v %v", cases, err)
 	}
-	var known bytes.Buffer
+	var admin strings.Builder
 	for i, op := range []string{"replayCase", "resolveCase", "dismissCase"} {
-		fmt.Fprintf(&known, "\n[[operations]]\ninclude-operation-id = %q\nparameters = { \"path.id\" = %d }\n", op, cases[i%2].ID)
+		fmt.Fprintf(&admin, "\n[[operations]]\ninclude-operation-id = %q\nparameters = { \"path.id\" = %d }\n", op, cases[i%2].ID)
 	}
-	fmt.Fprintf(&known, "\n[[operations]]\ninclude-operation-id = \"adjustStock\"\nparameters = { \"path.id\" = %d, \"path.prize\" = %d }\n",
+	fmt.Fprintf(&admin, "\n[[operations]]\ninclude-operation-id = \"adjustStock\"\nparameters = { \"path.id\" = %d, \"path.prize\" = %d }\n",
 		act.Sessions[3].ID, act.Prizes[1].ID)
-	return known.Bytes()
+	// Grabs on the open session: admitted, then the per-user limit, sold out never (1,000).
+	public := fmt.Sprintf("\n[[operations]]\ninclude-operation-id = \"grab\"\nparameters = { \"path.session\" = %d, \"path.prize\" = %d }\n",
+		open, act.Prizes[0].ID)
+	return map[string]string{"openapi-admin.yaml": admin.String(), "openapi-public.yaml": public}
 }
 
 // consoleLogin signs in to the console as an operator would and returns the session
