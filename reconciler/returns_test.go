@@ -113,3 +113,91 @@ func TestReturnLostInRedisIsGivenBackOnce(t *testing.T) {
 		t.Fatalf("after the regrab: %s, want sold out (the unit came back once)", c)
 	}
 }
+
+func (e *recEnv) reservationPending(rid string) bool {
+	e.t.Helper()
+	res, err := e.gate.Reservations(e.ctx, e.session, e.prize)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.RequestID == rid {
+			return true
+		}
+	}
+	return false
+}
+
+// Keys expire at the session's end plus grace whatever Remove refuses: a reservation whose
+// event never reached Kafka would vanish with them. The lifecycle job keeps the keys of a
+// prize with pending reservations, and the stale job re-publishes from them.
+func TestPendingReservationOutlivesTheKeysTTL(t *testing.T) {
+	e := newRecEnv(t, 5, 1)
+	k := stock.KeysFor(e.session, e.prize)
+	e.rdb.Del(e.ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned)
+	expiry := time.Now().Add(2 * time.Second)
+	if _, err := e.gate.Load(e.ctx, []seckill.Stock{{SessionID: e.session, PrizeID: e.prize, Total: 5, Left: 5, PerUserLimit: 1}}, expiry); err != nil {
+		t.Fatal(err)
+	}
+	g := e.grab("lost", false) // admitted; its event never reached Kafka
+
+	// Not stale yet for this run: only the lifecycle job acts on it.
+	e.env["SECKILL_STALE_AFTER"] = "30s"
+	rep, err := e.once()
+	if err != nil {
+		t.Fatalf("first run: %v %+v", err, rep)
+	}
+	time.Sleep(time.Until(expiry.Add(time.Second))) // past the TTL the keys were loaded with
+	if !e.reservationPending(g.RequestID) {
+		t.Fatal("the reservation expired with the keys' TTL")
+	}
+	if l := jobOf(rep, "lifecycle").Summary; l["keys_extended_pending"] != 1 {
+		t.Fatalf("lifecycle %+v, want the keys kept", l)
+	}
+
+	e.env["SECKILL_STALE_AFTER"] = "300ms"
+	e.startConsumer()
+	rep, err = e.once()
+	if err != nil || jobOf(rep, "stale").Summary["republished"] != 1 {
+		t.Fatalf("second run: %v %+v", err, jobOf(rep, "stale"))
+	}
+	e.waitOrders(1)
+	e.waitSettled()
+	if l, _ := e.gate.Lookup(e.ctx, g.RequestID); l.Status.State != "succeeded" {
+		t.Fatalf("status %+v, want succeeded", l.Status)
+	}
+}
+
+// After its key grace a session is out of the drift and rebuild jobs' scope, but a
+// reservation still pending there is re-published until it has its order.
+func TestStaleJobLooksPastTheGraceWhileReservationsPending(t *testing.T) {
+	e := newRecEnv(t, 5, 1)
+	g := e.grab("late", false)
+	// The session ended two hours ago (the key grace is one hour); its keys are still there.
+	if err := e.db.Exec("UPDATE sessions SET starts_at = ?, ends_at = ? WHERE id = ?",
+		time.Now().UTC().Add(-3*time.Hour), time.Now().UTC().Add(-2*time.Hour), e.session).Error; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // older than SECKILL_STALE_AFTER
+	e.startConsumer()
+	rep, err := e.once()
+	if err != nil {
+		t.Fatalf("run: %v %+v", err, rep)
+	}
+	if s := jobOf(rep, "stale").Summary; s["republished"] != 1 {
+		t.Fatalf("stale job %+v, want the reservation re-published", s)
+	}
+	if l := jobOf(rep, "lifecycle").Summary; l["keys_removed"] != 0 {
+		t.Fatalf("lifecycle %+v: keys removed with a reservation pending", l)
+	}
+	e.waitOrders(1)
+	e.waitSettled()
+	if l, _ := e.gate.Lookup(e.ctx, g.RequestID); l.Status.State != "succeeded" {
+		t.Fatalf("status %+v, want succeeded", l.Status)
+	}
+	// Nothing pending any more: the next run removes the keys.
+	rep, err = e.once()
+	if err != nil || jobOf(rep, "lifecycle").Summary["keys_removed"] != 1 {
+		t.Fatalf("run after the order: %v %+v", err, jobOf(rep, "lifecycle"))
+	}
+}

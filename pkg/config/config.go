@@ -197,6 +197,11 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
 	}
+	// The lifecycle job keeps the keys of a prize with pending reservations until now plus
+	// the key grace, each run: a run must come before that expiry.
+	if c.Interval >= c.KeyGrace {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_RECONCILE_INTERVAL=%s: not shorter than SECKILL_KEY_GRACE (%s): keys kept for pending reservations would expire between runs", c.Interval, c.KeyGrace))
+	}
 	if c.StaleCaseAfter < c.RepublishBound {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_STALE_CASE_AFTER=%s: shorter than SECKILL_REPUBLISH_BOUND (%s): a person would get reservations the reconciler has not re-published yet", c.StaleCaseAfter, c.RepublishBound))
 	}
