@@ -72,7 +72,9 @@ func (m memOffsets) SaveReplayOffset(_ context.Context, _ store.Fence, _ string,
 
 type fixedBounds map[int]event.PartitionOffsets
 
-func (b fixedBounds) Offsets(context.Context, string) (map[int]event.PartitionOffsets, error) { return b, nil }
+func (b fixedBounds) Offsets(context.Context, string) (map[int]event.PartitionOffsets, error) {
+	return b, nil
+}
 
 type caseLog []store.CaseReport
 
