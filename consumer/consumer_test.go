@@ -50,6 +50,16 @@ func newEnv(t *testing.T, dbStock, redisStock, limit int) *env {
 		session: op.SessionID, prize: op.PrizeID, ctx: ctx}
 }
 
+// consumerVars configures a consumer process for e: its database, its topics, its HTTP
+// address and consumer groups of its own.
+func (e *env) consumerVars(t *testing.T, addr string) map[string]string {
+	t.Helper()
+	vars := stacktest.ConsumerGroups(t)
+	vars["SECKILL_MYSQL_DSN"], vars["SECKILL_CONSUMER_ADDR"] = e.dsn, addr
+	vars["SECKILL_TOPIC_PREFIX"] = strings.TrimSuffix(e.topics.Grab.Name, ".seckill.grab")
+	return vars
+}
+
 // admit reserves n grabs in Redis (users u0..u(n-1)) and returns their grab messages.
 func (e *env) admit(t *testing.T, n int) []kafka.Message {
 	t.Helper()

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
-	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +43,7 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 		if err := e.writer(t, e.topics.Grab.Name).WriteMessages(e.ctx, out...); err != nil {
 			t.Fatal(err)
 		}
-		stop := runConsumer(t, e)
+		stop, logs := runConsumer(t, e)
 		outbox := store.NewOutbox(e.db)
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			pending, err := outbox.CountPending(e.ctx)
@@ -53,7 +51,7 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("orders, order events and the dead letter not all written in 30s")
+				t.Fatalf("orders, order events and the dead letter not all written in 30s; the consumer's log:\n%s", logs)
 			}
 		}
 		stop()
@@ -64,7 +62,9 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 				t.Errorf("the consumer's order event breaks the contract: %v", err)
 			}
 			var ev event.OrderEvent
-			_ = json.Unmarshal(m.Value, &ev)
+			if err := json.Unmarshal(m.Value, &ev); err != nil {
+				t.Fatalf("order event %s: %v", m.Value, err)
+			}
 			outcomes[ev.Type+" "+ev.Reason]++
 		}
 		if want := map[string]int{"order.created ": 2, "order.rejected limit": 1, "order.rejected sold_out": 1}; !maps.Equal(outcomes, want) {
@@ -102,7 +102,7 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 		if err := e.writer(t, e.topics.Feedback.Name).WriteMessages(e.ctx, out...); err != nil {
 			t.Fatal(err)
 		}
-		stop := runConsumer(t, e)
+		stop, logs := runConsumer(t, e)
 		var msgs []kafka.Message
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			msgs = readAll(t, e.brokers, e.topics.Order)
@@ -110,7 +110,7 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%d order events (want 2 created, 1 cancelled, 1 refund) and the dead letter not all written in 30s", len(msgs))
+				t.Fatalf("%d order events (want 2 created, 1 cancelled, 1 refund) and the dead letter not all written in 30s; the consumer's log:\n%s", len(msgs), logs)
 			}
 		}
 		stop()
@@ -120,7 +120,9 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 				t.Errorf("the consumer's order event breaks the contract: %v", err)
 			}
 			var ev event.OrderEvent
-			_ = json.Unmarshal(m.Value, &ev)
+			if err := json.Unmarshal(m.Value, &ev); err != nil {
+				t.Fatalf("order event %s: %v", m.Value, err)
+			}
 			types[ev.Type+" "+ev.Reason]++
 		}
 		want := map[string]int{"order.created ": 2, "order.cancelled merchant_cancelled": 1, "order.refund_required paid_after_cancel": 1}
@@ -156,17 +158,14 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 
 // runConsumer runs the consumer process in-process on e's topics and database; the
 // returned stop ends it and waits.
-func runConsumer(t *testing.T, e *env) (stop func()) {
+func runConsumer(t *testing.T, e *env) (stop func(), logs *syncBuffer) {
 	t.Helper()
 	addr := stacktest.FreeAddr(t)
-	getenv := stacktest.Getenv(map[string]string{
-		"SECKILL_MYSQL_DSN": e.dsn, "SECKILL_CONSUMER_ADDR": addr, "SECKILL_CONSUMER_GROUP": "t-" + stacktest.ID(t),
-		"SECKILL_TOPIC_PREFIX": strings.TrimSuffix(e.topics.Grab.Name, ".seckill.grab"),
-	})
+	getenv := stacktest.Getenv(e.consumerVars(t, addr))
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs bytes.Buffer
+	logs = &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, getenv, &logs) }()
+	go func() { done <- run(ctx, getenv, logs) }()
 	stopped := false
 	stop = func() {
 		if stopped {
@@ -185,5 +184,5 @@ func runConsumer(t *testing.T, e *env) (stop func()) {
 	}
 	t.Cleanup(stop)
 	stacktest.WaitHTTP(t, "http://"+addr+"/readyz", 20*time.Second)
-	return stop
+	return stop, logs
 }

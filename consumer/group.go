@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,18 +40,28 @@ func (c *groupConsumer) Run(ctx context.Context) error {
 		SessionTimeout:        10 * time.Second,
 		RebalanceTimeout:      10 * time.Second,
 		WatchPartitionChanges: true,
+		// kafka-go waits 5 s after a failed join before trying again. On a brand-new cluster
+		// the first joins fail while the broker creates and loads __consumer_offsets
+		// ("coordinator not available"); a second is enough between tries.
+		JoinGroupBackoff: time.Second,
+		// Why a join fails (coordinator not available, group rebalancing, authorization)
+		// is only known to kafka-go: its error log says it, under the group's name.
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			c.log.Warn("consumer group: "+fmt.Sprintf(msg, args...), "group_id", c.groupID, "topic", c.topic)
+		}),
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("consumer group %s on %s: %w", c.groupID, c.topic, err)
 	}
 	defer group.Close() // leaves the group, so partitions move to the others at once
 	for {
-		gen, err := group.Next(ctx)
+		start := time.Now()
+		gen, err := c.next(ctx, group)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				return nil
 			}
-			c.log.Warn("consumer group: next generation failed; retrying", "error", err.Error())
+			c.log.Warn("consumer group: next generation failed; retrying", "group_id", c.groupID, "error", err.Error())
 			select {
 			case <-ctx.Done():
 				return nil
@@ -67,8 +78,9 @@ func (c *groupConsumer) Run(ctx context.Context) error {
 				c.work(ctx, gctx, gen, partition, offset)
 			})
 		}
-		c.log.Info("consumer group generation", "generation_id", gen.ID, "member_id", gen.MemberID,
-			"partitions", len(gen.Assignments[c.topic]))
+		c.log.Info("consumer group generation", "group_id", c.groupID, "topic", c.topic, "generation_id", gen.ID,
+			"member_id", gen.MemberID, "partitions", len(gen.Assignments[c.topic]),
+			"waited", time.Since(start).Round(time.Millisecond).String())
 		// Shutdown: wait for the workers to commit their last batch while the generation is
 		// still valid, then return (Close leaves the group).
 		done := make(chan struct{})
@@ -81,6 +93,33 @@ func (c *groupConsumer) Run(ctx context.Context) error {
 			// The generation ended (rebalance); join the next one.
 		}
 	}
+}
+
+// joinReportEvery is how often a consumer still waiting for its partitions says so.
+const joinReportEvery = 5 * time.Second
+
+// next waits for the group's next generation. A join normally takes the broker's initial
+// rebalance delay (3 s by default) for a new group; until it completes nothing is consumed,
+// so a wait longer than joinReportEvery is logged, with how long it has lasted, rather than
+// passing in silence (kafka-go's error log, above, says why each try failed).
+func (c *groupConsumer) next(ctx context.Context, group *kafka.ConsumerGroup) (*kafka.Generation, error) {
+	start := time.Now()
+	tick := time.NewTicker(joinReportEvery)
+	defer tick.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				c.log.Warn("consumer group: waiting for the coordinator to assign partitions",
+					"group_id", c.groupID, "topic", c.topic, "waited", time.Since(start).Round(time.Millisecond).String())
+			}
+		}
+	}()
+	return group.Next(ctx)
 }
 
 // work consumes one partition. stop ends it between batches: the process shutting down

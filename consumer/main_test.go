@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,11 +40,9 @@ func TestConsumerEndToEnd(t *testing.T) {
 	}
 
 	addr := stacktest.FreeAddr(t)
-	group := "t-" + stacktest.ID(t)
-	getenv := stacktest.Getenv(map[string]string{
-		"SECKILL_MYSQL_DSN": e.dsn, "SECKILL_CONSUMER_ADDR": addr, "SECKILL_CONSUMER_GROUP": group,
-		"SECKILL_TOPIC_PREFIX": strings.TrimSuffix(e.topics.Grab.Name, ".seckill.grab"),
-	})
+	vars := e.consumerVars(t, addr)
+	group := vars["SECKILL_CONSUMER_GROUP"]
+	getenv := stacktest.Getenv(vars)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs bytes.Buffer
@@ -117,7 +116,7 @@ func TestMetricsTellTheTruthWhileStalled(t *testing.T) {
 	if err := e.processor(t, store.NewOrders(e.db)).Process(e.ctx, msgs[:3]); err != nil {
 		t.Fatal(err)
 	}
-	relayLock, ok, err := store.TryLock(e.ctx, e.db, relayLockName(e.dsn, e.topics.Order.Name))
+	relayLock, ok, err := store.TryLock(e.ctx, e.db, store.RelayLockName(e.dsn, e.topics.Order.Name))
 	if err != nil || !ok {
 		t.Fatalf("take the relay lock: %v %v", ok, err)
 	}
@@ -144,10 +143,7 @@ func TestMetricsTellTheTruthWhileStalled(t *testing.T) {
 	}
 
 	addr := stacktest.FreeAddr(t)
-	getenv := stacktest.Getenv(map[string]string{
-		"SECKILL_MYSQL_DSN": e.dsn, "SECKILL_CONSUMER_ADDR": addr, "SECKILL_CONSUMER_GROUP": "t-" + stacktest.ID(t),
-		"SECKILL_TOPIC_PREFIX": strings.TrimSuffix(e.topics.Grab.Name, ".seckill.grab"),
-	})
+	getenv := stacktest.Getenv(e.consumerVars(t, addr))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs syncBuffer
@@ -244,11 +240,13 @@ func TestConsumerRefusesEvictingRedis(t *testing.T) {
 
 	brokers, topics := stacktest.Kafka(t)
 	dsn, _ := stacktest.Migrated(t)
-	getenv := stacktest.Getenv(map[string]string{
+	vars := stacktest.ConsumerGroups(t)
+	maps.Copy(vars, map[string]string{
 		"SECKILL_MYSQL_DSN": dsn, "SECKILL_REDIS_ADDR": addr, "SECKILL_KAFKA_BROKERS": strings.Join(brokers, ","),
-		"SECKILL_CONSUMER_ADDR": stacktest.FreeAddr(t), "SECKILL_CONSUMER_GROUP": "t-" + stacktest.ID(t),
-		"SECKILL_TOPIC_PREFIX": strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
+		"SECKILL_CONSUMER_ADDR": stacktest.FreeAddr(t),
+		"SECKILL_TOPIC_PREFIX":  strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
 	})
+	getenv := stacktest.Getenv(vars)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var logs syncBuffer

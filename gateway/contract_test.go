@@ -150,7 +150,7 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			real.closed = checkAdmin(t, admin, gate)
 			var rids []string
 			rids, real.admitted, real.soldOut, real.limited = checkPublic(t, public, admin, gate, token)
-			openCase := checkWorkbench(t, admin, db, topics, &real.workbench)
+			openCase := checkWorkbench(t, admin, db, gate, topics, &real.workbench)
 			checkConsole(t, admin, openCase, &real.workbench)
 
 			msgs, err := harness.ReadTopic(ctx, brokers, topics.Grab)

@@ -35,7 +35,7 @@ type workbenchAnswers struct {
 // reports through every documented answer, on cases recorded straight into the gateway's
 // MySQL (as the consumer and the reconciler record them) for the activity checkAdmin left.
 // It returns the id of a case still open, which checkConsole dismisses.
-func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics event.Topics, real *workbenchAnswers) (openCase string) {
+func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, gate *stock.Gate, topics event.Topics, real *workbenchAnswers) (openCase string) {
 	t.Helper()
 	const tok, none = testAdminToken, "999999999"
 	ctx := stacktest.Context(t, 60*time.Second)
@@ -64,6 +64,10 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 	lost, lostPoison := grab("wb-lost-0001", "judy", topics.Compensation.Name)
 	if _, err := store.NewOrders(db).Persist(ctx, s1, p2, []seckill.Grab{done}, time.Now()); err != nil {
 		t.Fatal(err)
+	}
+	// The lost grab was admitted: Redis holds its reservation, which its replay checks.
+	if v, err := gate.Reserve(ctx, lost); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("admit the lost grab: %v %v", v.Code, err)
 	}
 	staleRID := seckill.RequestID(s1, p2, "wb-stale-0001")
 	garbled := event.Poison{Msg: kafka.Message{Topic: topics.Grab.Name, Partition: 1, Offset: 7, Key: []byte("?"),

@@ -82,15 +82,18 @@ func migrate(ctx context.Context, getenv func(string) string, stdout io.Writer) 
 		return err
 	}
 	defer store.Close(db)
-	applied, err := store.Migrate(ctx, db)
+	res, err := store.Migrate(ctx, db)
+	for _, name := range res.Resumed {
+		fmt.Fprintf(stdout, "migration %s had been interrupted; finished it\n", name)
+	}
 	if err != nil {
 		return err
 	}
-	if len(applied) == 0 {
+	if len(res.Applied) == 0 {
 		fmt.Fprintln(stdout, "schema up to date")
 		return nil
 	}
-	fmt.Fprintf(stdout, "applied migrations %v\n", applied)
+	fmt.Fprintf(stdout, "applied migrations %v\n", res.Applied)
 	return nil
 }
 
@@ -258,7 +261,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reportDone := make(chan struct{})
 	go func() {
 		defer close(reportDone)
-		reportUnpublished(reportCtx, store.NewUnpublished(db), id, held, time.Second, log)
+		reportUnpublished(reportCtx, store.NewUnpublished(db), id, held, config.GatewayHeartbeat, log)
 	}()
 	defer func() { stopRelay(); <-relayDone; stopReport(); <-reportDone }()
 

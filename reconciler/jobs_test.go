@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,19 +48,18 @@ func newRecEnv(t *testing.T, dbStock, limit int) *recEnv {
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 3*time.Minute)
 	id := stacktest.ID(t)
-	e := &recEnv{t: t, dsn: op.DSN, db: op.DB, rdb: op.Redis, gate: op.Gate, brokers: brokers, topics: topics,
-		session: op.SessionID, prize: op.PrizeID, ctx: ctx,
-		env: map[string]string{
-			"SECKILL_MYSQL_DSN":        op.DSN,
-			"SECKILL_TOPIC_PREFIX":     strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
-			"SECKILL_CONSUMER_GROUP":   "t-orders-" + id,
-			"SECKILL_RECONCILER_LEASE": "t-lease-" + id,
-			"SECKILL_LEASE_TTL":        "2s",
-			"SECKILL_STALE_AFTER":      "300ms",
-			"SECKILL_CATCHUP_WAIT":     "15s",
-			"SECKILL_PREHEAT_LEAD":     "0s",
-		}}
-	return e
+	env := stacktest.ConsumerGroups(t)
+	maps.Copy(env, map[string]string{
+		"SECKILL_MYSQL_DSN":        op.DSN,
+		"SECKILL_TOPIC_PREFIX":     strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
+		"SECKILL_RECONCILER_LEASE": "t-lease-" + id,
+		"SECKILL_LEASE_TTL":        "2s",
+		"SECKILL_STALE_AFTER":      "300ms",
+		"SECKILL_CATCHUP_WAIT":     "15s",
+		"SECKILL_PREHEAT_LEAD":     "0s",
+	})
+	return &recEnv{t: t, dsn: op.DSN, db: op.DB, rdb: op.Redis, gate: op.Gate, brokers: brokers, topics: topics,
+		session: op.SessionID, prize: op.PrizeID, ctx: ctx, env: env}
 }
 
 func (e *recEnv) startConsumer() {

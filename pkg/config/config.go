@@ -18,6 +18,11 @@ const (
 	DefaultKafkaBrokers = "127.0.0.1:19092"
 )
 
+// GatewayHeartbeat is how often a gateway reports its unpublished grabs to MySQL (each
+// report may itself take up to one interval before it gives up). The reconciler's
+// SECKILL_GATEWAY_DEAD_AFTER is validated against it.
+const GatewayHeartbeat = time.Second
+
 // Common is what every deployable needs: where the servers are and how to log and stop.
 type Common struct {
 	RedisAddr       string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
@@ -165,10 +170,15 @@ type Reconciler struct {
 	LeaseTTL    time.Duration // renewed every third of it while held
 
 	ConsumerGroup  string        // the order consumers' group, whose lag says what is in flight
+	FeedbackGroup  string        // the feedback consumers' group: no payment timeout while it has the order's reports unread
 	StaleAfter     time.Duration // a reservation older than this without an order is stale
 	RepublishBound time.Duration // ... and re-published even while its partition is busy once this old
 	CatchUpWait    time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
-	ReplayBudget   time.Duration // how long one run may spend replaying the compensation topic
+	// GatewayDeadAfter is how old a gateway's heartbeat must be before the key rebuild stops
+	// waiting for the unpublished grabs it reported: long enough that a gateway which merely
+	// could not reach MySQL for a while (a blip, a failover) is still waited for.
+	GatewayDeadAfter time.Duration
+	ReplayBudget     time.Duration // how long one run may spend replaying the compensation topic
 
 	// When automation hands over to a person (an exception case on the workbench).
 	StaleCaseAfter time.Duration // a reservation still without an order this long after admission
@@ -186,13 +196,15 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		LeaseName:   r.str("SECKILL_RECONCILER_LEASE", "seckill-reconciler"),
 		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
 
-		ConsumerGroup:  r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		StaleAfter:     r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
-		RepublishBound: r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
-		CatchUpWait:    r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
-		ReplayBudget:   r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
-		StaleCaseAfter: r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
-		DriftCaseRuns:  r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
+		ConsumerGroup:    r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		FeedbackGroup:    r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
+		StaleAfter:       r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
+		RepublishBound:   r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
+		CatchUpWait:      r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
+		GatewayDeadAfter: r.duration("SECKILL_GATEWAY_DEAD_AFTER", 30*time.Second, 0, time.Hour),
+		ReplayBudget:     r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
+		StaleCaseAfter:   r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
+		DriftCaseRuns:    r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
 	}
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
@@ -201,6 +213,11 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	// the key grace, each run: a run must come before that expiry.
 	if c.Interval >= c.KeyGrace {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_RECONCILE_INTERVAL=%s: not shorter than SECKILL_KEY_GRACE (%s): keys kept for pending reservations would expire between runs", c.Interval, c.KeyGrace))
+	}
+	// A live gateway's last committed beat can be one interval plus one report's timeout old;
+	// a shorter limit would take a gateway that is merely between beats for dead.
+	if c.GatewayDeadAfter <= 2*GatewayHeartbeat {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_GATEWAY_DEAD_AFTER=%s: must exceed twice the gateways' heartbeat interval (%s), and should outlast a MySQL blip", c.GatewayDeadAfter, GatewayHeartbeat))
 	}
 	if c.StaleCaseAfter < c.RepublishBound {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_STALE_CASE_AFTER=%s: shorter than SECKILL_REPUBLISH_BOUND (%s): a person would get reservations the reconciler has not re-published yet", c.StaleCaseAfter, c.RepublishBound))

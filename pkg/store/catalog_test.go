@@ -45,12 +45,12 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	_, db := stacktest.MySQL(t)
 	ctx := stacktest.Context(t, 30*time.Second)
 	first, err := store.Migrate(ctx, db)
-	if err != nil || len(first) == 0 {
-		t.Fatalf("first run applied %v, err %v", first, err)
+	if err != nil || len(first.Applied) == 0 {
+		t.Fatalf("first run applied %v, err %v", first.Applied, err)
 	}
 	again, err := store.Migrate(ctx, db)
-	if err != nil || len(again) != 0 {
-		t.Fatalf("second run applied %v, err %v; want nothing", again, err)
+	if err != nil || len(again.Applied) != 0 || len(again.Resumed) != 0 {
+		t.Fatalf("second run %+v, err %v; want nothing", again, err)
 	}
 }
 

@@ -61,7 +61,8 @@ type FeedbackBatch struct {
 //     its per-user slot when the activity lets the buyer grab again, gets one order.cancelled
 //     event and one stock_returns row, and left_stock grows by one; a cancelled one is a
 //     duplicate; a paid one is refused (an exception case), except for the payment timeout,
-//     for which it is simply not due;
+//     for which it is simply not due, as is an order whose creation event was not published
+//     before the timeout's DueBefore;
 //   - a request id without an order, or a rejected order, is an exception case.
 //
 // left_stock grows without a version bump: the consumer's conditional update compares the
@@ -189,7 +190,9 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 			res.NotDue++
 		case r.PaidAt != nil:
 			record(i, seckill.CaseCancelAfterPaid, r.ID, fmt.Sprintf("cancelled (%s) after it was paid; kept paid", it.Reason))
-		case !it.DueBefore.IsZero() && !r.CreatedAt.Before(it.DueBefore):
+		case !it.DueBefore.IsZero() && (r.EventPublishedAt == nil || !r.EventPublishedAt.Before(it.DueBefore)):
+			// The timeout counts from the creation event's publication: before it,
+			// downstream had not heard of the order and could not collect payment.
 			res.Outcomes[i].Result = seckill.FeedbackNotDue
 			res.NotDue++
 		default:
@@ -288,7 +291,8 @@ func eventExists(tx *gorm.DB, id string, batch []orderEventRow) (bool, error) {
 }
 
 // Unpaid returns up to limit request ids of a session×prize's succeeded orders that are not
-// paid and were created before cutoff, oldest first: the payment timeout's candidates.
+// paid and were created before cutoff, oldest first (the session report waits while any is
+// left). The payment timeout's candidates are DueUnpaid's.
 func (o *Orders) Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, limit int) ([]string, error) {
 	var rids []string
 	err := o.db.WithContext(ctx).Raw(`SELECT request_id FROM orders
@@ -298,6 +302,43 @@ func (o *Orders) Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff ti
 		return nil, fmt.Errorf("unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
 	}
 	return rids, nil
+}
+
+// DueOrder is a payment timeout candidate: a succeeded order not paid.
+type DueOrder struct {
+	ID        int64
+	RequestID string
+}
+
+// DueUnpaid returns up to limit of a session×prize's succeeded unpaid orders whose creation
+// event the relay published before cutoff, with an id above after, in id order: the payment
+// timeout's candidates, paged by id so that the ones a run defers do not hide the rest. An
+// order whose event is not published yet is never among them, however old: downstream has
+// not heard of it and could not collect payment.
+func (o *Orders) DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]DueOrder, error) {
+	var out []DueOrder
+	err := o.db.WithContext(ctx).Raw(`SELECT id, request_id FROM orders
+		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
+		AND event_published_at < ? AND id > ?
+		ORDER BY id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), after, limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("due unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return out, nil
+}
+
+// CountUnpublishedUnpaid returns how many of a session×prize's succeeded unpaid orders were
+// stored before cutoff and still wait for the relay to publish their creation event: the
+// payment timeouts a relay that is behind defers.
+func (o *Orders) CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error) {
+	var n int64
+	err := o.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders
+		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
+		AND event_published_at IS NULL AND created_at < ?`, sessionID, prizeID, cutoff.UTC()).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("unpublished unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return n, nil
 }
 
 // StockState is a session×prize as MySQL holds it at one instant: its stock row, its orders

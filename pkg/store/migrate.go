@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,7 +23,40 @@ var migrationFiles embed.FS
 type Migration struct {
 	Version    int
 	Name       string
-	Statements []string
+	Statements []Statement
+	// Checksum is the SHA-256 of the file as embedded: an applied migration whose file
+	// changed afterwards is refused, since the database did not run what the file now says.
+	Checksum string
+}
+
+// Statement is one SQL statement of a migration and the guard that makes it idempotent.
+type Statement struct {
+	SQL   string
+	Guard *Guard // nil: the statement is idempotent by itself (CREATE TABLE IF NOT EXISTS)
+}
+
+// Guard is a condition on the schema, checked in information_schema before its statement
+// runs: MySQL 8 has no ALTER TABLE ... ADD COLUMN IF NOT EXISTS (MariaDB's clauses), so a
+// migration interrupted half-way is made safe to run again by the runner instead. Written in
+// a migration as a comment line right above the statement:
+//
+//	-- unless column orders.paid_at       (skip the statement when the column exists)
+//	-- unless index orders.ix_state       (... when the index exists)
+//	-- unless constraint orders.ck_state  (... when the constraint exists)
+//	-- if index exception_cases.uq_old    (run only when it exists: a DROP)
+type Guard struct {
+	WhenExists bool   // true: "if" (run when the object exists); false: "unless"
+	Kind       string // column, index or constraint
+	Table      string
+	Object     string
+}
+
+func (g Guard) String() string {
+	word := "unless"
+	if g.WhenExists {
+		word = "if"
+	}
+	return fmt.Sprintf("%s %s %s.%s", word, g.Kind, g.Table, g.Object)
 }
 
 // Migrations returns the embedded migrations in version order.
@@ -42,7 +77,12 @@ func Migrations() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
-		out = append(out, Migration{Version: v, Name: name, Statements: splitStatements(string(body))})
+		stmts, err := splitStatements(string(body))
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", e.Name(), err)
+		}
+		sum := sha256.Sum256(body)
+		out = append(out, Migration{Version: v, Name: name, Statements: stmts, Checksum: hex.EncodeToString(sum[:])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i := 1; i < len(out); i++ {
@@ -53,95 +93,247 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-// splitStatements splits a migration on semicolons that end a line, dropping comment lines.
+// splitStatements splits a migration on semicolons that end a line, dropping comment lines
+// except a guard ("-- if ..." / "-- unless ..."), which belongs to the statement below it.
 // Migrations keep to that shape (no semicolons inside string literals or bodies).
-func splitStatements(body string) []string {
-	var out []string
+func splitStatements(body string) ([]Statement, error) {
+	var out []Statement
 	var cur strings.Builder
-	for _, line := range strings.Split(body, "\n") {
+	var guard *Guard
+	for n, line := range strings.Split(body, "\n") {
 		trimmed := strings.TrimSpace(line)
+		if g, ok, err := parseGuard(trimmed); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n+1, err)
+		} else if ok {
+			if guard != nil || cur.Len() > 0 {
+				return nil, fmt.Errorf("line %d: a guard must stand right above the statement it guards", n+1)
+			}
+			guard = &g
+			continue
+		}
 		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
 			continue
 		}
 		cur.WriteString(line)
 		cur.WriteString("\n")
 		if strings.HasSuffix(trimmed, ";") {
-			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			out = append(out, Statement{SQL: strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"), Guard: guard})
 			cur.Reset()
+			guard = nil
 		}
 	}
 	if s := strings.TrimSpace(cur.String()); s != "" {
-		out = append(out, s)
+		out = append(out, Statement{SQL: s, Guard: guard})
+	} else if guard != nil {
+		return nil, fmt.Errorf("guard %q guards no statement", guard)
 	}
-	return out
+	return out, nil
 }
 
-// Migrate applies the migrations the database has not seen yet, in order, and returns the
-// versions it applied. A MySQL named lock makes concurrent runs (two pods starting the
-// migrate job) take turns instead of racing.
-func Migrate(ctx context.Context, db *gorm.DB) ([]int, error) {
+// parseGuard reads "-- if|unless column|index|constraint TABLE.OBJECT"; ok is false for any
+// other line.
+func parseGuard(line string) (Guard, bool, error) {
+	rest, ok := strings.CutPrefix(line, "--")
+	if !ok {
+		return Guard{}, false, nil
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 || (f[0] != "if" && f[0] != "unless") {
+		return Guard{}, false, nil
+	}
+	if len(f) != 3 {
+		return Guard{}, false, fmt.Errorf("guard %q: want -- if|unless column|index|constraint TABLE.NAME", line)
+	}
+	switch f[1] {
+	case "column", "index", "constraint":
+	default:
+		return Guard{}, false, fmt.Errorf("guard %q: kind %q: want column, index or constraint", line, f[1])
+	}
+	table, object, ok := strings.Cut(f[2], ".")
+	if !ok || table == "" || object == "" {
+		return Guard{}, false, fmt.Errorf("guard %q: want TABLE.NAME, not %q", line, f[2])
+	}
+	return Guard{WhenExists: f[0] == "if", Kind: f[1], Table: table, Object: object}, true, nil
+}
+
+// exists answers a guard's question from information_schema (MySQL 8 and MariaDB alike).
+func (g Guard) exists(ctx context.Context, q rowQuerier) (bool, error) {
+	var query string
+	switch g.Kind {
+	case "column":
+		query = `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`
+	case "index":
+		query = `SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`
+	case "constraint":
+		query = `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ? AND CONSTRAINT_NAME = ?`
+	default:
+		return false, fmt.Errorf("guard %s: unknown kind", g)
+	}
+	var n int
+	if err := q.QueryRowContext(ctx, query, g.Table, g.Object).Scan(&n); err != nil {
+		return false, fmt.Errorf("guard %s: %w", g, err)
+	}
+	return n > 0, nil
+}
+
+// rowQuerier is what the guards and the bookkeeping need from a connection.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Result is what a Migrate run did.
+type Result struct {
+	Applied []int // versions applied by this run, in order
+	// Resumed names the migrations an earlier run started and did not finish (the process
+	// or the connection died between two statements); this run finished them.
+	Resumed []string
+}
+
+// Migrate applies the migrations the database has not seen yet, in order. A MySQL named
+// lock makes concurrent runs (two pods starting the migrate job) take turns instead of
+// racing. Each migration is recorded before its first statement and marked finished after
+// its last, so an interrupted one is found, reported by name and finished by the next run
+// (its statements are guarded or idempotent). An applied migration whose file was edited
+// since is refused by name.
+func Migrate(ctx context.Context, db *gorm.DB) (Result, error) {
+	var res Result
 	migs, err := Migrations()
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: connection: %w", err)
+		return res, fmt.Errorf("migrate: connection: %w", err)
 	}
 	defer conn.Close()
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('seckill.migrate', 60)").Scan(&got); err != nil {
-		return nil, fmt.Errorf("migrate: lock: %w", err)
+		return res, fmt.Errorf("migrate: lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return nil, errors.New("migrate: another migration holds the lock")
+		return res, errors.New("migrate: another migration holds the lock")
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('seckill.migrate')")
 
+	if err := ensureMigrationsTable(ctx, conn); err != nil {
+		return res, err
+	}
+	applied, err := appliedMigrations(ctx, conn)
+	if err != nil {
+		return res, err
+	}
+	for _, m := range migs {
+		a, seen := applied[m.Version]
+		switch {
+		case seen && a.checksum == "":
+			// Applied before checksums were kept: adopt the file as it is now.
+			if _, err := conn.ExecContext(ctx, "UPDATE schema_migrations SET checksum = ? WHERE version = ?", m.Checksum, m.Version); err != nil {
+				return res, fmt.Errorf("migration %04d_%s: record checksum: %w", m.Version, m.Name, err)
+			}
+		case seen && a.checksum != m.Checksum:
+			return res, fmt.Errorf("migration %04d_%s was edited after it was applied (checksum %.12s recorded, %.12s now): "+
+				"restore the file and add the change as a new migration", m.Version, m.Name, a.checksum, m.Checksum)
+		}
+		if seen && a.finished {
+			continue
+		}
+		if seen {
+			res.Resumed = append(res.Resumed, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		} else if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, checksum, finished) VALUES (?, ?, ?, 0)",
+			m.Version, m.Name, m.Checksum); err != nil {
+			return res, fmt.Errorf("migration %04d_%s: record start: %w", m.Version, m.Name, err)
+		}
+		if err := runStatements(ctx, conn, m); err != nil {
+			return res, err
+		}
+		if _, err := conn.ExecContext(ctx, "UPDATE schema_migrations SET finished = 1, applied_at = CURRENT_TIMESTAMP(3) WHERE version = ?", m.Version); err != nil {
+			return res, fmt.Errorf("migration %04d_%s: record finish: %w", m.Version, m.Name, err)
+		}
+		res.Applied = append(res.Applied, m.Version)
+	}
+	if err := VerifyCollation(ctx, conn); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// runStatements runs m's statements in order, skipping each whose guard says it is done.
+func runStatements(ctx context.Context, conn *sql.Conn, m Migration) error {
+	for i, st := range m.Statements {
+		if st.Guard != nil {
+			exists, err := st.Guard.exists(ctx, conn)
+			if err != nil {
+				return fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
+			}
+			if exists != st.Guard.WhenExists {
+				continue
+			}
+		}
+		if _, err := conn.ExecContext(ctx, st.SQL); err != nil {
+			return fmt.Errorf("migration %04d_%s statement %d (of %d; the migration stays unfinished and the next run resumes it): %w",
+				m.Version, m.Name, i+1, len(m.Statements), err)
+		}
+	}
+	return nil
+}
+
+// ensureMigrationsTable creates schema_migrations, and adds the columns that runs before
+// checksums lacked (a migration recorded then was finished: it was recorded only after).
+func ensureMigrationsTable(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INT NOT NULL PRIMARY KEY,
 		name VARCHAR(128) NOT NULL,
-		applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)) ENGINE=InnoDB`); err != nil {
-		return nil, fmt.Errorf("migrate: schema_migrations: %w", err)
+		applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+		checksum CHAR(64) NOT NULL DEFAULT '',
+		finished TINYINT(1) NOT NULL DEFAULT 1) ENGINE=InnoDB`); err != nil {
+		return fmt.Errorf("migrate: schema_migrations: %w", err)
 	}
-	done := map[int]bool{}
-	rows, err := conn.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	for _, c := range []struct{ name, ddl string }{
+		{"checksum", "ALTER TABLE schema_migrations ADD COLUMN checksum CHAR(64) NOT NULL DEFAULT ''"},
+		{"finished", "ALTER TABLE schema_migrations ADD COLUMN finished TINYINT(1) NOT NULL DEFAULT 1"},
+	} {
+		g := Guard{Kind: "column", Table: "schema_migrations", Object: c.name}
+		exists, err := g.exists(ctx, conn)
+		if err != nil {
+			return fmt.Errorf("migrate: schema_migrations: %w", err)
+		}
+		if !exists {
+			if _, err := conn.ExecContext(ctx, c.ddl); err != nil {
+				return fmt.Errorf("migrate: schema_migrations add %s: %w", c.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+type appliedMigration struct {
+	checksum string
+	finished bool
+}
+
+func appliedMigrations(ctx context.Context, conn *sql.Conn) (map[int]appliedMigration, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT version, checksum, finished FROM schema_migrations")
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
 	}
+	defer rows.Close()
+	out := map[int]appliedMigration{}
 	for rows.Next() {
 		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return nil, err
+		var a appliedMigration
+		if err := rows.Scan(&v, &a.checksum, &a.finished); err != nil {
+			return nil, fmt.Errorf("migrate: read applied versions: %w", err)
 		}
-		done[v] = true
+		out[v] = a
 	}
-	rows.Close()
-
-	var applied []int
-	for _, m := range migs {
-		if done[m.Version] {
-			continue
-		}
-		for i, stmt := range m.Statements {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return applied, fmt.Errorf("migration %04d_%s statement %d: %w", m.Version, m.Name, i+1, err)
-			}
-		}
-		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", m.Version, m.Name); err != nil {
-			return applied, fmt.Errorf("migration %04d: record: %w", m.Version, err)
-		}
-		applied = append(applied, m.Version)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
 	}
-	if err := VerifyCollation(ctx, conn); err != nil {
-		return applied, err
-	}
-	return applied, nil
+	return out, nil
 }
 
 // identifierCollation is what every text column of the schema must compare with: bytes, so

@@ -1,25 +1,30 @@
--- Unpaid and cancelled orders give their stock back. Every statement is idempotent
--- (MariaDB's IF [NOT] EXISTS), so a migration interrupted half-way can run again.
+-- Unpaid and cancelled orders give their stock back. Every statement is idempotent (a guard
+-- the runner checks in information_schema, or CREATE TABLE IF NOT EXISTS), so a migration
+-- interrupted half-way can run again, on MySQL 8 as on MariaDB.
 
 -- Per activity: how long a succeeded order may stay unpaid (0: no timeout), and whether a
 -- buyer whose order was cancelled may grab the prize again in the same session.
-ALTER TABLE activities
-  ADD COLUMN IF NOT EXISTS payment_timeout_ms BIGINT NOT NULL DEFAULT 0,
-  ADD COLUMN IF NOT EXISTS regrab_after_cancel TINYINT(1) NOT NULL DEFAULT 0;
+-- unless column activities.payment_timeout_ms
+ALTER TABLE activities ADD COLUMN payment_timeout_ms BIGINT NOT NULL DEFAULT 0;
+-- unless column activities.regrab_after_cancel
+ALTER TABLE activities ADD COLUMN regrab_after_cancel TINYINT(1) NOT NULL DEFAULT 0;
 
 -- An order's life after its creation: paid (downstream said so) or cancelled (downstream, or
 -- the payment timeout), never both. No new index: these columns are written by conditional
 -- UPDATEs of single rows found by request id, never by the batched INSERT of the hot path,
 -- which leaves them NULL.
-ALTER TABLE orders
-  ADD COLUMN IF NOT EXISTS paid_at DATETIME(6) NULL,
-  ADD COLUMN IF NOT EXISTS cancelled_at DATETIME(6) NULL;
+-- unless column orders.paid_at
+ALTER TABLE orders ADD COLUMN paid_at DATETIME(6) NULL;
+-- unless column orders.cancelled_at
+ALTER TABLE orders ADD COLUMN cancelled_at DATETIME(6) NULL;
 
 -- The state rule, in the database: a succeeded order holds a slot; a rejected one holds none
 -- and is never paid; a cancelled one has a reason, its time, was never paid, and holds its
 -- slot only in an activity that does not let the buyer grab again (it released it otherwise).
-ALTER TABLE orders DROP CONSTRAINT IF EXISTS ck_order_outcome;
-ALTER TABLE orders ADD CONSTRAINT IF NOT EXISTS ck_order_state CHECK (
+-- if constraint orders.ck_order_outcome
+ALTER TABLE orders DROP CONSTRAINT ck_order_outcome;
+-- unless constraint orders.ck_order_state
+ALTER TABLE orders ADD CONSTRAINT ck_order_state CHECK (
   (status = 'succeeded' AND slot BETWEEN 1 AND per_user_limit AND reason = '' AND cancelled_at IS NULL) OR
   (status = 'rejected' AND slot IS NULL AND reason <> '' AND paid_at IS NULL AND cancelled_at IS NULL) OR
   (status = 'cancelled' AND (slot IS NULL OR slot BETWEEN 1 AND per_user_limit) AND reason <> ''
@@ -80,7 +85,9 @@ CREATE TABLE IF NOT EXISTS exception_cases (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- The final report counts cancellations and where their units went.
-ALTER TABLE session_reports
-  ADD COLUMN IF NOT EXISTS cancelled INT NOT NULL DEFAULT 0,
-  ADD COLUMN IF NOT EXISTS returned_for_resale INT NOT NULL DEFAULT 0,
-  ADD COLUMN IF NOT EXISTS returned_after_end INT NOT NULL DEFAULT 0;
+-- unless column session_reports.cancelled
+ALTER TABLE session_reports ADD COLUMN cancelled INT NOT NULL DEFAULT 0;
+-- unless column session_reports.returned_for_resale
+ALTER TABLE session_reports ADD COLUMN returned_for_resale INT NOT NULL DEFAULT 0;
+-- unless column session_reports.returned_after_end
+ALTER TABLE session_reports ADD COLUMN returned_after_end INT NOT NULL DEFAULT 0;

@@ -1,31 +1,43 @@
 -- The exceptions workbench: what no job can settle alone, one case per kind×key, handed to a
--- person. Every statement is idempotent (MariaDB's IF [NOT] EXISTS), so a migration
--- interrupted half-way can run again.
+-- person. Every statement is idempotent (a guard the runner checks in information_schema, or
+-- CREATE TABLE IF NOT EXISTS), so a migration interrupted half-way can run again.
 
 -- A case is keyed by its kind and a key of the kind's choosing (a request id, a dead
 -- letter's source, a session×prize), and carries where it happened, the evidence to judge
 -- it (JSON), and its state: open → replayed / resolved / dismissed, with who, when and why.
-ALTER TABLE exception_cases
-  ADD COLUMN IF NOT EXISTS case_key VARCHAR(200) NOT NULL DEFAULT '' AFTER kind,
-  ADD COLUMN IF NOT EXISTS session_id BIGINT UNSIGNED NULL,
-  ADD COLUMN IF NOT EXISTS prize_id BIGINT UNSIGNED NULL,
-  ADD COLUMN IF NOT EXISTS user_id VARCHAR(64) NOT NULL DEFAULT '',
-  ADD COLUMN IF NOT EXISTS evidence MEDIUMTEXT NULL,
-  ADD COLUMN IF NOT EXISTS state VARCHAR(16) NOT NULL DEFAULT 'open',
-  ADD COLUMN IF NOT EXISTS state_changed_by VARCHAR(64) NOT NULL DEFAULT '',
-  ADD COLUMN IF NOT EXISTS state_changed_at DATETIME(6) NULL,
-  ADD COLUMN IF NOT EXISTS state_note VARCHAR(1024) NOT NULL DEFAULT '';
+-- unless column exception_cases.case_key
+ALTER TABLE exception_cases ADD COLUMN case_key VARCHAR(200) NOT NULL DEFAULT '' AFTER kind;
+-- unless column exception_cases.session_id
+ALTER TABLE exception_cases ADD COLUMN session_id BIGINT UNSIGNED NULL;
+-- unless column exception_cases.prize_id
+ALTER TABLE exception_cases ADD COLUMN prize_id BIGINT UNSIGNED NULL;
+-- unless column exception_cases.user_id
+ALTER TABLE exception_cases ADD COLUMN user_id VARCHAR(64) NOT NULL DEFAULT '';
+-- unless column exception_cases.evidence
+ALTER TABLE exception_cases ADD COLUMN evidence MEDIUMTEXT NULL;
+-- unless column exception_cases.state
+ALTER TABLE exception_cases ADD COLUMN state VARCHAR(16) NOT NULL DEFAULT 'open';
+-- unless column exception_cases.state_changed_by
+ALTER TABLE exception_cases ADD COLUMN state_changed_by VARCHAR(64) NOT NULL DEFAULT '';
+-- unless column exception_cases.state_changed_at
+ALTER TABLE exception_cases ADD COLUMN state_changed_at DATETIME(6) NULL;
+-- unless column exception_cases.state_note
+ALTER TABLE exception_cases ADD COLUMN state_note VARCHAR(1024) NOT NULL DEFAULT '';
 
 -- The cases of 0007 were keyed by request id.
 UPDATE exception_cases SET case_key = request_id WHERE case_key = '';
 
-ALTER TABLE exception_cases
-  DROP INDEX IF EXISTS uq_exception_case,
-  ADD UNIQUE KEY IF NOT EXISTS uq_exception_case_key (kind, case_key),
-  ADD KEY IF NOT EXISTS ix_exception_state (state, last_seen_at),
-  ADD KEY IF NOT EXISTS ix_exception_session (session_id, last_seen_at);
+-- if index exception_cases.uq_exception_case
+ALTER TABLE exception_cases DROP INDEX uq_exception_case;
+-- unless index exception_cases.uq_exception_case_key
+ALTER TABLE exception_cases ADD UNIQUE KEY uq_exception_case_key (kind, case_key);
+-- unless index exception_cases.ix_exception_state
+ALTER TABLE exception_cases ADD KEY ix_exception_state (state, last_seen_at);
+-- unless index exception_cases.ix_exception_session
+ALTER TABLE exception_cases ADD KEY ix_exception_session (session_id, last_seen_at);
 
-ALTER TABLE exception_cases ADD CONSTRAINT IF NOT EXISTS ck_exception_state
+-- unless constraint exception_cases.ck_exception_state
+ALTER TABLE exception_cases ADD CONSTRAINT ck_exception_state
   CHECK (state IN ('open', 'replayed', 'resolved', 'dismissed'));
 
 -- Every operator action on a case, refused ones included: the workbench's audit.
