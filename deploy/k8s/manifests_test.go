@@ -116,8 +116,12 @@ func TestRefusesBrokenOverlays(t *testing.T) {
 		{"shutdown timeout raised past the grace period", config("SECKILL_SHUTDOWN_TIMEOUT=30s"), "",
 			"terminationGracePeriodSeconds 45 is shorter than its shutdown: preStop 5s + 2 x SECKILL_SHUTDOWN_TIMEOUT 30s"},
 		{"value pkg/config refuses", config("SECKILL_BATCH_WAIT=5"), "", `pkg/config refuses its environment: configuration: SECKILL_BATCH_WAIT="5"`},
-		{"readiness on the admin port", withPatch, gateway + "      containers:\n        - name: gateway\n          readinessProbe: {httpGet: {path: /readyz, port: admin}}\n",
+		{"readiness on the admin port", withPatch, gateway + "      containers:\n        - name: gateway\n          readinessProbe: {httpGet: {path: /healthz, port: admin}}\n",
 			"readinessProbe on port admin (8081), want 8080"},
+		{"gateway readiness on readyz", withPatch, gateway + "      containers:\n        - name: gateway\n          readinessProbe: {httpGet: {path: /readyz, port: http}}\n",
+			`readinessProbe on path "/readyz", want /healthz`},
+		{"consumer readiness on healthz", withPatch, consumer + "      containers:\n        - name: consumer\n          readinessProbe: {httpGet: {path: /healthz, port: ops}}\n",
+			`readinessProbe on path "/healthz", want /readyz`},
 		{"liveness on readyz", withPatch, consumer + "      containers:\n        - name: consumer\n          livenessProbe: {httpGet: {path: /readyz, port: ops}}\n",
 			`livenessProbe on path "/readyz"`},
 		{"listening on loopback", config("SECKILL_CONSUMER_ADDR=127.0.0.1:8082"), "", "listens on one address only"},
@@ -140,6 +144,8 @@ func TestRefusesBrokenOverlays(t *testing.T) {
 			"", "Deployment seckill-consumer (consumer): no PodDisruptionBudget"},
 		{"no migration Job", "resources: [../production]\npatches:\n  - target: {kind: Job, name: seckill-migrate}\n    patch: |-\n      $patch: delete\n      apiVersion: batch/v1\n      kind: Job\n      metadata: {name: seckill-migrate}\n",
 			"", "want one migration Job"},
+		{"migration step without its ConfigMap", "resources: [../production]\npatches:\n  - target: {kind: ConfigMap, name: seckill-config}\n    patch: |-\n      - {op: remove, path: /metadata/labels/seckill.io~1step}\n",
+			"", "no label seckill.io/step=migrate, so the migration step would not apply it"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,10 @@ const accessLabel = "seckill.io/access"
 
 var accessValues = []string{"operator", "monitoring"}
 
+// stepLabel marks what `kubectl apply -k OVERLAY -l seckill.io/step=migrate` applies before
+// the services (docs/kubernetes.md): the migration Job and everything it needs to start.
+const stepLabel, stepMigrate = "seckill.io/step", "migrate"
+
 // shutdownMargin is what a grace period keeps beyond the services' own drain budget, for
 // closing clients after the drain.
 const shutdownMargin = 5 * time.Second
@@ -302,7 +306,7 @@ func (c *checker) deployment(d *appsv1.Deployment, want shape, byRole map[string
 			c.fail("%s: %s port %d is not a containerPort", where, l.name, port)
 		}
 	}
-	c.probes(where, ctr, ports[probeVar])
+	c.probes(where, r, ctr, ports[probeVar])
 
 	preStop := int64(0)
 	if ctr.Lifecycle != nil && ctr.Lifecycle.PreStop != nil && ctr.Lifecycle.PreStop.Sleep != nil {
@@ -391,16 +395,22 @@ func spreadsOverNodes(pod corev1.PodSpec) bool {
 	return false
 }
 
-// probes: liveness on /healthz, readiness on /readyz (startup, if any, on /healthz), all on
-// the listener the service serves them on.
-func (c *checker) probes(where string, ctr corev1.Container, port int32) {
+// readinessPath is the path each service's readiness probe asks. The gateway's is /healthz:
+// its Service must keep every gateway while a shared dependency fails over (README, "The
+// cluster profile": the proxy checks /healthz for the same reason); the others route no
+// traffic, and their readiness says their servers answer.
+var readinessPath = map[string]string{"gateway": "/healthz", "consumer": "/readyz", "reconciler": "/readyz"}
+
+// probes: liveness on /healthz, readiness on readinessPath (startup, if any, on /healthz),
+// all on the listener the service serves them on.
+func (c *checker) probes(where, role string, ctr corev1.Container, port int32) {
 	for _, p := range []struct {
 		kind, path string
 		probe      *corev1.Probe
 		required   bool
 	}{
 		{"livenessProbe", "/healthz", ctr.LivenessProbe, true},
-		{"readinessProbe", "/readyz", ctr.ReadinessProbe, true},
+		{"readinessProbe", readinessPath[role], ctr.ReadinessProbe, true},
 		{"startupProbe", "/healthz", ctr.StartupProbe, false},
 	} {
 		if p.probe == nil {
@@ -669,6 +679,40 @@ func accessPeer(peer networkingv1.NetworkPolicyPeer) error {
 	return fmt.Errorf("pods not required to carry %s in %v (selector %q)", accessLabel, accessValues, sel.String())
 }
 
+// migrationStep: the documented first step (apply only what carries the step label, wait
+// for the Job) works only if the Job and all it needs carry the label.
+func (c *checker) migrationStep(job string, pod corev1.PodSpec) {
+	need := map[string]map[string]string{} // what -> its labels
+	for _, j := range c.m.jobs {
+		if j.Name == job {
+			need["Job "+j.Name] = j.Labels
+		}
+	}
+	for _, ef := range pod.Containers[0].EnvFrom {
+		if ef.ConfigMapRef != nil {
+			if cm, ok := c.m.configMaps[ef.ConfigMapRef.Name]; ok {
+				need["ConfigMap "+cm.Name] = cm.Labels
+			}
+		}
+	}
+	for _, sa := range c.m.serviceAccts {
+		if sa.Name == pod.ServiceAccountName {
+			need["ServiceAccount "+sa.Name] = sa.Labels
+		}
+	}
+	if _, ok := need["ServiceAccount "+pod.ServiceAccountName]; !ok && pod.ServiceAccountName != "" {
+		c.fail("Job %s: ServiceAccount %s is not in the manifests", job, pod.ServiceAccountName)
+	}
+	for _, ns := range c.m.namespaces {
+		need["Namespace "+ns.Name] = ns.Labels
+	}
+	for what, l := range need {
+		if l[stepLabel] != stepMigrate {
+			c.fail("%s: no label %s=%s, so the migration step would not apply it before the Job %s", what, stepLabel, stepMigrate, job)
+		}
+	}
+}
+
 func (c *checker) migrationJob() {
 	found := 0
 	for _, j := range c.m.jobs {
@@ -693,6 +737,7 @@ func (c *checker) migrationJob() {
 		if _, err := config.LoadCommon(func(k string) string { return env[k] }); err != nil {
 			c.fail("%s: pkg/config refuses its environment: %v", where, err)
 		}
+		c.migrationStep(j.Name, pod)
 	}
 	if found != 1 {
 		c.fail("want one migration Job (gateway migrate), found %d", found)
