@@ -92,7 +92,7 @@ func TestDriftLeftUncorrectedBecomesACase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := driftJob{catalog: store.NewCatalog(e.db, time.Now), gate: movedGate{e.gate}, orders: store.NewOrders(e.db),
+	j := driftJob{catalog: store.NewCatalog(e.db, time.Now), gate: movedGate{e.gate}, returns: store.NewReturns(e.db), orders: store.NewOrders(e.db),
 		lag: grabLag{reader: admin, group: e.env["SECKILL_CONSUMER_GROUP"], topic: e.topics.Grab}, grace: time.Hour,
 		cases: store.NewExceptions(e.db), caseRuns: 2, metrics: newDriftMetrics(prometheus.NewRegistry()),
 		log: slog.New(slog.DiscardHandler), now: time.Now}

@@ -31,7 +31,8 @@ type paymentOrders interface {
 
 // redisReturns lists and stamps the cancellations whose Redis step is still to make.
 type redisReturns interface {
-	PendingRedis(ctx context.Context, limit int) ([]store.StockReturn, error)
+	PendingRedisPrizes(ctx context.Context) ([]store.PendingPrize, error)
+	PendingRedisOf(ctx context.Context, sessionID, prizeID int64, limit int) ([]store.StockReturn, error)
 	MarkRedisDone(ctx context.Context, orderIDs []int64, at time.Time) error
 }
 
@@ -65,7 +66,10 @@ type unitReturner interface {
 // The script is at most once per request id, and a rebuild records the units it counted,
 // so the sweep can never add a unit twice; it is not fenced for the same reason (each batch
 // still checks the fence first). A step whose keys are gone for good (the session ended
-// more than the key grace ago) has nothing left to do in Redis and is stamped done.
+// more than the key grace ago) has nothing left to do in Redis and is stamped done. It pages
+// per prize (the sweep budget shared among the prizes with pending steps, at least one step
+// each), and one prize's failure does not stop the others: a prize whose steps keep failing
+// or waiting cannot starve the rest behind its own oldest rows.
 type paymentJob struct {
 	catalog paymentCatalog
 	orders  paymentOrders
@@ -119,7 +123,8 @@ func (paymentJob) Name() string { return "payment" }
 
 func (j paymentJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	sum := map[string]int64{"due": 0, "cancelled": 0, "paid_meanwhile": 0, "units_returned": 0, "outcomes_marked": 0,
-		"swept": 0, "waiting_for_keys": 0, "capped": 0, "deferred_feedback_behind": 0, "deferred_relay_behind": 0}
+		"swept": 0, "waiting_for_keys": 0, "capped": 0, "deferred_feedback_behind": 0, "deferred_relay_behind": 0,
+		"sweep_failed_prizes": 0}
 	now := j.now()
 	var errs []error
 	if err := j.timeouts(ctx, fence, now, sum); err != nil {
@@ -242,21 +247,34 @@ func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, f *store.Fenc
 	return j.redisStep(ctx, fence, now, res.Returns, sum)
 }
 
-// sweepReturns completes the Redis steps left pending, oldest first.
+// sweepReturns completes the Redis steps left pending, oldest first within each prize, a
+// page per prize.
 func (j paymentJob) sweepReturns(ctx context.Context, fence lease.Fence, now time.Time, sum map[string]int64) error {
-	pending, err := j.returns.PendingRedis(ctx, j.sweep)
-	if err != nil {
+	prizes, err := j.returns.PendingRedisPrizes(ctx)
+	if err != nil || len(prizes) == 0 {
 		return err
 	}
-	if len(pending) == 0 {
-		return nil
-	}
+	page := max(1, (j.sweep+len(prizes)-1)/len(prizes))
 	before := sum["units_returned"] + sum["outcomes_marked"]
-	if err := j.redisStep(ctx, fence, now, pending, sum); err != nil {
-		return err
+	defer func() { sum["swept"] += sum["units_returned"] + sum["outcomes_marked"] - before }()
+	var errs []error
+	for _, p := range prizes {
+		if ctx.Err() != nil {
+			break
+		}
+		pending, err := j.returns.PendingRedisOf(ctx, p.SessionID, p.PrizeID, page)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if err := j.redisStep(ctx, fence, now, pending, sum); err != nil {
+			if errors.Is(err, lease.ErrStale) {
+				return errors.Join(append(errs, err)...)
+			}
+			sum["sweep_failed_prizes"]++
+			errs = append(errs, fmt.Errorf("session %d prize %d: %w", p.SessionID, p.PrizeID, err))
+		}
 	}
-	sum["swept"] += sum["units_returned"] + sum["outcomes_marked"] - before
-	return nil
+	return errors.Join(errs...)
 }
 
 // redisStep runs the Redis side of cancellations and stamps what it completed. Steps whose

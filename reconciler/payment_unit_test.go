@@ -70,8 +70,12 @@ func (o *payOrders) ApplyFeedback(_ context.Context, _ *store.Fence, _, _ int64,
 
 type noReturns struct{}
 
-func (noReturns) PendingRedis(context.Context, int) ([]store.StockReturn, error) { return nil, nil }
-func (noReturns) MarkRedisDone(context.Context, []int64, time.Time) error        { return nil }
+func (noReturns) PendingRedis(context.Context, int) ([]store.StockReturn, error)   { return nil, nil }
+func (noReturns) PendingRedisPrizes(context.Context) ([]store.PendingPrize, error) { return nil, nil }
+func (noReturns) PendingRedisOf(context.Context, int64, int64, int) ([]store.StockReturn, error) {
+	return nil, nil
+}
+func (noReturns) MarkRedisDone(context.Context, []int64, time.Time) error { return nil }
 func (noReturns) ReturnAll(context.Context, []stock.UnitReturn) (stock.ReturnReport, error) {
 	return stock.ReturnReport{}, nil
 }

@@ -236,6 +236,11 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
 	}
+	// The lifecycle job keeps the keys of a prize with pending reservations until now plus
+	// the key grace, each run: a run must come before that expiry.
+	if c.Interval >= c.KeyGrace {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_RECONCILE_INTERVAL=%s: not shorter than SECKILL_KEY_GRACE (%s): keys kept for pending reservations would expire between runs", c.Interval, c.KeyGrace))
+	}
 	// A live gateway's last committed beat can be one interval plus one report's timeout old;
 	// a shorter limit would take a gateway that is merely between beats for dead.
 	if c.GatewayDeadAfter <= 2*GatewayHeartbeat {

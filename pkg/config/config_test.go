@@ -142,3 +142,28 @@ func TestGatewayDeadAfter(t *testing.T) {
 		})
 	}
 }
+
+// The lifecycle job keeps the keys of a prize with pending reservations one key grace at a
+// time: a reconciler that runs less often would let them expire between runs.
+func TestReconcileIntervalShorterThanKeyGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name, interval, grace string
+		ok                    bool
+	}{
+		{"defaults", "", "", true},
+		{"shorter", "30m", "1h", true},
+		{"equal", "1h", "1h", false},
+		{"longer", "10m", "5m", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			if tc.interval != "" {
+				env["SECKILL_RECONCILE_INTERVAL"], env["SECKILL_KEY_GRACE"] = tc.interval, tc.grace
+			}
+			_, err := LoadReconciler(getenv(env))
+			if (err == nil) != tc.ok {
+				t.Fatalf("interval %q, grace %q: %v, want ok=%v", tc.interval, tc.grace, err, tc.ok)
+			}
+		})
+	}
+}

@@ -75,6 +75,7 @@ const (
 	CaseDriftUncorrected    = "drift_uncorrected"    // Redis stock stayed drifted from MySQL's for several runs
 	CaseStaleReservation    = "stale_reservation"    // a reservation stayed without an order after re-publishing
 	CaseCompensationFailing = "compensation_failing" // the compensation replay keeps failing on one event
+	CaseReplayGap           = "replay_gap"           // the compensation replay's stored position was gone (retention, a recreated topic)
 )
 
 // Exception case states: a case opens when detected, and a person replays it (the events go

@@ -437,6 +437,75 @@ func (r *Returns) PendingRedis(ctx context.Context, limit int) ([]StockReturn, e
 	return out, nil
 }
 
+// PendingPrize is a session×prize with returns whose Redis step is still to make.
+type PendingPrize struct {
+	SessionID, PrizeID int64
+	Pending            int
+}
+
+// PendingRedisPrizes returns every session×prize with returns whose Redis step is still to
+// make, the one with the oldest such return first. The sweep pages per prize from it, so a
+// prize whose returns keep failing (its keys missing, its script erroring) cannot hold the
+// others behind its own oldest rows.
+func (r *Returns) PendingRedisPrizes(ctx context.Context) ([]PendingPrize, error) {
+	var rows []PendingPrize
+	err := r.db.WithContext(ctx).Raw(`SELECT session_id, prize_id, COUNT(*) AS pending FROM stock_returns
+		WHERE redis_done_at IS NULL GROUP BY session_id, prize_id ORDER BY MIN(order_id)`).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("prizes with pending redis returns: %w", err)
+	}
+	return rows, nil
+}
+
+// PendingRedisOf returns up to limit returns of one session×prize whose Redis step is not
+// known to have run, oldest first.
+func (r *Returns) PendingRedisOf(ctx context.Context, sessionID, prizeID int64, limit int) ([]StockReturn, error) {
+	var rows []returnRow
+	err := r.db.WithContext(ctx).Where("session_id = ? AND prize_id = ? AND redis_done_at IS NULL", sessionID, prizeID).
+		Order("order_id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("pending redis returns of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	out := make([]StockReturn, len(rows))
+	for i, row := range rows {
+		out[i] = row.domain()
+	}
+	return out, nil
+}
+
+// DoneForResale returns, by request id, the order ids of one session×prize's returns for
+// resale whose Redis step is stamped done: each of their request ids was in the prize's
+// returned hash when it was stamped (the script writes it before the stamp).
+func (r *Returns) DoneForResale(ctx context.Context, sessionID, prizeID int64) (map[string]int64, error) {
+	var rows []returnRow
+	err := r.db.WithContext(ctx).Select("order_id", "request_id").
+		Where("session_id = ? AND prize_id = ? AND resale AND redis_done_at IS NOT NULL", sessionID, prizeID).
+		Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("done redis returns of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, row := range rows {
+		out[row.RequestID] = row.OrderID
+	}
+	return out, nil
+}
+
+// ClearRedisDone removes the done stamp of returns (by order id) whose Redis effect was
+// lost (a Redis failover lost the script's write), so the sweep makes their Redis step
+// again; the step is at most once per request id, so clearing too much costs a round trip.
+func (r *Returns) ClearRedisDone(ctx context.Context, orderIDs []int64) error {
+	if len(orderIDs) == 0 {
+		return nil
+	}
+	err := r.db.WithContext(ctx).Model(&returnRow{}).Where("order_id IN ? AND redis_done_at IS NOT NULL", orderIDs).
+		Update("redis_done_at", nil).Error
+	if err != nil {
+		return fmt.Errorf("clear redis done stamps: %w", err)
+	}
+	return nil
+}
+
 // CountPendingRedis returns how many returns wait for their Redis step (a metric).
 func (r *Returns) CountPendingRedis(ctx context.Context) (int64, error) {
 	var n int64

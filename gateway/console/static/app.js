@@ -677,7 +677,7 @@
   const caseStates = [['open', 'open'], ['replayed', 'replayed'], ['resolved', 'resolved'], ['dismissed', 'dismissed'], ['', 'all']];
   // The kinds of pkg/seckill (Case*), offered as suggestions; any other kind can be typed.
   const knownKinds = ['dead_letter', 'admitted_rejected', 'drift_uncorrected', 'stale_reservation', 'compensation_failing',
-    'unknown_order', 'feedback_for_rejected', 'cancel_after_paid', 'paid_after_cancel'];
+    'replay_gap', 'unknown_order', 'feedback_for_rejected', 'cancel_after_paid', 'paid_after_cancel'];
 
   function renderExceptions(page, m, stale) {
     const q = new URLSearchParams(m[1] || 'state=open');
