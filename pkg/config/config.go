@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // Defaults match deploy/local/stack, so a service started next to the local stack needs no
@@ -20,28 +23,50 @@ const (
 
 // Common is what every deployable needs: where the servers are and how to log and stop.
 type Common struct {
-	RedisAddr       string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
-	RedisPassword   string
-	RedisTimeout    time.Duration // read timeout of one Redis call (go-redis retries after it)
-	MySQLDSN        string
-	KafkaBrokers    []string
-	Topics          event.Topics
-	LogLevel        slog.Level
-	ShutdownTimeout time.Duration
-	KeyGrace        time.Duration // Redis keys of a session live until its end + KeyGrace
+	RedisAddr     string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
+	RedisUsername string // ACL user ("" is Redis's default user)
+	RedisPassword string
+	RedisTLS      *tls.Config   // nil: plaintext
+	RedisTimeout  time.Duration // read timeout of one Redis call (go-redis retries after it)
+	MySQLDSN      string
+	MySQLPassword string      // overrides the DSN's, so the secret need not be in the DSN
+	MySQLTLS      *tls.Config // nil: as the DSN says (plaintext by default)
+	// The DDL user's DSN and password for gateway migrate; the services run as a DML-only user.
+	MySQLMigrateDSN      string
+	MySQLMigratePassword string
+	Kafka                event.Security // SASL and TLS of every Kafka client
+	KafkaBrokers         []string
+	Topics               event.Topics
+	LogLevel             slog.Level
+	ShutdownTimeout      time.Duration
+	KeyGrace             time.Duration // Redis keys of a session live until its end + KeyGrace
 }
 
 func readCommon(r *reader) Common {
 	c := Common{
-		RedisAddr:       r.addrs("SECKILL_REDIS_ADDR", DefaultRedisAddr),
-		RedisPassword:   r.getenv("SECKILL_REDIS_PASSWORD"),
-		RedisTimeout:    r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
-		MySQLDSN:        r.str("SECKILL_MYSQL_DSN", DefaultMySQLDSN),
-		KafkaBrokers:    r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
-		Topics:          event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
-		LogLevel:        r.level("SECKILL_LOG_LEVEL", "info"),
-		ShutdownTimeout: r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
-		KeyGrace:        r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
+		RedisAddr:            r.addrs("SECKILL_REDIS_ADDR", DefaultRedisAddr),
+		RedisUsername:        r.str("SECKILL_REDIS_USERNAME", ""),
+		RedisPassword:        r.secretValue("SECKILL_REDIS_PASSWORD"),
+		RedisTLS:             r.tlsClient("SECKILL_REDIS"),
+		RedisTimeout:         r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
+		MySQLDSN:             strings.TrimSpace(r.secretValue("SECKILL_MYSQL_DSN")),
+		MySQLPassword:        r.secretValue("SECKILL_MYSQL_PASSWORD"),
+		MySQLTLS:             r.tlsClient("SECKILL_MYSQL"),
+		MySQLMigrateDSN:      strings.TrimSpace(r.secretValue("SECKILL_MYSQL_MIGRATE_DSN")),
+		MySQLMigratePassword: r.secretValue("SECKILL_MYSQL_MIGRATE_PASSWORD"),
+		KafkaBrokers:         r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
+		Topics:               event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
+		LogLevel:             r.level("SECKILL_LOG_LEVEL", "info"),
+		ShutdownTimeout:      r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
+		KeyGrace:             r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
+	}
+	if c.MySQLDSN == "" {
+		c.MySQLDSN = DefaultMySQLDSN
+	}
+	if c.MySQLMigrateDSN == "" {
+		// Without a DDL user of its own, migrate runs as the service user (the local stack's
+		// one user does both).
+		c.MySQLMigrateDSN, c.MySQLMigratePassword = c.MySQLDSN, c.MySQLPassword
 	}
 	// Optimistic locking counts matched rows and session windows are times: without these
 	// two DSN options the consumer would misread conflicts and the schedule.
@@ -50,16 +75,59 @@ func readCommon(r *reader) Common {
 			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_DSN must contain %s", opt))
 		}
 	}
+	for _, d := range []struct{ key, dsn string }{{"SECKILL_MYSQL_DSN", c.MySQLDSN}, {"SECKILL_MYSQL_MIGRATE_DSN", c.MySQLMigrateDSN}} {
+		// The driver's parse errors quote no part of the DSN, so they may be shown.
+		if err := store.CheckDSN(d.dsn, c.MySQLTLS != nil); err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s: %w", d.key, err))
+		}
+	}
+	c.Kafka = r.kafkaSecurity()
 	if err := c.Topics.Validate(); err != nil {
 		r.errs = append(r.errs, err)
 	}
 	return c
 }
 
+func (r *reader) kafkaSecurity() event.Security {
+	sec, err := event.NewSecurity(event.SecurityConfig{
+		Mechanism: r.str("SECKILL_KAFKA_SASL_MECHANISM", "none"),
+		Username:  r.str("SECKILL_KAFKA_USERNAME", ""),
+		Password:  r.secretValue("SECKILL_KAFKA_PASSWORD"),
+		TLS:       r.tlsClient("SECKILL_KAFKA"),
+	})
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_KAFKA_SASL_MECHANISM, SECKILL_KAFKA_USERNAME, SECKILL_KAFKA_PASSWORD: %w", err))
+	}
+	return sec
+}
+
+// LoadKafkaSecurity reads only the Kafka SASL and TLS settings (for tools such as kafkainit).
+func LoadKafkaSecurity(getenv func(string) string) (event.Security, error) {
+	r := newReader(getenv)
+	s := r.kafkaSecurity()
+	return s, r.err()
+}
+
+// Redis is how the services reach Redis (stock.Dial).
+func (c Common) Redis() stock.Options {
+	return stock.Options{Addr: c.RedisAddr, Username: c.RedisUsername, Password: c.RedisPassword,
+		TLS: c.RedisTLS, ReadTimeout: c.RedisTimeout}
+}
+
+// MySQL is how the services reach MySQL, as the DML user (store.Connect).
+func (c Common) MySQL() store.Conn {
+	return store.Conn{DSN: c.MySQLDSN, Password: c.MySQLPassword, TLS: c.MySQLTLS}
+}
+
+// MySQLMigrate is how gateway migrate reaches MySQL, as the DDL user.
+func (c Common) MySQLMigrate() store.Conn {
+	return store.Conn{DSN: c.MySQLMigrateDSN, Password: c.MySQLMigratePassword, TLS: c.MySQLTLS}
+}
+
 // LoadCommon reads only the shared settings (for one-shot commands such as migrate, which
 // need no secrets).
 func LoadCommon(getenv func(string) string) (Common, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	c := readCommon(r)
 	return c, r.err()
 }
@@ -102,7 +170,7 @@ type Gateway struct {
 
 // LoadGateway reads the gateway's configuration.
 func LoadGateway(getenv func(string) string) (Gateway, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	g := Gateway{
 		Common:      readCommon(r),
 		HTTPAddr:    r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
@@ -142,7 +210,7 @@ type Consumer struct {
 
 // LoadConsumer reads the consumer's configuration.
 func LoadConsumer(getenv func(string) string) (Consumer, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	c := Consumer{
 		Common:    readCommon(r),
 		HTTPAddr:  r.str("SECKILL_CONSUMER_ADDR", "127.0.0.1:8082"),
@@ -177,7 +245,7 @@ type Reconciler struct {
 
 // LoadReconciler reads the reconciler's configuration.
 func LoadReconciler(getenv func(string) string) (Reconciler, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	c := Reconciler{
 		Common:      readCommon(r),
 		HTTPAddr:    r.str("SECKILL_RECONCILER_ADDR", "127.0.0.1:8083"),

@@ -4,21 +4,31 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/certs"
 )
 
 // reader reads typed values from a getenv function and collects every problem, so a
 // misconfigured service reports all of its bad variables at once.
 type reader struct {
-	getenv func(string) string
-	errs   []error
+	getenv   func(string) string
+	readFile func(string) ([]byte, error) // os.ReadFile unless a test says otherwise
+	errs     []error
+}
+
+func newReader(getenv func(string) string) *reader {
+	return &reader{getenv: getenv, readFile: os.ReadFile}
 }
 
 func (r *reader) str(key, def string) string {
@@ -28,11 +38,47 @@ func (r *reader) str(key, def string) string {
 	return def
 }
 
-func (r *reader) secret(key string, minLen int) string {
-	v := r.getenv(key)
+// secretValue reads a secret from key or from the file key_FILE names (a mounted
+// Kubernetes secret; trailing newlines trimmed). Errors name the variables and the path,
+// never the content.
+func (r *reader) secretValue(key string) string {
+	v, path := r.getenv(key), strings.TrimSpace(r.getenv(key+"_FILE"))
 	switch {
+	case path == "":
+		return v
+	case v != "":
+		r.errs = append(r.errs, fmt.Errorf("%s and %s_FILE are both set: set one", key, key))
+		return ""
+	}
+	b, err := r.readFile(path)
+	if err != nil {
+		// os.ReadFile's error names the path and the reason (no such file, permission).
+		r.errs = append(r.errs, fmt.Errorf("%s_FILE=%s: %w", key, path, unwrapPath(err)))
+		return ""
+	}
+	v = strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		r.errs = append(r.errs, fmt.Errorf("%s_FILE=%s: the file is empty", key, path))
+	}
+	return v
+}
+
+// unwrapPath drops the path from a *fs.PathError (the caller names it already).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot %s it: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+func (r *reader) secret(key string, minLen int) string {
+	v := r.secretValue(key)
+	switch {
+	case v == "" && strings.TrimSpace(r.getenv(key+"_FILE")) != "":
+		// already reported by secretValue
 	case v == "":
-		r.errs = append(r.errs, fmt.Errorf("%s is required", key))
+		r.errs = append(r.errs, fmt.Errorf("%s is required (or %s_FILE, a file holding it)", key, key))
 	case len(v) < minLen:
 		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
 	}
@@ -138,4 +184,32 @@ func (r *reader) err() error {
 		return nil
 	}
 	return fmt.Errorf("configuration: %w", errors.Join(r.errs...))
+}
+
+// tlsClient reads one server's TLS settings: PREFIX_TLS switches TLS on; PREFIX_CA_FILE (the
+// server's CA; empty trusts the system roots), PREFIX_CERT_FILE and PREFIX_KEY_FILE (a client
+// certificate) and PREFIX_TLS_SERVER_NAME refine it. It returns nil when TLS is off. Files
+// are read now, so a missing or bad one stops the service before it connects anywhere.
+func (r *reader) tlsClient(prefix string) *tls.Config {
+	on := r.boolean(prefix+"_TLS", false)
+	f := certs.Files{
+		CAFile:     strings.TrimSpace(r.getenv(prefix + "_CA_FILE")),
+		CertFile:   strings.TrimSpace(r.getenv(prefix + "_CERT_FILE")),
+		KeyFile:    strings.TrimSpace(r.getenv(prefix + "_KEY_FILE")),
+		ServerName: strings.TrimSpace(r.getenv(prefix + "_TLS_SERVER_NAME")),
+	}
+	if !on {
+		if f != (certs.Files{}) {
+			// A CA file without TLS would leave the connection in plaintext while the
+			// operator believes it is verified.
+			r.errs = append(r.errs, fmt.Errorf("%s_CA_FILE, _CERT_FILE, _KEY_FILE or _TLS_SERVER_NAME set without %s_TLS=true", prefix, prefix))
+		}
+		return nil
+	}
+	c, err := certs.Client(f, r.readFile)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s TLS: %w", prefix, err))
+		return nil
+	}
+	return c
 }
