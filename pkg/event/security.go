@@ -153,7 +153,9 @@ func (o Op) String() string { return string(o) }
 // services ride out a Kafka outage. A metadata answer proves DESCRIBE, which every topic ACL
 // implies; a WRITE or READ denied beyond DESCRIBE surfaces at the first write or fetch.
 func (a *Admin) CheckAccess(ctx context.Context, needs ...Need) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Bounded: brokers that hang (an outage) delay the start by this much at most, and are
+	// not a refusal.
+	ctx, cancel := context.WithTimeout(ctx, checkAccessBudget)
 	defer cancel()
 	if err := a.probeTLS(ctx); err != nil {
 		return err
@@ -198,6 +200,9 @@ func (a *Admin) probeTLS(ctx context.Context) error {
 	}
 	return nil
 }
+
+// checkAccessBudget bounds CheckAccess.
+const checkAccessBudget = 5 * time.Second
 
 // authorization reports a broker's ACL refusal.
 func authorization(err error) bool {
