@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,89 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A Redis that speaks TLS only (a private redis-server with a test CA and the services' ACL
+// user, the default user off): the service's user over TLS runs the gate; a plaintext
+// client, an untrusted CA and a client without the user are refused, each named.
+func TestTLSRedisWithServiceUser(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not installed")
+		}
+		t.Skip("redis-server not installed")
+	}
+	ca, other := certtest.NewCA(t), certtest.NewCA(t)
+	certFile, keyFile := ca.LeafFiles(t)
+	addr := stacktest.FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	const user, password = "seckill-gateway", "tls-user-password-1234"
+	args := []string{"--bind", "127.0.0.1", "--port", "0", "--tls-port", port,
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", ca.CAFile(t), "--tls-auth-clients", "no",
+		"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", t.TempDir(),
+		"--user", "default", "off", "--user", user, "on", ">" + password}
+	args = append(args, strings.Fields(serviceACL)...)
+	srv := exec.Command(bin, args...)
+	var stderr strings.Builder
+	srv.Stdout, srv.Stderr = &stderr, &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+
+	trusted := &tls.Config{RootCAs: x509.NewCertPool()}
+	trusted.RootCAs.AppendCertsFromPEM(mustRead(t, ca.CAFile(t)))
+	untrusted := &tls.Config{RootCAs: x509.NewCertPool()}
+	untrusted.RootCAs.AppendCertsFromPEM(mustRead(t, other.CAFile(t)))
+	good := stock.Options{Addr: addr, Username: user, Password: password, TLS: trusted}
+
+	ctx := stacktest.Context(t, 30*time.Second)
+	var rdb redis.UniversalClient
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if rdb, err = stock.Dial(ctx, good); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TLS redis-server did not accept the service user: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer rdb.Close()
+	g, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		t.Fatalf("gate over TLS as %s: %v", user, err)
+	}
+	defer g.Close()
+	if res, err := g.Load(ctx, []seckill.Stock{{SessionID: 1, PrizeID: 1, Total: 1, Left: 1, PerUserLimit: 1}}, time.Now().Add(time.Hour)); err != nil || !res[0].Loaded {
+		t.Fatalf("load over TLS: %v %v", res, err)
+	}
+	if v, err := g.Reserve(ctx, seckill.Grab{RequestID: "r1", UserID: "u1", SessionID: 1, PrizeID: 1, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve over TLS: %+v %v", v, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		o    stock.Options
+		want string
+	}{
+		{"plaintext", stock.Options{Addr: addr, Username: user, Password: password}, "may require TLS (set SECKILL_REDIS_TLS=true)"},
+		{"untrusted CA", stock.Options{Addr: addr, Username: user, Password: password, TLS: untrusted}, "certificate signed by unknown authority"},
+		{"no user", stock.Options{Addr: addr, TLS: trusted}, "NOAUTH"},
+		{"wrong password", stock.Options{Addr: addr, Username: user, Password: "not-" + password, TLS: trusted}, "WRONGPASS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, err := stock.Dial(stacktest.Context(t, 20*time.Second), tc.o)
+			if err == nil {
+				rdb.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), addr) {
+				t.Fatalf("error %q, want it to name %s and say %q", err, addr, tc.want)
+			}
+			if strings.Contains(err.Error(), password) {
+				t.Errorf("error shows the password: %q", err)
+			}
+		})
+	}
 }
