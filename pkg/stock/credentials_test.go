@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -213,5 +214,100 @@ func TestTLSRedisWithServiceUser(t *testing.T) {
 				t.Errorf("error shows the password: %q", err)
 			}
 		})
+	}
+}
+
+// A Redis Cluster that speaks TLS only, with the service's ACL user on every node: the
+// cluster is detected with that user over TLS (INFO cluster), the eviction-policy check asks
+// every node as it (INFO memory), and the gate's scripts run through the cluster client.
+func TestTLSRedisClusterWithServiceUser(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not installed")
+		}
+		t.Skip("redis-server not installed")
+	}
+	ca := certtest.NewCA(t)
+	certFile, keyFile := ca.LeafFiles(t)
+	caFile := ca.CAFile(t)
+	const user, password = "seckill-consumer", "cluster-user-password-5678"
+	const admin, adminPassword = "admin", "cluster-admin-password-9012"
+	trusted := &tls.Config{RootCAs: x509.NewCertPool()}
+	trusted.RootCAs.AppendCertsFromPEM(mustRead(t, caFile))
+	ctx := stacktest.Context(t, 60*time.Second)
+
+	type node struct{ addr, bus string }
+	nodes := make([]node, 3)
+	admins := make([]*redis.Client, 3)
+	for i := range nodes {
+		nodes[i] = node{stacktest.FreeAddr(t), stacktest.FreeAddr(t)}
+		_, port, _ := strings.Cut(nodes[i].addr, ":")
+		_, bus, _ := strings.Cut(nodes[i].bus, ":")
+		dir := t.TempDir()
+		args := []string{"--bind", "127.0.0.1", "--port", "0", "--tls-port", port, "--cluster-enabled", "yes", "--cluster-port", bus,
+			"--cluster-config-file", dir + "/nodes.conf", "--tls-cluster", "yes",
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no",
+			"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
+			"--user", "default", "off", "--user", admin, "on", ">" + adminPassword, "~*", "&*", "+@all",
+			"--user", user, "on", ">" + password}
+		args = append(args, strings.Fields(serviceACL)...)
+		srv := exec.Command(bin, args...)
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+		admins[i] = redis.NewClient(&redis.Options{Addr: nodes[i].addr, Username: admin, Password: adminPassword, TLSConfig: trusted})
+		t.Cleanup(func() { admins[i].Close() })
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20s", what)
+			}
+		}
+	}
+	for i, c := range admins {
+		waitFor("node "+nodes[i].addr+" up", func() bool { return c.Ping(ctx).Err() == nil })
+		lo, hi := i*16384/3, (i+1)*16384/3-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatalf("ADDSLOTSRANGE on %s: %v", nodes[i].addr, err)
+		}
+	}
+	for i := 1; i < len(nodes); i++ {
+		host, port, _ := strings.Cut(nodes[i].addr, ":")
+		_, bus, _ := strings.Cut(nodes[i].bus, ":")
+		if err := admins[0].Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+			t.Fatalf("CLUSTER MEET %s: %v", nodes[i].addr, err)
+		}
+	}
+	for i, c := range admins {
+		waitFor("cluster state ok on "+nodes[i].addr, func() bool {
+			info, err := c.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3")
+		})
+	}
+
+	rdb, err := stock.Dial(ctx, stock.Options{Addr: nodes[1].addr, Username: user, Password: password, TLS: trusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("one seed of the TLS cluster gave a %T", rdb)
+	}
+	g, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		t.Fatalf("gate on the TLS cluster as %s: %v", user, err)
+	}
+	defer g.Close()
+	for sid := int64(1); sid <= 6; sid++ { // keys on several nodes
+		if res, err := g.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: 1, Total: 1, Left: 1, PerUserLimit: 1}}, time.Now().Add(time.Hour)); err != nil || !res[0].Loaded {
+			t.Fatalf("load session %d on the TLS cluster: %v %v", sid, res, err)
+		}
+		if v, err := g.Reserve(ctx, seckill.Grab{RequestID: fmt.Sprintf("r%d", sid), UserID: "u1", SessionID: sid, PrizeID: 1, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
+			t.Fatalf("reserve session %d on the TLS cluster: %+v %v", sid, v, err)
+		}
 	}
 }
