@@ -66,6 +66,7 @@ func TestCheckAccessNamesRefusals(t *testing.T) {
 			[]string{"User:gateway", "do not accept SASL plain"}},
 		{"brokers down", []string{stacktest.FreeAddr(t)}, event.SecurityConfig{Mechanism: "scram-sha-512", Username: "gateway", Password: password}, nil},
 		{"brokers hang", []string{hang(t)}, event.SecurityConfig{}, nil},
+		{"brokers hang, with TLS", []string{hang(t)}, event.SecurityConfig{TLS: &tls.Config{RootCAs: pool(t, trusted)}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
