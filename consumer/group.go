@@ -20,6 +20,7 @@ type batchProcessor interface {
 // batch's offsets only after the transactions covering it committed.
 type groupConsumer struct {
 	brokers   []string
+	dialer    *kafka.Dialer // SASL and TLS (event.Security); nil: plaintext
 	groupID   string
 	topic     string
 	batchSize int
@@ -34,6 +35,7 @@ func (c *groupConsumer) Run(ctx context.Context) error {
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                    c.groupID,
 		Brokers:               c.brokers,
+		Dialer:                c.dialer,
 		Topics:                []string{c.topic},
 		StartOffset:           kafka.FirstOffset, // a new group reads everything admitted so far
 		HeartbeatInterval:     time.Second,
@@ -129,7 +131,7 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	// the next batch arrive while the current one is in its transaction (kafka-go's default
 	// queue of 100 messages made a 500-event batch wait for fetches after every commit).
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: c.brokers, Topic: c.topic, Partition: partition,
+		Brokers: c.brokers, Dialer: c.dialer, Topic: c.topic, Partition: partition,
 		MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 100 * time.Millisecond,
 		QueueCapacity: 2 * c.batchSize,
 	})

@@ -47,12 +47,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	db, err := store.Open(ctx, cfg.MySQLDSN)
+	db, err := store.Connect(ctx, cfg.MySQL())
 	if err != nil {
 		return err
 	}
 	defer store.Close(db)
-	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword, cfg.RedisTimeout)
+	rdb, err := stock.Dial(ctx, cfg.Redis())
 	if err != nil {
 		return err
 	}
@@ -63,17 +63,25 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
+	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
+	// A missing ACL or a refused login stops the consumer here, named, not at the first batch.
+	if err := kafkaAdmin.CheckAccess(ctx,
+		event.Need{Op: event.OpRead, Topic: cfg.Topics.Grab.Name}, event.Need{Op: event.OpRead, Group: cfg.GroupID},
+		event.Need{Op: event.OpRead, Topic: cfg.Topics.Feedback.Name}, event.Need{Op: event.OpRead, Group: cfg.FeedbackGroup},
+		event.Need{Op: event.OpWrite, Topic: cfg.Topics.Order.Name}, event.Need{Op: event.OpWrite, Topic: cfg.Topics.Compensation.Name},
+		event.Need{Op: event.OpWrite, Topic: cfg.Topics.DeadLetter.Name}); err != nil {
+		return err
+	}
 	// NewWriter enforces acks=all and the murmur2 balancer on every writer it builds.
-	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name)
+	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
 	defer compensation.Close()
-	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name)
+	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
@@ -84,7 +92,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// therefore never retries by itself and waits long for an answer: a broker pause ends in
 	// one late acknowledgement, and only a real outage reaches the relay's recovery scan.
 	orders, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Order.Name,
-		event.WithBatchSize(1000), event.WithSingleAttempt(30*time.Second))
+		event.WithBatchSize(1000), event.WithSingleAttempt(30*time.Second), event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
@@ -107,7 +115,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	})
 
 	relay := &outboxRelay{
-		outbox: store.NewOutbox(db), writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers,
+		outbox: store.NewOutbox(db), writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(),
 		topic: cfg.Topics.Order.Name, lock: mysqlRelayLock{db: db, name: store.RelayLockName(cfg.MySQLDSN, cfg.Topics.Order.Name)},
 		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
 	}
@@ -117,12 +125,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		policy: retry.Default(), metrics: m, log: log, now: time.Now, onPersisted: relay.Kick,
 	}
 	group := &groupConsumer{
-		brokers: cfg.KafkaBrokers, groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
+		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
 		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, log: log,
 	}
 	// Downstream's order feedback (paid, cancelled): its own group, the same care.
 	feedback := &groupConsumer{
-		brokers: cfg.KafkaBrokers, groupID: cfg.FeedbackGroup, topic: cfg.Topics.Feedback.Name,
+		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.FeedbackGroup, topic: cfg.Topics.Feedback.Name,
 		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, log: log,
 		proc: &feedbackProcessor{orders: store.NewOrders(db), gate: gate, returns: store.NewReturns(db),
 			deadLetters: deadLetters, policy: retry.Default(), metrics: newFeedbackMetrics(reg), log: log,
@@ -135,7 +143,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"grab_topic", cfg.Topics.Grab.Name, "order_topic", cfg.Topics.Order.Name,
 		"compensation_topic", cfg.Topics.Compensation.Name, "dead_letter_topic", cfg.Topics.DeadLetter.Name,
 		"feedback_topic", cfg.Topics.Feedback.Name, "feedback_group", cfg.FeedbackGroup,
-		"batch_size", cfg.BatchSize, "batch_wait", cfg.BatchWait.String(), "kafka_acks", "all")
+		"batch_size", cfg.BatchSize, "batch_wait", cfg.BatchWait.String(), "kafka_acks", "all",
+		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
+		"kafka_brokers", cfg.KafkaBrokers, "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })

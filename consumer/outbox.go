@@ -64,6 +64,7 @@ type outboxRelay struct {
 	writer   producer
 	offsets  topicOffsets
 	brokers  []string
+	dialer   *kafka.Dialer // SASL and TLS (event.Security); nil: plaintext
 	topic    string
 	lock     relayLock
 	batch    int
@@ -272,7 +273,7 @@ func (r *outboxRelay) endOffsets(ctx context.Context) (map[int]int64, error) {
 
 // readEventIDs returns the event ids of partition p's messages in [from, end).
 func (r *outboxRelay) readEventIDs(ctx context.Context, p int, from, end int64) ([]string, error) {
-	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: r.brokers, Topic: r.topic, Partition: p,
+	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: r.brokers, Dialer: r.dialer, Topic: r.topic, Partition: p,
 		MaxWait: 100 * time.Millisecond, MaxBytes: 8 << 20})
 	defer rd.Close()
 	if err := rd.SetOffset(from); err != nil {

@@ -81,7 +81,7 @@ func migrate(ctx context.Context, getenv func(string) string, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, cfg.MySQLDSN)
+	db, err := store.Connect(ctx, cfg.MySQLMigrate())
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword, cfg.RedisTimeout)
+	rdb, err := stock.Dial(ctx, cfg.Redis())
 	if err != nil {
 		return err
 	}
@@ -141,20 +141,26 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer gate.Close() // after the HTTP servers stopped (defers run in reverse)
-	db, err := store.Open(ctx, cfg.MySQLDSN)
+	db, err := store.Connect(ctx, cfg.MySQL())
 	if err != nil {
 		return err
 	}
 	defer store.Close(db)
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name)
+	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
 	// Closed after the HTTP servers and the relay stopped (defers run in reverse), so every
 	// admitted grab's event is flushed before the process exits.
 	defer grabs.Close()
-	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
+	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
 	if err != nil {
+		return err
+	}
+	// A missing ACL or a refused login stops the gateway here, named, not at the first grab.
+	if err := kafkaAdmin.CheckAccess(ctx,
+		event.Need{Op: event.OpWrite, Topic: cfg.Topics.Grab.Name}, event.Need{Op: event.OpWrite, Topic: cfg.Topics.Compensation.Name},
+		event.Need{Op: event.OpDescribe, Group: cfg.ConsumerGroup}); err != nil {
 		return err
 	}
 	verifier, err := auth.NewVerifier([]byte(cfg.JWTSecret), cfg.JWTIssuer, cfg.JWTAudience, time.Now)
@@ -236,7 +242,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Remote: clients.of, Log: log})
 	con.Register(adminMux)
 	adm.console = con
-	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name)
+	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
@@ -259,7 +265,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	log.Info("gateway starting", "gateway_id", id,
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,
-		"redis_addr", cfg.RedisAddr, "redis_maxmemory_policy", "noeviction",
+		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
+		"redis_maxmemory_policy", "noeviction", "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
 		"kafka_batch_timeout", grabs.BatchTimeout.String(), "produce_timeout", cfg.ProduceTimeout.String(),
 		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "trust_user_header", cfg.TrustUserHeader,

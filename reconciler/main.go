@@ -74,12 +74,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	db, err := store.Open(ctx, cfg.MySQLDSN)
+	db, err := store.Connect(ctx, cfg.MySQL())
 	if err != nil {
 		return err
 	}
 	defer store.Close(db)
-	rdb, err := stock.Connect(ctx, cfg.RedisAddr, cfg.RedisPassword, cfg.RedisTimeout)
+	rdb, err := stock.Dial(ctx, cfg.Redis())
 	if err != nil {
 		return err
 	}
@@ -91,8 +91,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	catalog := store.NewCatalog(db, time.Now)
 	orders := store.NewOrders(db)
-	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers)
+	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
 	if err != nil {
+		return err
+	}
+	// A missing ACL or a refused login stops the reconciler here, named, not in its first run.
+	if err := kafkaAdmin.CheckAccess(ctx,
+		event.Need{Op: event.OpRead, Topic: cfg.Topics.Compensation.Name}, event.Need{Op: event.OpDescribe, Group: cfg.ConsumerGroup},
+		event.Need{Op: event.OpDescribe, Group: cfg.FeedbackGroup}, event.Need{Op: event.OpDescribe, Topic: cfg.Topics.Feedback.Name},
+		event.Need{Op: event.OpWrite, Topic: cfg.Topics.Grab.Name}, event.Need{Op: event.OpWrite, Topic: cfg.Topics.DeadLetter.Name}); err != nil {
 		return err
 	}
 	// The reconciler maps a session×prize to its grab partition (and an order to its
@@ -101,12 +108,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := kafkaAdmin.CheckPartitions(ctx, cfg.Topics.Grab, cfg.Topics.Compensation, cfg.Topics.Feedback); err != nil {
 		return err
 	}
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name)
+	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
 	defer grabs.Close()
-	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name)
+	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
@@ -129,7 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		topic: cfg.Topics.Compensation, policy: retry.Default(), budget: cfg.ReplayBudget,
 		metrics: newCompensationMetrics(reg), log: log, now: time.Now,
 		open: func(partition int, offset int64) (partitionReader, error) {
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.KafkaBrokers, Topic: cfg.Topics.Compensation.Name,
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.KafkaBrokers, Dialer: cfg.Kafka.Dialer(), Topic: cfg.Topics.Compensation.Name,
 				Partition: partition, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
 			if err := r.SetOffset(offset); err != nil {
 				r.Close()
@@ -191,7 +198,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
 		"catch_up_wait", cfg.CatchUpWait.String(), "gateway_dead_after", cfg.GatewayDeadAfter.String(), "republish_bound", cfg.RepublishBound.String(),
 		"consumer_group", cfg.ConsumerGroup, "feedback_group", cfg.FeedbackGroup, "lease", cfg.LeaseName,
-		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns)
+		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns,
+		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
+		"kafka_brokers", cfg.KafkaBrokers, "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, mux), cfg.ShutdownTimeout) })
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })

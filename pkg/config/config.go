@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // Defaults match deploy/local/stack, so a service started next to the local stack needs no
@@ -25,28 +28,50 @@ const GatewayHeartbeat = time.Second
 
 // Common is what every deployable needs: where the servers are and how to log and stop.
 type Common struct {
-	RedisAddr       string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
-	RedisPassword   string
-	RedisTimeout    time.Duration // read timeout of one Redis call (go-redis retries after it)
-	MySQLDSN        string
-	KafkaBrokers    []string
-	Topics          event.Topics
-	LogLevel        slog.Level
-	ShutdownTimeout time.Duration
-	KeyGrace        time.Duration // Redis keys of a session live until its end + KeyGrace
+	RedisAddr     string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
+	RedisUsername string // ACL user ("" is Redis's default user)
+	RedisPassword string
+	RedisTLS      *tls.Config   // nil: plaintext
+	RedisTimeout  time.Duration // read timeout of one Redis call (go-redis retries after it)
+	MySQLDSN      string
+	MySQLPassword string      // overrides the DSN's, so the secret need not be in the DSN
+	MySQLTLS      *tls.Config // nil: as the DSN says (plaintext by default)
+	// The DDL user's DSN and password for gateway migrate; the services run as a DML-only user.
+	MySQLMigrateDSN      string
+	MySQLMigratePassword string
+	Kafka                event.Security // SASL and TLS of every Kafka client
+	KafkaBrokers         []string
+	Topics               event.Topics
+	LogLevel             slog.Level
+	ShutdownTimeout      time.Duration
+	KeyGrace             time.Duration // Redis keys of a session live until its end + KeyGrace
 }
 
 func readCommon(r *reader) Common {
 	c := Common{
-		RedisAddr:       r.addrs("SECKILL_REDIS_ADDR", DefaultRedisAddr),
-		RedisPassword:   r.getenv("SECKILL_REDIS_PASSWORD"),
-		RedisTimeout:    r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
-		MySQLDSN:        r.str("SECKILL_MYSQL_DSN", DefaultMySQLDSN),
-		KafkaBrokers:    r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
-		Topics:          event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
-		LogLevel:        r.level("SECKILL_LOG_LEVEL", "info"),
-		ShutdownTimeout: r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
-		KeyGrace:        r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
+		RedisAddr:            r.addrs("SECKILL_REDIS_ADDR", DefaultRedisAddr),
+		RedisUsername:        r.str("SECKILL_REDIS_USERNAME", ""),
+		RedisPassword:        r.secretValue("SECKILL_REDIS_PASSWORD", "SECKILL_REDIS_PASSWORD_FILE"),
+		RedisTLS:             r.tlsClient(tlsVars{On: "SECKILL_REDIS_TLS", CAFile: "SECKILL_REDIS_CA_FILE", CertFile: "SECKILL_REDIS_CERT_FILE", KeyFile: "SECKILL_REDIS_KEY_FILE", ServerName: "SECKILL_REDIS_TLS_SERVER_NAME"}),
+		RedisTimeout:         r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
+		MySQLDSN:             strings.TrimSpace(r.secretValue("SECKILL_MYSQL_DSN", "SECKILL_MYSQL_DSN_FILE")),
+		MySQLPassword:        r.secretValue("SECKILL_MYSQL_PASSWORD", "SECKILL_MYSQL_PASSWORD_FILE"),
+		MySQLTLS:             r.tlsClient(tlsVars{On: "SECKILL_MYSQL_TLS", CAFile: "SECKILL_MYSQL_CA_FILE", CertFile: "SECKILL_MYSQL_CERT_FILE", KeyFile: "SECKILL_MYSQL_KEY_FILE", ServerName: "SECKILL_MYSQL_TLS_SERVER_NAME"}),
+		MySQLMigrateDSN:      strings.TrimSpace(r.secretValue("SECKILL_MYSQL_MIGRATE_DSN", "SECKILL_MYSQL_MIGRATE_DSN_FILE")),
+		MySQLMigratePassword: r.secretValue("SECKILL_MYSQL_MIGRATE_PASSWORD", "SECKILL_MYSQL_MIGRATE_PASSWORD_FILE"),
+		KafkaBrokers:         r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
+		Topics:               event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
+		LogLevel:             r.level("SECKILL_LOG_LEVEL", "info"),
+		ShutdownTimeout:      r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
+		KeyGrace:             r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
+	}
+	if c.MySQLDSN == "" {
+		c.MySQLDSN = DefaultMySQLDSN
+	}
+	if c.MySQLMigrateDSN == "" {
+		// Without a DDL user of its own, migrate runs as the service user (the local stack's
+		// one user does both).
+		c.MySQLMigrateDSN, c.MySQLMigratePassword = c.MySQLDSN, c.MySQLPassword
 	}
 	// Optimistic locking counts matched rows and session windows are times: without these
 	// two DSN options the consumer would misread conflicts and the schedule.
@@ -55,16 +80,59 @@ func readCommon(r *reader) Common {
 			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_DSN must contain %s", opt))
 		}
 	}
+	for _, d := range []struct{ key, dsn string }{{"SECKILL_MYSQL_DSN", c.MySQLDSN}, {"SECKILL_MYSQL_MIGRATE_DSN", c.MySQLMigrateDSN}} {
+		// The driver's parse errors quote no part of the DSN, so they may be shown.
+		if err := store.CheckDSN(d.dsn, c.MySQLTLS != nil); err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s: %w", d.key, err))
+		}
+	}
+	c.Kafka = r.kafkaSecurity()
 	if err := c.Topics.Validate(); err != nil {
 		r.errs = append(r.errs, err)
 	}
 	return c
 }
 
+func (r *reader) kafkaSecurity() event.Security {
+	sec, err := event.NewSecurity(event.SecurityConfig{
+		Mechanism: r.str("SECKILL_KAFKA_SASL_MECHANISM", "none"),
+		Username:  r.str("SECKILL_KAFKA_USERNAME", ""),
+		Password:  r.secretValue("SECKILL_KAFKA_PASSWORD", "SECKILL_KAFKA_PASSWORD_FILE"),
+		TLS:       r.tlsClient(tlsVars{On: "SECKILL_KAFKA_TLS", CAFile: "SECKILL_KAFKA_CA_FILE", CertFile: "SECKILL_KAFKA_CERT_FILE", KeyFile: "SECKILL_KAFKA_KEY_FILE", ServerName: "SECKILL_KAFKA_TLS_SERVER_NAME"}),
+	})
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_KAFKA_SASL_MECHANISM, SECKILL_KAFKA_USERNAME, SECKILL_KAFKA_PASSWORD: %w", err))
+	}
+	return sec
+}
+
+// LoadKafkaSecurity reads only the Kafka SASL and TLS settings (for tools such as kafkainit).
+func LoadKafkaSecurity(getenv func(string) string) (event.Security, error) {
+	r := newReader(getenv)
+	s := r.kafkaSecurity()
+	return s, r.err()
+}
+
+// Redis is how the services reach Redis (stock.Dial).
+func (c Common) Redis() stock.Options {
+	return stock.Options{Addr: c.RedisAddr, Username: c.RedisUsername, Password: c.RedisPassword,
+		TLS: c.RedisTLS, ReadTimeout: c.RedisTimeout}
+}
+
+// MySQL is how the services reach MySQL, as the DML user (store.Connect).
+func (c Common) MySQL() store.Conn {
+	return store.Conn{DSN: c.MySQLDSN, Password: c.MySQLPassword, TLS: c.MySQLTLS}
+}
+
+// MySQLMigrate is how gateway migrate reaches MySQL, as the DDL user.
+func (c Common) MySQLMigrate() store.Conn {
+	return store.Conn{DSN: c.MySQLMigrateDSN, Password: c.MySQLMigratePassword, TLS: c.MySQLTLS}
+}
+
 // LoadCommon reads only the shared settings (for one-shot commands such as migrate, which
 // need no secrets).
 func LoadCommon(getenv func(string) string) (Common, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	c := readCommon(r)
 	return c, r.err()
 }
@@ -121,21 +189,21 @@ type Gateway struct {
 
 // LoadGateway reads the gateway's configuration.
 func LoadGateway(getenv func(string) string) (Gateway, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	g := Gateway{
 		Common:          readCommon(r),
 		HTTPAddr:        r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
 		AdminAddr:       r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
-		AdminToken:      r.optionalSecret("SECKILL_ADMIN_TOKEN", 16),
+		AdminToken:      r.optionalSecret("SECKILL_ADMIN_TOKEN", "SECKILL_ADMIN_TOKEN_FILE", 16),
 		AdminTokensFile: r.str("SECKILL_ADMIN_TOKENS_FILE", ""),
-		JWTSecret:       r.secret("SECKILL_JWT_SECRET", 32),
+		JWTSecret:       r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32),
 		JWTIssuer:       r.str("SECKILL_JWT_ISSUER", "seckill"),
 		JWTAudience:     r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
 		TrustUserHeader:  r.getenv("SECKILL_TRUST_USER_HEADER"),
 		ConsumerGroup:    r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
 		ConsoleSession:   r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
-		ConsoleSecret:    r.optionalSecret("SECKILL_CONSOLE_SECRET", 32),
+		ConsoleSecret:    r.optionalSecret("SECKILL_CONSOLE_SECRET", "SECKILL_CONSOLE_SECRET_FILE", 32),
 		ConsoleLoginRate: r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
 		AdminHosts:       r.hosts("SECKILL_ADMIN_HOSTS"),
 		TrustedProxies:   r.prefixes("SECKILL_TRUSTED_PROXIES"),
@@ -150,7 +218,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
-		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
 	}
 	// The user header is believed only from a trusted proxy: with none named it would either
 	// be believed from anyone (anyone who reaches the gateway grabs as any user) or never.
@@ -174,7 +242,7 @@ type Consumer struct {
 
 // LoadConsumer reads the consumer's configuration.
 func LoadConsumer(getenv func(string) string) (Consumer, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	c := Consumer{
 		Common:    readCommon(r),
 		HTTPAddr:  r.str("SECKILL_CONSUMER_ADDR", "127.0.0.1:8082"),
@@ -214,7 +282,7 @@ type Reconciler struct {
 
 // LoadReconciler reads the reconciler's configuration.
 func LoadReconciler(getenv func(string) string) (Reconciler, error) {
-	r := &reader{getenv: getenv}
+	r := newReader(getenv)
 	c := Reconciler{
 		Common:      readCommon(r),
 		HTTPAddr:    r.str("SECKILL_RECONCILER_ADDR", "127.0.0.1:8083"),

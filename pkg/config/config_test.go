@@ -30,7 +30,7 @@ func TestLoadGateway(t *testing.T) {
 	}{
 		{"defaults with secrets", with(), ""},
 		{"no admin credential", map[string]string{"SECKILL_JWT_SECRET": secrets["SECKILL_JWT_SECRET"]},
-			"SECKILL_ADMIN_TOKEN or SECKILL_ADMIN_TOKENS_FILE is required"},
+			"SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required"},
 		{"admin tokens file only", map[string]string{"SECKILL_JWT_SECRET": secrets["SECKILL_JWT_SECRET"],
 			"SECKILL_ADMIN_TOKENS_FILE": "/etc/seckill/admin-tokens"}, ""},
 		{"short admin token", with("SECKILL_ADMIN_TOKEN", "short"), "SECKILL_ADMIN_TOKEN must be at least 16 bytes"},

@@ -4,21 +4,31 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/certs"
 )
 
 // reader reads typed values from a getenv function and collects every problem, so a
 // misconfigured service reports all of its bad variables at once.
 type reader struct {
-	getenv func(string) string
-	errs   []error
+	getenv   func(string) string
+	readFile func(string) ([]byte, error) // os.ReadFile unless a test says otherwise
+	errs     []error
+}
+
+func newReader(getenv func(string) string) *reader {
+	return &reader{getenv: getenv, readFile: os.ReadFile}
 }
 
 func (r *reader) str(key, def string) string {
@@ -28,20 +38,57 @@ func (r *reader) str(key, def string) string {
 	return def
 }
 
-func (r *reader) secret(key string, minLen int) string {
-	v := r.getenv(key)
+// secretValue reads a secret from key or from the file fileKey (key_FILE) names: a mounted
+// Kubernetes secret, trailing newlines trimmed. Errors name the variables and the path, never
+// the content. Both names are spelled out by the callers so a search of the tree finds them.
+func (r *reader) secretValue(key, fileKey string) string {
+	v, path := r.getenv(key), strings.TrimSpace(r.getenv(fileKey))
 	switch {
+	case path == "":
+		return v
+	case v != "":
+		r.errs = append(r.errs, fmt.Errorf("%s and %s are both set: set one", key, fileKey))
+		return ""
+	}
+	b, err := r.readFile(path)
+	if err != nil {
+		// os.ReadFile's error names the path and the reason (no such file, permission).
+		r.errs = append(r.errs, fmt.Errorf("%s=%s: %w", fileKey, path, unwrapPath(err)))
+		return ""
+	}
+	v = strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		r.errs = append(r.errs, fmt.Errorf("%s=%s: the file is empty", fileKey, path))
+	}
+	return v
+}
+
+// unwrapPath drops the path from a *fs.PathError (the caller names it already).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot %s it: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+func (r *reader) secret(key, fileKey string, minLen int) string {
+	v := r.secretValue(key, fileKey)
+	switch {
+	case v == "" && strings.TrimSpace(r.getenv(fileKey)) != "":
+		// already reported by secretValue
 	case v == "":
-		r.errs = append(r.errs, fmt.Errorf("%s is required", key))
+		r.errs = append(r.errs, fmt.Errorf("%s is required (or %s, a file holding it)", key, fileKey))
 	case len(v) < minLen:
 		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
 	}
 	return v
 }
 
-// optionalSecret reads a secret that may be absent, but is at least minLen bytes when set.
-func (r *reader) optionalSecret(key string, minLen int) string {
-	v := r.getenv(key)
+// optionalSecret reads a secret (from key or the file fileKey names) that may be absent,
+// but is at least minLen bytes when set.
+func (r *reader) optionalSecret(key, fileKey string, minLen int) string {
+	v := r.secretValue(key, fileKey)
 	if v != "" && len(v) < minLen {
 		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
 	}
@@ -172,4 +219,35 @@ func (r *reader) err() error {
 		return nil
 	}
 	return fmt.Errorf("configuration: %w", errors.Join(r.errs...))
+}
+
+// tlsVars names one server's TLS settings.
+type tlsVars struct{ On, CAFile, CertFile, KeyFile, ServerName string }
+
+// tlsClient reads one server's TLS settings: v.On switches TLS on; the CA file (the server's
+// CA; empty trusts the system roots), a client certificate and key, and the server name
+// refine it. It returns nil when TLS is off. Files are read now, so a missing or bad one
+// stops the service before it connects anywhere.
+func (r *reader) tlsClient(v tlsVars) *tls.Config {
+	on := r.boolean(v.On, false)
+	f := certs.Files{
+		CAFile:     strings.TrimSpace(r.getenv(v.CAFile)),
+		CertFile:   strings.TrimSpace(r.getenv(v.CertFile)),
+		KeyFile:    strings.TrimSpace(r.getenv(v.KeyFile)),
+		ServerName: strings.TrimSpace(r.getenv(v.ServerName)),
+	}
+	if !on {
+		if f != (certs.Files{}) {
+			// A CA file without TLS would leave the connection in plaintext while the
+			// operator believes it is verified.
+			r.errs = append(r.errs, fmt.Errorf("%s, %s, %s or %s set without %s=true", v.CAFile, v.CertFile, v.KeyFile, v.ServerName, v.On))
+		}
+		return nil
+	}
+	c, err := certs.Client(f, r.readFile)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("%s: %w", v.On, err))
+		return nil
+	}
+	return c
 }

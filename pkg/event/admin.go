@@ -13,15 +13,21 @@ import (
 // Admin runs the few cluster-level calls the pipeline needs: probing readiness, creating
 // topics idempotently, checking their partition counts, and reading offsets and lag.
 type Admin struct {
-	client *kafka.Client
+	client   *kafka.Client
+	brokers  []string
+	security Security // for naming the principal in a refusal
 }
 
 // NewAdmin returns an Admin for the given bootstrap brokers.
-func NewAdmin(brokers []string) (*Admin, error) {
+func NewAdmin(brokers []string, opts ...AdminOption) (*Admin, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka admin: no brokers")
 	}
-	return &Admin{client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}}, nil
+	a := &Admin{client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}, brokers: brokers}
+	for _, o := range opts {
+		o(a)
+	}
+	return a, nil
 }
 
 // Ping sends a metadata request and reports whether at least one broker answered.

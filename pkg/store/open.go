@@ -4,37 +4,100 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
+	driver "github.com/go-sql-driver/mysql"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/seckill-pipeline/seckill/pkg/certs"
 )
 
-// Open connects to MySQL/MariaDB through gorm and pings it.
+// Conn is how to reach MySQL: a DSN plus what a DSN should not carry as text.
+type Conn struct {
+	DSN      string
+	Password string      // overrides the DSN's password when set (kept out of the DSN)
+	TLS      *tls.Config // the server's private CA (and a client certificate); nil: as the DSN says
+}
+
+// CheckDSN reports whether dsn parses, and refuses a tls= parameter next to a TLS
+// configuration given separately (which one would win is not obvious to a reader).
+func CheckDSN(dsn string, withTLS bool) error {
+	cfg, err := driver.ParseDSN(dsn)
+	if err != nil {
+		return err
+	}
+	if withTLS && cfg.TLSConfig != "" && cfg.TLSConfig != "false" {
+		return fmt.Errorf("has tls=%s while SECKILL_MYSQL_TLS=true: remove it from the DSN", cfg.TLSConfig)
+	}
+	return nil
+}
+
+// Open connects to MySQL/MariaDB through gorm with a DSN alone and pings it.
 func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
-	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{
+	return Connect(ctx, Conn{DSN: dsn})
+}
+
+// Connect connects to MySQL/MariaDB through gorm and pings it. The TLS configuration goes
+// to the driver's connector, not through its process-wide registry of named configs, so
+// two connections with two CAs in one process (tests) cannot see each other's. A refusal
+// names the server and the user, never the password or the DSN.
+func Connect(ctx context.Context, c Conn) (*gorm.DB, error) {
+	cfg, err := driver.ParseDSN(c.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql DSN: %w", err)
+	}
+	if c.Password != "" {
+		cfg.Passwd = c.Password
+	}
+	if c.TLS != nil {
+		cfg.TLS = c.TLS.Clone()
+		cfg.TLSConfig = ""
+	}
+	where := fmt.Sprintf("mysql %s as user %s", cfg.Addr, cfg.User)
+	connector, err := driver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	pool := sql.OpenDB(connector)
+	// Ping before gorm asks the version, so a refusal gets its server-and-user words here.
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = pool.PingContext(pctx)
+	cancel()
+	if err != nil {
+		_ = pool.Close()
+		return nil, fmt.Errorf("%s: %w", where, explain(err, cfg.TLS != nil))
+	}
+	db, err := gorm.Open(mysql.New(mysql.Config{Conn: pool, DSNConfig: cfg}), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true, // every write path here opens its own transaction on purpose
 		PrepareStmt:            false,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open mysql: %w", err)
+		_ = pool.Close()
+		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("mysql pool: %w", err)
-	}
-	sqlDB.SetMaxOpenConns(64)
-	sqlDB.SetMaxIdleConns(32)
-	sqlDB.SetConnMaxLifetime(30 * time.Minute)
-	if err := sqlDB.PingContext(ctx); err != nil {
-		_ = sqlDB.Close()
-		return nil, fmt.Errorf("ping mysql: %w", err)
-	}
+	pool.SetMaxOpenConns(64)
+	pool.SetMaxIdleConns(32)
+	pool.SetConnMaxLifetime(30 * time.Minute)
 	return db, nil
+}
+
+// explain adds what an operator should check to a refused connection. The driver answers a
+// plaintext client at a server that requires TLS with its own error (1045 or 3159 with
+// "secure transport"), which names itself; a TLS client at a plaintext server gets
+// ErrNoTLS.
+func explain(err error, usedTLS bool) error {
+	if errors.Is(err, driver.ErrNoTLS) {
+		return fmt.Errorf("%w (the server does not offer TLS: plaintext server, or SECKILL_MYSQL_TLS set by mistake)", err)
+	}
+	return certs.Explain(err, usedTLS, "SECKILL_MYSQL_TLS")
 }
 
 // Ping checks the connection pool can reach the server.

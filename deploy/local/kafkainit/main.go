@@ -16,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 )
 
@@ -43,14 +44,20 @@ func run(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	addrs := strings.Split(*brokers, ",")
-	admin, err := event.NewAdmin(addrs)
+	// The same SASL and TLS settings as the services (SECKILL_KAFKA_*), so it runs against a
+	// secured cluster as the admin principal.
+	sec, err := config.LoadKafkaSecurity(os.Getenv)
+	if err != nil {
+		return err
+	}
+	admin, err := event.NewAdmin(addrs, event.AdminSecurity(sec))
 	if err != nil {
 		return err
 	}
 	if err := admin.WaitReady(ctx); err != nil {
 		return err
 	}
-	if err := waitBrokers(ctx, addrs, *minBrokers); err != nil {
+	if err := waitBrokers(ctx, addrs, *minBrokers, sec); err != nil {
 		return err
 	}
 	if *probeOnly {
@@ -84,8 +91,11 @@ func run(args []string) error {
 
 // waitBrokers waits until the metadata lists at least n brokers: a replicated topic can be
 // created only once that many have registered with the controller quorum.
-func waitBrokers(ctx context.Context, addrs []string, n int) error {
+func waitBrokers(ctx context.Context, addrs []string, n int, sec event.Security) error {
 	client := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 5 * time.Second}
+	if t := sec.Transport(); t != nil {
+		client.Transport = t
+	}
 	for {
 		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 		if err == nil && len(md.Brokers) >= n {
