@@ -107,7 +107,7 @@ chaos: stack-up
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
 # The cluster profile's short set (one broker kill, one Redis primary kill, small crowd): its
-# own target and CI step, not part of make test (see README, Tests).
+# own target and CI step, not part of make test (see docs/developers.md, Tests).
 chaos-cluster-short:
 	$(STACK) up --profile cluster
 	set -a && source $(STATE)/cluster/env && set +a && $(GO) run ./cmd/chaos -cluster -short $(CHAOS_FLAGS)
