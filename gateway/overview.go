@@ -63,17 +63,14 @@ type prizeLive struct {
 	Lag      *int64 `json:"lag"` // events of this prize's partition not consumed yet (shared with the prizes hashed there)
 }
 
+// sessionLive is an open or next session with its prizes' stock (the brief's fields, flat
+// in the JSON).
 type sessionLive struct {
-	SessionID    int64       `json:"session_id"`
-	ActivityID   int64       `json:"activity_id"`
-	ActivityName string      `json:"activity_name"`
-	StartsAt     time.Time   `json:"starts_at"`
-	EndsAt       time.Time   `json:"ends_at"`
-	State        string      `json:"state"`
-	Prizes       []prizeLive `json:"prizes"`
+	sessionBrief
+	Prizes []prizeLive `json:"prizes"`
 }
 
-// sessionBrief is a session of the day the live view does not show with its stock.
+// sessionBrief is a session of the day; the live view shows the others without their stock.
 type sessionBrief struct {
 	SessionID    int64     `json:"session_id"`
 	ActivityID   int64     `json:"activity_id"`
@@ -231,14 +228,17 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		if prizes == nil {
 			prizes = []prizeLive{}
 		}
-		v.Sessions = append(v.Sessions, sessionLive{SessionID: s.ID, ActivityID: s.ActivityID, ActivityName: a.Name,
-			StartsAt: s.Start, EndsAt: s.End, State: sessionState(s, now), Prizes: prizes})
+		v.Sessions = append(v.Sessions, sessionLive{sessionBrief: brief(s, a.Name, now), Prizes: prizes})
 	}
 	for _, s := range listed {
-		v.Others.Sessions = append(v.Others.Sessions, sessionBrief{SessionID: s.ID, ActivityID: s.ActivityID,
-			ActivityName: names[s.ActivityID].Name, StartsAt: s.Start, EndsAt: s.End, State: sessionState(s, now)})
+		v.Others.Sessions = append(v.Others.Sessions, brief(s, names[s.ActivityID].Name, now))
 	}
 	jsonapi.Write(w, http.StatusOK, v)
+}
+
+func brief(s seckill.Session, activity string, now time.Time) sessionBrief {
+	return sessionBrief{SessionID: s.ID, ActivityID: s.ActivityID, ActivityName: activity,
+		StartsAt: s.Start, EndsAt: s.End, State: sessionState(s, now)}
 }
 
 // lag reads the consumer group's lag per grab partition and the compensation backlog; what

@@ -232,7 +232,7 @@ func TestMigrateAndServiceUsers(t *testing.T) {
 		t.Fatalf("stocks: %v %v", stocks, err)
 	}
 	st := stocks[0]
-	if _, _, err := cat.AdjustStock(ctx, st.SessionID, st.PrizeID, st.Total+1, "test", "dml user", nil); err != nil {
+	if _, _, err := cat.AdjustStock(ctx, st.SessionID, st.PrizeID, st.Total+1, "test", "127.0.0.1", "dml user", nil); err != nil {
 		t.Fatalf("adjust stock as the DML user: %v", err)
 	}
 	// The consumer's batched persist (orders, the conditional stock update, the outbox).
