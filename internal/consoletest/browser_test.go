@@ -16,7 +16,7 @@ import (
 	"github.com/seckill-pipeline/seckill/internal/harness"
 )
 
-// chromiumPath finds the system chromium (deploy/local/stack installs it). Without it the
+// chromiumPath finds the system chromium (make test has deploy/local/stack install it). Without it the
 // browser tests skip, except under CI, where a skipped browser test would prove nothing.
 func chromiumPath(t testing.TB) string {
 	t.Helper()
@@ -25,7 +25,7 @@ func chromiumPath(t testing.TB) string {
 			return p
 		}
 	}
-	msg := "chromium not found on PATH: the console's browser tests need it (deploy/local/stack up installs it; or apt-get install chromium)"
+	msg := "chromium not found on PATH: the console's browser tests need it (make test installs it: SECKILL_WITH_CHROMIUM=1 deploy/local/stack up; or apt-get install chromium)"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}
