@@ -25,6 +25,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // env is one open session with one prize on the real stack.
@@ -90,17 +91,18 @@ func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
 	return w
 }
 
-func (e *env) processor(t *testing.T, orders persister) *processor {
+func (e *env) processor(t *testing.T, orders writepath.Orders) *processor {
 	m := newMetrics(prometheus.NewRegistry())
 	dls, err := event.NewDeadLetters(e.writer(t, e.topics.DeadLetter.Name), m.deadLetters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &processor{orders: orders, gate: e.gate,
+	log := slog.New(slog.DiscardHandler)
+	policy := retry.Policy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, Jitter: retry.FullJitter}
+	return &processor{write: writepath.New(orders, e.gate, policy, m, log, time.Now),
 		compensation: e.writer(t, e.topics.Compensation.Name),
-		deadLetters:  exception.NewDeadLetters(dls, store.NewExceptions(e.db), time.Now, slog.New(slog.DiscardHandler)),
-		policy:       retry.Policy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, Jitter: retry.FullJitter},
-		metrics:      m, log: slog.New(slog.DiscardHandler), now: time.Now}
+		deadLetters:  exception.NewDeadLetters(dls, store.NewExceptions(e.db), time.Now, log),
+		metrics:      m, log: log}
 }
 
 func (e *env) admin(t *testing.T) *event.Admin {

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // feedbackStore applies reports to orders in one transaction per session×prize.
@@ -79,23 +80,23 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 	return m
 }
 
-type feedbackGroup = prizeBatch[seckill.Feedback]
+type feedbackGroup = writepath.Batch[seckill.Feedback]
 
-func decodeFeedback(b []byte) (seckill.Feedback, prizeKey, error) {
+func decodeFeedback(b []byte) (seckill.Feedback, writepath.Key, error) {
 	f, err := event.DecodeFeedback(b)
 	if err != nil {
-		return f, prizeKey{}, err
+		return f, writepath.Key{}, err
 	}
 	sid, pid, _, _ := seckill.ParseRequestID(f.RequestID) // DecodeFeedback checked it
-	return f, prizeKey{sid, pid}, nil
+	return f, writepath.Key{Session: sid, Prize: pid}, nil
 }
 
 // Process handles msgs, from one partition in offset order. It returns an error only when
 // it must stop without everything accounted for (shutdown while MySQL or Kafka was down).
 func (p *feedbackProcessor) Process(ctx context.Context, msgs []kafka.Message) error {
-	groups, poison := groupByPrize(msgs, decodeFeedback)
+	groups, poison := writepath.Group(msgs, decodeFeedback)
 	if len(poison) > 0 {
-		if err := produceRetrying(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, poison...) }); err != nil {
+		if err := produce(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, poison...) }); err != nil {
 			return err
 		}
 		p.log.Warn("feedback dead-lettered", "count", len(poison), "partition", poison[0].Msg.Partition,
@@ -136,7 +137,7 @@ func (p *feedbackProcessor) Process(ctx context.Context, msgs []kafka.Message) e
 func (p *feedbackProcessor) apply(ctx context.Context, g *feedbackGroup) (*store.FeedbackBatch, error) {
 	for failed := 1; ; failed++ {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		res, err := p.orders.ApplyFeedback(tctx, nil, g.key.session, g.key.prize, g.items, p.now())
+		res, err := p.orders.ApplyFeedback(tctx, nil, g.Key.Session, g.Key.Prize, g.Items, p.now())
 		cancel()
 		if err == nil {
 			return &res, nil
@@ -146,25 +147,25 @@ func (p *feedbackProcessor) apply(ctx context.Context, g *feedbackGroup) (*store
 			if store.IsTransient(err) {
 				act, delay = retry.Later, p.policy.Delay(p.policy.Backoff)
 			} else {
-				dls := make([]event.Poison, len(g.msgs))
-				for i, m := range g.msgs {
+				dls := make([]event.Poison, len(g.Msgs))
+				for i, m := range g.Msgs {
 					dls[i] = event.Poison{Msg: m, Cause: err}
 				}
-				if err := produceRetrying(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, dls...) }); err != nil {
+				if err := produce(ctx, p.log, func(wctx context.Context) error { return p.deadLetters.Write(wctx, dls...) }); err != nil {
 					return nil, err
 				}
-				p.log.Error("feedback could not be applied; dead-lettered", "session_id", g.key.session, "prize_id", g.key.prize,
+				p.log.Error("feedback could not be applied; dead-lettered", "session_id", g.Key.Session, "prize_id", g.Key.Prize,
 					"count", len(dls), "error", err.Error())
 				return nil, nil
 			}
 		}
 		if act == retry.WaitForDB {
-			p.log.Warn("mysql unavailable; waiting", "session_id", g.key.session, "prize_id", g.key.prize,
+			p.log.Warn("mysql unavailable; waiting", "session_id", g.Key.Session, "prize_id", g.Key.Prize,
 				"attempt", failed, "delay", delay.String(), "error", err.Error())
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("stopped while applying feedback of session %d prize %d: %w", g.key.session, g.key.prize, err)
+			return nil, fmt.Errorf("stopped while applying feedback of session %d prize %d: %w", g.Key.Session, g.Key.Prize, err)
 		case <-time.After(delay):
 		}
 	}
@@ -190,7 +191,7 @@ func returnUnits(ctx context.Context, gate unitReturner, stamps returnStamper, s
 	if len(steps) == 0 {
 		return nil
 	}
-	rep, err := gate.ReturnAll(ctx, unitReturns(steps))
+	rep, err := writepath.ReturnUnits(ctx, gate, steps)
 	counted.WithLabelValues("returned").Add(float64(rep.Returned))
 	counted.WithLabelValues("already").Add(float64(rep.Already))
 	counted.WithLabelValues("marked").Add(float64(rep.Marked))
@@ -200,34 +201,4 @@ func returnUnits(ctx context.Context, gate unitReturner, stamps returnStamper, s
 	}
 	errs = append(errs, stamps.MarkRedisDone(ctx, rep.Done, now()))
 	return errors.Join(errs...)
-}
-
-func unitReturns(steps []store.StockReturn) []stock.UnitReturn {
-	out := make([]stock.UnitReturn, len(steps))
-	for i, s := range steps {
-		out[i] = stock.UnitReturn{SessionID: s.SessionID, PrizeID: s.PrizeID, RequestID: s.RequestID, UserID: s.UserID,
-			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot}
-	}
-	return out
-}
-
-// produceRetrying runs a produce until Kafka acknowledges it or ctx ends. Each attempt gets
-// its own timeout and survives ctx's end: a produce cut short would be ambiguous.
-func produceRetrying(ctx context.Context, log *slog.Logger, produce func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
-	for {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := produce(wctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		log.Warn("produce failed; retrying", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }

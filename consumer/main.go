@@ -26,6 +26,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 func main() {
@@ -120,9 +121,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
 	}
 	proc := &processor{
-		orders: store.NewOrders(db), gate: gate,
+		write:        writepath.New(store.NewOrders(db), gate, retry.Default(), m, log, time.Now),
 		compensation: compensation, deadLetters: deadLetters,
-		policy: retry.Default(), metrics: m, log: log, now: time.Now, onPersisted: relay.Kick,
+		metrics: m, log: log, onPersisted: relay.Kick,
 	}
 	group := &groupConsumer{
 		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,

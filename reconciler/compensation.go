@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // offsetLister reads a topic's first retained and end offsets per partition.
@@ -33,15 +34,6 @@ type deadLetterWriter interface {
 type replayOffsets interface {
 	ReplayOffsets(ctx context.Context, topic string) (map[int]int64, error)
 	SaveReplayOffset(ctx context.Context, f store.Fence, topic string, partition int, next int64) error
-}
-
-type persister interface {
-	Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error)
-	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
-}
-
-type settler interface {
-	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
 }
 
 type producer interface {
@@ -69,12 +61,10 @@ type compensationJob struct {
 	bounds      offsetLister
 	offsets     replayOffsets
 	open        func(partition int, offset int64) (partitionReader, error)
-	orders      persister
-	gate        settler
+	write       *writepath.Writer
 	deadLetters deadLetterWriter
 	cases       caseRecorder // a group whose replay fails is a case until a run gets past it
 	topic       event.Topic
-	policy      retry.Policy
 	budget      time.Duration // one run's replay time; the rest waits for the next run
 	metrics     compensationMetrics
 	log         *slog.Logger
@@ -219,45 +209,24 @@ func (j *compensationJob) gap(ctx context.Context, fence lease.Fence, part int, 
 	return j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, p.Next)
 }
 
-type prizeKey struct{ session, prize int64 }
-
 func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum map[string]int64) error {
-	groups := map[prizeKey][]seckill.Grab{}
-	msgs := map[prizeKey][]kafka.Message{} // as read, for dead-lettering with their origin
-	var order []prizeKey
-	var poison []event.Poison
-	for _, m := range batch {
-		g, err := event.DecodeGrab(m.Value)
-		if err != nil {
-			poison = append(poison, event.Poison{Msg: m, Cause: err})
-			continue
-		}
-		k := prizeKey{g.SessionID, g.PrizeID}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], g)
-		msgs[k] = append(msgs[k], m)
-	}
+	groups, poison := writepath.Group(batch, writepath.DecodeGrab)
 	var settle []stock.SettleBatch
-	for _, k := range order {
-		res, err := j.persist(ctx, k, groups[k])
-		if errors.Is(err, store.ErrNoStockRow) {
-			for _, m := range msgs[k] {
-				poison = append(poison, event.Poison{Msg: m, Cause: err})
+	for _, g := range groups {
+		res, err := j.write.Persist(ctx, g.Key, g.Items)
+		var giveUp *writepath.GiveUp
+		if errors.As(err, &giveUp) && giveUp.Action == retry.DeadLetter {
+			for _, m := range g.Msgs {
+				poison = append(poison, event.Poison{Msg: m, Cause: giveUp.Err})
 			}
 			continue
 		}
 		if err != nil {
-			err = fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", k.session, k.prize, err)
-			if cerr := j.cases.Record(ctx, j.now(), compensationCase(k, msgs[k], err)); cerr != nil {
+			err = fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", g.Key.Session, g.Key.Prize, err)
+			if cerr := j.cases.Record(ctx, j.now(), compensationCase(g.Key, g.Msgs, err)); cerr != nil {
 				j.log.Warn("record the failing compensation as an exception case failed", "error", cerr.Error())
 			}
 			return err
-		}
-		b, err := j.settlement(ctx, k, res)
-		if err != nil {
-			j.log.Warn("read owners of replayed orders failed; the stale job settles them", "error", err.Error())
 		}
 		for _, o := range res.Outcomes {
 			result := "rejected"
@@ -270,78 +239,20 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 			sum[result]++
 			j.metrics.replayed.WithLabelValues(result).Inc()
 		}
-		settle = append(settle, b)
+		settle = append(settle, j.write.Settlement(ctx, g.Key, res))
 	}
 	if err := j.deadLetters.Write(ctx, poison...); err != nil {
 		return err
 	}
 	sum["dead_lettered"] += int64(len(poison))
-	// Settling mirrors committed outcomes into Redis; it is idempotent and right whoever
-	// does it, so it needs no fence. If Redis is down the stale job settles later.
-	if _, err := j.gate.Settle(ctx, settle); err != nil {
-		j.log.Warn("settle replayed outcomes in redis failed; the stale job retries", "error", err.Error())
-	}
+	j.write.Settle(ctx, settle)
 	return nil
-}
-
-// settlement mirrors a persisted group into Redis. An order that existed before this replay
-// is settled as MySQL stores it, under its owner: the replayed event's user may differ (a
-// forged or corrupted event) and must never be told the order is theirs. When the owners
-// cannot be read, those items are left out (the stale job settles them later).
-func (j *compensationJob) settlement(ctx context.Context, k prizeKey, res store.PersistResult) (stock.SettleBatch, error) {
-	b := stock.SettleBatch{SessionID: k.session, PrizeID: k.prize}
-	var before []string
-	for _, o := range res.Outcomes {
-		if o.Before {
-			before = append(before, o.Grab.RequestID)
-			continue
-		}
-		b.Items = append(b.Items, stock.Settlement{RequestID: o.Grab.RequestID, UserID: o.Grab.UserID,
-			OrderID: o.OrderID, Reason: string(o.Reason)})
-	}
-	if len(before) == 0 {
-		return b, nil
-	}
-	stored, err := j.orders.Existing(ctx, before)
-	if err != nil {
-		return b, err
-	}
-	for _, rid := range before {
-		if o, ok := stored[rid]; ok {
-			b.Items = append(b.Items, settleOf(k.session, k.prize, []seckill.Order{o}).Items...)
-		}
-	}
-	return b, nil
-}
-
-// persist runs one session×prize group through the retry policy: contention (conflicts,
-// deadlocks, duplicate keys) is retried in fresh transactions with backoff, an unreachable
-// MySQL is waited out for as long as the run lasts, and every wait ends with ctx.
-func (j *compensationJob) persist(ctx context.Context, k prizeKey, grabs []seckill.Grab) (store.PersistResult, error) {
-	for failed := 1; ; failed++ {
-		res, err := j.orders.Persist(ctx, k.session, k.prize, grabs, j.now())
-		if err == nil {
-			return res, nil
-		}
-		act, delay := j.policy.Decide(failed, err)
-		switch act {
-		case retry.DeadLetter:
-			return res, err
-		case retry.Compensate:
-			return res, fmt.Errorf("gave up after %d attempts: %w", failed, err)
-		}
-		select {
-		case <-ctx.Done():
-			return res, fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
-		case <-time.After(delay):
-		}
-	}
 }
 
 // compensationCase is the exception case of a compensation group that failed to replay. It
 // is keyed by where the group starts, so the same stuck group is one case however many runs
 // fail on it; the job retries it every run, and a person fixes the cause (nothing to replay).
-func compensationCase(k prizeKey, msgs []kafka.Message, cause error) store.CaseReport {
+func compensationCase(k writepath.Key, msgs []kafka.Message, cause error) store.CaseReport {
 	first := msgs[0]
 	rids := make([]string, 0, min(len(msgs), 20))
 	for _, m := range msgs[:min(len(msgs), 20)] {
@@ -351,7 +262,7 @@ func compensationCase(k prizeKey, msgs []kafka.Message, cause error) store.CaseR
 	}
 	return store.CaseReport{Kind: seckill.CaseCompensationFailing,
 		Key:       fmt.Sprintf("%s/%d@%d", first.Topic, first.Partition, first.Offset),
-		SessionID: k.session, PrizeID: k.prize, Detail: cause.Error(),
+		SessionID: k.Session, PrizeID: k.Prize, Detail: cause.Error(),
 		Evidence: map[string]any{"topic": first.Topic, "partition": first.Partition, "first_offset": first.Offset,
 			"events": len(msgs), "request_ids": rids, "error": cause.Error()}}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 func main() {
@@ -132,8 +133,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	deadLetters := exception.NewDeadLetters(dlWriter, cases, time.Now, log)
 	lag := grabLag{reader: kafkaAdmin, group: cfg.ConsumerGroup, topic: cfg.Topics.Grab}
 	comp := &compensationJob{
-		bounds: kafkaAdmin, offsets: catalog, orders: orders, gate: gate, deadLetters: deadLetters, cases: cases,
-		topic: cfg.Topics.Compensation, policy: retry.Default(), budget: cfg.ReplayBudget,
+		bounds: kafkaAdmin, offsets: catalog, deadLetters: deadLetters, cases: cases,
+		write: writepath.New(orders, gate, retry.Default(), nil, log, time.Now),
+		topic: cfg.Topics.Compensation, budget: cfg.ReplayBudget,
 		metrics: newCompensationMetrics(reg), log: log, now: time.Now,
 		open: func(partition int, offset int64) (partitionReader, error) {
 			r := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.KafkaBrokers, Dialer: cfg.Kafka.Dialer(), Topic: cfg.Topics.Compensation.Name,

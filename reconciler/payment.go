@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // paymentCatalog finds the sessions whose orders may be due, and their activities' timeouts.
@@ -286,12 +287,7 @@ func (j paymentJob) redisStep(ctx context.Context, fence lease.Fence, now time.T
 	if err := fence.Check(ctx); err != nil {
 		return err
 	}
-	items := make([]stock.UnitReturn, len(steps))
-	for i, s := range steps {
-		items[i] = stock.UnitReturn{SessionID: s.SessionID, PrizeID: s.PrizeID, RequestID: s.RequestID, UserID: s.UserID,
-			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot}
-	}
-	rep, err := j.gate.ReturnAll(ctx, items)
+	rep, err := writepath.ReturnUnits(ctx, j.gate, steps)
 	sum["units_returned"] += int64(rep.Returned)
 	sum["outcomes_marked"] += int64(rep.Marked)
 	j.metrics.swept.WithLabelValues("returned").Add(float64(rep.Returned))

@@ -6,7 +6,6 @@ package exception
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -129,20 +129,11 @@ func (d *DeadLetters) Write(ctx context.Context, poison ...event.Poison) error {
 	for i, p := range poison {
 		reports[i] = DeadLetterReport(p)
 	}
-	backoff := 100 * time.Millisecond
-	for {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := d.cases.Record(rctx, d.now(), reports...)
-		cancel()
-		if err == nil {
-			return nil
-		}
+	err := retry.Until(ctx, func(rctx context.Context) error { return d.cases.Record(rctx, d.now(), reports...) }, func(err error) {
 		d.log.Warn("dead letters written; recording their exception cases failed, retrying", "count", len(reports), "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("dead letters written, their cases not recorded: %w", err), ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	})
+	if err != nil {
+		return fmt.Errorf("dead letters written, their cases not recorded: %w", err)
 	}
+	return nil
 }
