@@ -63,12 +63,10 @@ func TestSnapshotStaysO1WithManyReservations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start = time.Now()
-	if err := rdb.HGetAll(ctx, k.Reserved).Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("snapshot.lua with %d reservations: %s round trip (for scale, one HGETALL of the hash: %s)",
-		pending, took, time.Since(start))
+	// (An HGETALL of the hash "for scale" used to follow: its 10 MB reply outlasted the
+	// client's 1 s read timeout on a loaded machine, and it proved nothing the reply's
+	// shape below does not.)
+	t.Logf("snapshot.lua with %d reservations: %s round trip", pending, took)
 	if len(reply) > 8 {
 		t.Fatalf("snapshot reply has %d elements, want a few scalars", len(reply))
 	}
