@@ -4,6 +4,7 @@
 package certs
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Files names the PEM files of one server's TLS settings. An empty CAFile trusts the
@@ -62,6 +64,38 @@ func Client(f Files, readFile func(string) ([]byte, error)) (*tls.Config, error)
 		c.Certificates = []tls.Certificate{pair}
 	}
 	return c, nil
+}
+
+// Probe dials addr and completes a TLS handshake with c within timeout, so a service finds
+// out at start-up, in words, that the server's certificate is not trusted or that the port
+// does not speak TLS at all: a plaintext server left waiting for the rest of a "command" that
+// is really a TLS hello would otherwise only show as a client's dial timeout.
+func Probe(ctx context.Context, addr string, c *tls.Config, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c = c.Clone()
+	if c.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			c.ServerName = host
+		}
+	}
+	tc := tls.Client(conn, c)
+	err = tc.HandshakeContext(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("TLS handshake: no answer within %s (the server does not speak TLS on this port)", timeout)
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		return fmt.Errorf("TLS handshake: %w (the server closed the connection: it does not speak TLS on this port, or wants a client certificate)", err)
+	}
+	return fmt.Errorf("TLS handshake: %w", err)
 }
 
 // Hint says in a few words what a connection error most likely means, given whether the

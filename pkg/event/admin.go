@@ -14,6 +14,7 @@ import (
 // topics idempotently, checking their partition counts, and reading offsets and lag.
 type Admin struct {
 	client   *kafka.Client
+	brokers  []string
 	security Security // for naming the principal in a refusal
 }
 
@@ -22,7 +23,7 @@ func NewAdmin(brokers []string, opts ...AdminOption) (*Admin, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka admin: no brokers")
 	}
-	a := &Admin{client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}}
+	a := &Admin{client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}, brokers: brokers}
 	for _, o := range opts {
 		o(a)
 	}

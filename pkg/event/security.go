@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -154,6 +155,9 @@ func (o Op) String() string { return string(o) }
 func (a *Admin) CheckAccess(ctx context.Context, needs ...Need) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if err := a.probeTLS(ctx); err != nil {
+		return err
+	}
 	var errs []error
 	for _, n := range needs {
 		var err error
@@ -175,6 +179,26 @@ func (a *Admin) CheckAccess(ctx context.Context, needs ...Need) error {
 	return errors.Join(errs...)
 }
 
+// probeTLS completes a TLS handshake with the first broker that accepts a connection, so an
+// untrusted certificate or a plaintext listener is named before any request.
+func (a *Admin) probeTLS(ctx context.Context) error {
+	if a.security.tls == nil {
+		return nil
+	}
+	for _, b := range a.brokers {
+		err := certs.Probe(ctx, b, a.security.tls, 3*time.Second)
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			continue // down: the readiness probe's business
+		}
+		if err != nil {
+			return fmt.Errorf("kafka %s (%s, %s): %w", b, a.security.Principal(), a.security, certs.Explain(err, true, "SECKILL_KAFKA_TLS"))
+		}
+		return nil
+	}
+	return nil
+}
+
 // authorization reports a broker's ACL refusal.
 func authorization(err error) bool {
 	return errors.Is(err, kafka.TopicAuthorizationFailed) || errors.Is(err, kafka.GroupAuthorizationFailed) ||
@@ -190,7 +214,7 @@ func Refused(err error) bool {
 		return true
 	}
 	h := certs.Hint(err, true, "")
-	return h != "" && h != "the server is unreachable" || errors.Is(err, io.EOF)
+	return h != "" && h != "the server is unreachable" || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // Denied turns a broker's authorization error into "kafka: principal User:x is not allowed
@@ -210,6 +234,8 @@ func denied(s Security, n Need, err error) error {
 		return fmt.Errorf("kafka: principal %s is not allowed the cluster operation needed to %s (ACL): %w", s.Principal(), n, err)
 	case errors.Is(err, kafka.SASLAuthenticationFailed):
 		return fmt.Errorf("kafka: SASL %s authentication of %s refused (wrong user or password): %w", s.mechanism, s.Principal(), err)
+	case errors.Is(err, kafka.UnsupportedSASLMechanism) || errors.Is(err, kafka.IllegalSASLState):
+		return fmt.Errorf("kafka: the brokers do not accept SASL %s for %s on this listener (another mechanism, or a listener without SASL): %w", s.mechanism, s.Principal(), err)
 	}
 	return fmt.Errorf("kafka (%s, %s) to %s: %w", s.Principal(), s, n, certs.Explain(err, s.tls != nil, "SECKILL_KAFKA_TLS"))
 }

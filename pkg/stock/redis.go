@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -114,6 +115,17 @@ func Dial(ctx context.Context, o Options) (redis.UniversalClient, error) {
 func clusterEnabled(ctx context.Context, seeds []string, o Options) (bool, error) {
 	var errs []error
 	for _, a := range seeds {
+		if o.TLS != nil {
+			if err := certs.Probe(ctx, a, o.TLS, 3*time.Second); err != nil {
+				err = fmt.Errorf("%s: %w", o.who(a), certs.Explain(err, true, "SECKILL_REDIS_TLS"))
+				var op *net.OpError
+				if !errors.As(err, &op) || op.Op != "dial" {
+					return false, err
+				}
+				errs = append(errs, err)
+				continue
+			}
+		}
 		c := redis.NewClient(&redis.Options{Addr: a, Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
 			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 		info, err := c.Info(ctx, "cluster").Result()
