@@ -337,8 +337,8 @@ secure_kafka_up() {
 	secure_kafka_acls
 }
 
-# SECURE_KAFKA_ACLS: principal|resource flag|names|operation, one AclCommand a line (the
-# README's table). READ and WRITE on a topic imply DESCRIBE; READ on a group allows joining it
+# SECURE_KAFKA_ACLS: principal|resource flag|names|operation[|prefixed], one AclCommand a
+# line (the README's table). READ and WRITE on a topic imply DESCRIBE; READ on a group allows joining it
 # and committing its offsets, DESCRIBE reading them (lag).
 SECURE_KAFKA_ACLS=(
 	# Publishes grabs; a grab the gate took back after a failed publish is compensated; reads
@@ -356,12 +356,17 @@ SECURE_KAFKA_ACLS=(
 	"reconciler|--topic|seckill.compensation|Read"
 	"reconciler|--topic|seckill.order-feedback,seckill.order|Describe"
 	"reconciler|--group|seckill-orders,seckill-order-feedback|Describe"
+	# The tests' user: everything on the topics and groups the tests make for themselves
+	# (stacktest: t<id>.seckill.*, t-orders-<id>; the chaos set: chaos<id>.*, chaos-*), nothing
+	# on the pipeline's own.
+	"test|--topic|t,chaos|All|prefixed"
+	"test|--group|t-,chaos-|All|prefixed"
 )
 
 # secure_kafka_acls: creates the ACLs as admin through Kafka's own AclCommand over SASL_SSL
 # (adding an ACL that exists changes nothing); skipped when the table is unchanged.
 secure_kafka_acls() {
-	local dir=$SECURE_STATE/kafka conf line p flag names op n
+	local dir=$SECURE_STATE/kafka conf line p flag names op pattern n
 	conf=$(secure_kafka_admin_config)
 	if [[ -f $dir/acls.done ]] && cmp -s "$dir/acls.done" <(printf '%s\n' "${SECURE_KAFKA_ACLS[@]}"); then
 		return
@@ -369,9 +374,9 @@ secure_kafka_acls() {
 	log "creating the secure kafka ACLs (${#SECURE_KAFKA_ACLS[@]} AclCommand runs)"
 	: >"$dir/acls.log"
 	for line in "${SECURE_KAFKA_ACLS[@]}"; do
-		IFS='|' read -r p flag names op <<<"$line"
+		IFS='|' read -r p flag names op pattern <<<"$line"
 		local args=(--bootstrap-server "127.0.0.1:$SECURE_KAFKA_PORT" --command-config "$conf"
-			--add --allow-principal "User:$p" --operation "$op")
+			--add --allow-principal "User:$p" --operation "$op" --resource-pattern-type "${pattern:-literal}")
 		IFS=, read -r -a n <<<"$names"
 		for name in "${n[@]}"; do args+=("$flag" "$name"); done
 		java -Xmx256m -cp "$KAFKA_LIBS/*" org.apache.kafka.tools.AclCommand "${args[@]}" >>"$dir/acls.log" 2>&1 ||
