@@ -92,9 +92,10 @@ secure_certs() {
 # The commands each Redis user may run, on keys sk:* only (the gate's keys, pkg/stock) and no
 # channel. Every user that runs the gate's Lua scripts needs the commands inside them too:
 # Redis checks a script's calls against the caller's ACL. INFO is the eviction-policy check
-# (stock.Dial reads maxmemory_policy from INFO memory; CONFIG is left out).
+# (stock.Dial reads maxmemory_policy from INFO memory; CONFIG is left out). SCRIPT LOAD: the
+# services load the gate's scripts at start-up (stock.NewGate); SCRIPT FLUSH is left out.
 SECURE_REDIS_BASE='+ping +info +hello +client|setname +cluster|info +cluster|slots +cluster|shards +cluster|nodes'
-SECURE_REDIS_SCRIPTS='+eval +evalsha +del +exists +get +set +hdel +hget +hincrby +hlen +hmget +hset +hsetnx +pexpireat'
+SECURE_REDIS_SCRIPTS='+eval +evalsha +script|load +script|exists +del +exists +get +set +hdel +hget +hincrby +hlen +hmget +hset +hsetnx +pexpireat'
 
 # secure_redis_acl USER: the command rules of USER.
 secure_redis_acl() {
