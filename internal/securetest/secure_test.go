@@ -183,16 +183,16 @@ func TestRefusedAtStartUp(t *testing.T) {
 		{"mysql missing grant", "gateway", []string{"migrate"}, nil,
 			[]string{"seckill_app", "command denied to user 'seckill_app'"}},
 		{"mysql plaintext", "gateway", nil, map[string]string{"SECKILL_MYSQL_TLS": "false", "SECKILL_MYSQL_CA_FILE": ""},
-			[]string{"mysql " + mysqlCfg.Addr + " as user seckill_app", "insecure transport"}},
+			[]string{"mysql " + mysqlCfg.Addr + " as user seckill_app", "Access denied", "the server requires TLS", "set SECKILL_MYSQL_TLS=true"}},
 		{"kafka wrong password", "gateway", nil, map[string]string{"SECKILL_KAFKA_PASSWORD_FILE": wrong},
 			[]string{"User:gateway", "SASL scram-sha-512 authentication", "refused"}},
 		{"kafka unknown CA", "gateway", nil, map[string]string{"SECKILL_KAFKA_CA_FILE": otherCA},
 			[]string{"kafka " + kafkaAddr, "User:gateway", "not signed by the configured CA"}},
 		// The consumer started with the gateway's Kafka credentials: the gateway's principal
-		// may not read order feedback.
+		// may not consume order feedback.
 		{"kafka missing ACL", "consumer", nil, map[string]string{"SECKILL_KAFKA_USERNAME": "gateway",
 			"SECKILL_KAFKA_PASSWORD_FILE": filepath.Join(dir, "secrets", "kafka-gateway")},
-			[]string{"principal User:gateway is not allowed to READ topic seckill.order-feedback (ACL)"}},
+			[]string{"principal User:gateway is not allowed to READ group seckill-order-feedback (ACL)"}},
 		{"kafka plaintext", "gateway", nil, map[string]string{"SECKILL_KAFKA_TLS": "false", "SECKILL_KAFKA_CA_FILE": ""},
 			[]string{"User:gateway", "may require TLS (set SECKILL_KAFKA_TLS=true)"}},
 	}
@@ -247,14 +247,19 @@ func redisUserWithout(t *testing.T, dir, command string) (string, string) {
 	t.Helper()
 	rdb := stacktest.Redis(t)
 	ctx := stacktest.Context(t, 10*time.Second)
-	rules, err := rdb.Do(ctx, "ACL", "GETUSER", "gateway").Slice()
+	rules, err := rdb.Do(ctx, "ACL", "GETUSER", "gateway").Result()
 	if err != nil {
 		t.Fatalf("ACL GETUSER gateway: %v", err)
 	}
 	var commands string
-	for i := 0; i+1 < len(rules); i += 2 {
-		if rules[i] == "commands" {
-			commands, _ = rules[i+1].(string)
+	switch r := rules.(type) {
+	case map[any]any: // RESP3
+		commands, _ = r["commands"].(string)
+	case []any: // RESP2: name, value, ...
+		for i := 0; i+1 < len(r); i += 2 {
+			if r[i] == "commands" {
+				commands, _ = r[i+1].(string)
+			}
 		}
 	}
 	if !strings.Contains(commands, "+"+command) {
