@@ -16,7 +16,7 @@ REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSION) \
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
-.PHONY: run test lint chaos chaos-cluster-short hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
+.PHONY: run test lint contract-fuzz chaos chaos-cluster-short hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
 	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs
 
 stack-up:
@@ -38,6 +38,18 @@ build:
 # its tools: shellcheck and prometheus from Debian, the rest in a venv under ~/.cache/seckill).
 lint:
 	.ci/lint
+
+# The lint venv (.ci/lint makes it, with its pinned PyPI tools) holds Schemathesis.
+LINT_VENV ?= $(or $(SECKILL_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/seckill)/lint-venv
+
+# The contract fuzzer (internal/contractfuzz, about 3 minutes): Schemathesis, every check, a
+# fixed seed and a bounded number of examples, against both listeners of a real gateway on
+# the stack (the admin API with the bearer token and again signed in as the console); fails
+# on any disagreement between docs/api and the gateway. SEED and EXAMPLES override the two.
+FUZZ_FLAGS := $(if $(SEED),-seed $(SEED)) $(if $(EXAMPLES),-examples $(EXAMPLES))
+contract-fuzz: lint stack-up
+	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' -v \
+		./internal/contractfuzz -schemathesis $(LINT_VENV)/bin/schemathesis $(FUZZ_FLAGS)
 
 # Monitoring (deploy/monitoring, docs/runbook.md). `make monitor` starts Prometheus on
 # http://127.0.0.1:19090 with the alert rules loaded, scraping the services of `make run`, and
@@ -75,10 +87,12 @@ vet:
 
 # Lint first (seconds), then unit and integration tests together, all under the race
 # detector; integration tests find the stack through the SECKILL_* variables the stack writes
-# to .state/env. Then the short chaos set (happy path and three fast faults), alone, so its
-# crowd does not slow the others.
+# to .state/env. Then the contract fuzzer (see contract-fuzz) and the short chaos set (happy
+# path and three fast faults), each alone, so their load does not slow the others.
 test: lint stack-up vet
 	set -a && source $(STATE)/env && set +a && $(GO) test -race -count=1 -timeout 20m ./...
+	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' \
+		./internal/contractfuzz -schemathesis $(LINT_VENV)/bin/schemathesis
 	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos -short
 
 # The whole failure matrix of docs/design.md (about 5 minutes on the single node: 3 for the 13

@@ -116,7 +116,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	relay := &outboxRelay{
 		outbox: store.NewOutbox(db), writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(),
-		topic: cfg.Topics.Order.Name, lock: mysqlRelayLock{db: db, name: relayLockName(cfg.MySQLDSN, cfg.Topics.Order.Name)},
+		topic: cfg.Topics.Order.Name, lock: mysqlRelayLock{db: db, name: store.RelayLockName(cfg.MySQLDSN, cfg.Topics.Order.Name)},
 		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
 	}
 	proc := &processor{

@@ -116,7 +116,7 @@ func TestMetricsTellTheTruthWhileStalled(t *testing.T) {
 	if err := e.processor(t, store.NewOrders(e.db)).Process(e.ctx, msgs[:3]); err != nil {
 		t.Fatal(err)
 	}
-	relayLock, ok, err := store.TryLock(e.ctx, e.db, relayLockName(e.dsn, e.topics.Order.Name))
+	relayLock, ok, err := store.TryLock(e.ctx, e.db, store.RelayLockName(e.dsn, e.topics.Order.Name))
 	if err != nil || !ok {
 		t.Fatalf("take the relay lock: %v %v", ok, err)
 	}

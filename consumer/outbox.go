@@ -53,7 +53,10 @@ func (m mysqlRelayLock) Acquire(ctx context.Context) (func(context.Context) erro
 
 // outboxRelay publishes order events from the outbox to the order topic: one event per
 // order, at least once, and in practice exactly once. One relay acts at a time (a MySQL
-// named lock, checked before every batch). Before publishing after a start or an ambiguous produce error (kafka-go may
+// named lock, checked before every write: the produce, each mark, each checkpoint; a relay
+// that lost it between two writes of a batch stops before the second, and the next holder's
+// recovery scan marks what reached the topic. A checkpoint written after the lock was lost
+// could cover events another holder published and has not marked yet). Before publishing after a start or an ambiguous produce error (kafka-go may
 // report an error for a batch that was written) it reads the topic from its checkpoint to
 // the end and marks the events already there instead of publishing them again.
 type outboxRelay struct {
@@ -112,19 +115,16 @@ func (r *outboxRelay) Run(ctx context.Context) error {
 // relay runs while the lock is held; it returns on an error (or the lock lost) so the next
 // round starts with a recovery scan.
 func (r *outboxRelay) relay(ctx context.Context, held func(context.Context) error) error {
-	if err := r.recover(ctx); err != nil {
+	if err := r.recover(ctx, held); err != nil {
 		return err
 	}
 	for {
-		if err := held(ctx); err != nil {
-			return err
-		}
-		n, err := r.publishBatch(ctx)
+		n, err := r.publishBatch(ctx, held)
 		if err != nil {
 			return err
 		}
 		if time.Since(r.lastMark) > 5*time.Second {
-			if err := r.checkpoint(ctx); err != nil {
+			if err := r.checkpoint(ctx, held); err != nil {
 				return err
 			}
 		}
@@ -140,8 +140,9 @@ func (r *outboxRelay) relay(ctx context.Context, held func(context.Context) erro
 	}
 }
 
-// publishBatch publishes the oldest pending events and marks them.
-func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
+// publishBatch publishes the oldest pending events and marks them, checking the lock
+// before each of the three writes.
+func (r *outboxRelay) publishBatch(ctx context.Context, held func(context.Context) error) (int, error) {
 	events, err := r.outbox.Pending(ctx, r.batch)
 	if err != nil || len(events) == 0 {
 		return 0, err
@@ -157,6 +158,9 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 			ids = append(ids, e.ID)
 		}
 	}
+	if err := held(ctx); err != nil {
+		return 0, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	err = r.writer.WriteMessages(wctx, msgs...)
 	cancel()
@@ -164,11 +168,24 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 		// Some of the batch may be on the topic: the recovery scan sorts it out.
 		return 0, fmt.Errorf("publish %d order events: %w", len(msgs), err)
 	}
-	if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), ids, r.now()); err != nil {
-		return 0, err
+	// The marks run even when ctx ended meanwhile (the events are on the topic), but not
+	// after the lock was lost: then the next holder's recovery scan marks them.
+	mctx := context.WithoutCancel(ctx)
+	if len(ids) > 0 {
+		if err := held(mctx); err != nil {
+			return 0, err
+		}
+		if err := r.outbox.MarkPublished(mctx, ids, r.now()); err != nil {
+			return 0, err
+		}
 	}
-	if err := r.outbox.MarkFollowPublished(context.WithoutCancel(ctx), follow, r.now()); err != nil {
-		return 0, err
+	if len(follow) > 0 {
+		if err := held(mctx); err != nil {
+			return 0, err
+		}
+		if err := r.outbox.MarkFollowPublished(mctx, follow, r.now()); err != nil {
+			return 0, err
+		}
 	}
 	r.metrics.published.Add(float64(len(events)))
 	return len(events), nil
@@ -176,10 +193,14 @@ func (r *outboxRelay) publishBatch(ctx context.Context) (int, error) {
 
 // checkpoint records the topic's end offsets. Everything below them was published by this
 // relay (it holds the lock) and marked, since marking follows every successful produce in
-// this same goroutine.
-func (r *outboxRelay) checkpoint(ctx context.Context) error {
+// this same goroutine; checked right before the write, since a relay that lost it may be
+// reading end offsets that cover another holder's unmarked events.
+func (r *outboxRelay) checkpoint(ctx context.Context, held func(context.Context) error) error {
 	ends, err := r.endOffsets(ctx)
 	if err != nil {
+		return err
+	}
+	if err := held(ctx); err != nil {
 		return err
 	}
 	if err := r.outbox.SetCheckpoints(ctx, r.topic, ends); err != nil {
@@ -191,7 +212,7 @@ func (r *outboxRelay) checkpoint(ctx context.Context) error {
 
 // recover reads every partition from its checkpoint to its end and marks the events found
 // there as published, then moves the checkpoints to the end.
-func (r *outboxRelay) recover(ctx context.Context) error {
+func (r *outboxRelay) recover(ctx context.Context, held func(context.Context) error) error {
 	from, err := r.outbox.Checkpoints(ctx, r.topic)
 	if err != nil {
 		return err
@@ -213,6 +234,9 @@ func (r *outboxRelay) recover(ctx context.Context) error {
 		found = append(found, ids...)
 	}
 	for i := 0; i < len(found); i += 1000 {
+		if err := held(ctx); err != nil {
+			return err
+		}
 		n, err := r.outbox.MarkFound(ctx, found[i:min(i+1000, len(found))], r.now())
 		if err != nil {
 			return err
@@ -222,7 +246,7 @@ func (r *outboxRelay) recover(ctx context.Context) error {
 			r.log.Info("order events already on the topic marked, not re-published", "count", n)
 		}
 	}
-	return r.checkpoint(ctx)
+	return r.checkpoint(ctx, held)
 }
 
 // endOffsets returns every partition's end offset, retrying briefly while leadership

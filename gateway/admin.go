@@ -125,17 +125,17 @@ func actor(r *http.Request) string {
 }
 
 type prizeInput struct {
-	Name  string `json:"name"`
-	Stock *int   `json:"stock"`
+	Name  string       `json:"name"`
+	Stock *wholeNumber `json:"stock"`
 }
 
 type activityInput struct {
-	Name          string `json:"name"`
-	WindowStart   string `json:"window_start"`
-	WindowEnd     string `json:"window_end"`
-	Interval      string `json:"interval"`
-	SessionLength string `json:"session_length"`
-	PerUserLimit  *int   `json:"per_user_limit"`
+	Name          string       `json:"name"`
+	WindowStart   string       `json:"window_start"`
+	WindowEnd     string       `json:"window_end"`
+	Interval      string       `json:"interval"`
+	SessionLength string       `json:"session_length"`
+	PerUserLimit  *wholeNumber `json:"per_user_limit"`
 	// PaymentTimeout ("15m"; "" or "0s": none) and RegrabAfterCancel: see seckill.Activity.
 	PaymentTimeout    string       `json:"payment_timeout"`
 	RegrabAfterCancel bool         `json:"regrab_after_cancel"`
@@ -147,7 +147,9 @@ type activityInput struct {
 func (in activityInput) domain() (seckill.Activity, error) {
 	var errs seckill.ValidationError
 	parseTime := func(field, v string) time.Time {
-		t, err := time.Parse(time.RFC3339, v)
+		// RFC 3339 (and the document's date-time) allow a lower-case t and z; Go's parser
+		// wants them upper-case, and nothing else in the form has a case.
+		t, err := time.Parse(time.RFC3339, strings.ToUpper(v))
 		if err != nil {
 			errs = append(errs, seckill.FieldError{Field: field, Message: "want an RFC 3339 time, e.g. 2026-11-29T10:00:00Z"})
 		}
@@ -169,7 +171,7 @@ func (in activityInput) domain() (seckill.Activity, error) {
 		PerUserLimit:  1,
 	}
 	if in.PerUserLimit != nil {
-		a.PerUserLimit = *in.PerUserLimit
+		a.PerUserLimit = int(*in.PerUserLimit)
 	}
 	if in.PaymentTimeout != "" {
 		a.PaymentTimeout = parseDur("payment_timeout", in.PaymentTimeout)
@@ -180,7 +182,7 @@ func (in activityInput) domain() (seckill.Activity, error) {
 			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].stock", i), Message: "is required"})
 			continue
 		}
-		a.Prizes = append(a.Prizes, seckill.Prize{Name: p.Name, StockPerSession: *p.Stock})
+		a.Prizes = append(a.Prizes, seckill.Prize{Name: p.Name, StockPerSession: int(*p.Stock)})
 	}
 	if len(errs) > 0 {
 		return a, errs
@@ -397,8 +399,8 @@ func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
 }
 
 type adjustInput struct {
-	Total  *int   `json:"total"`
-	Reason string `json:"reason"`
+	Total  *wholeNumber `json:"total"`
+	Reason string       `json:"reason"`
 }
 
 func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
@@ -419,7 +421,7 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 	if in.Total == nil {
 		verr = append(verr, seckill.FieldError{Field: "total", Message: "is required"})
 	}
-	if reason := strings.TrimSpace(in.Reason); reason == "" || len(reason) > 512 {
+	if !textOK(in.Reason, 512) {
 		verr = append(verr, seckill.FieldError{Field: "reason", Message: "must be 1 to 512 characters (it goes to the audit log)"})
 	}
 	if len(verr) > 0 {
@@ -428,7 +430,7 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 	}
 	// MySQL and a preheated key change together, or neither does (grabs already admitted in
 	// Redis: 409). An absent key gets the new total from MySQL at preheat.
-	adj, err := a.preheater.Adjust(r.Context(), sid, pid, *in.Total, actor(r), in.Reason)
+	adj, err := a.preheater.Adjust(r.Context(), sid, pid, int(*in.Total), actor(r), strings.Trim(in.Reason, blankSet))
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -35,7 +35,7 @@ type workbenchAnswers struct {
 // reports through every documented answer, on cases recorded straight into the gateway's
 // MySQL (as the consumer and the reconciler record them) for the activity checkAdmin left.
 // It returns the id of a case still open, which checkConsole dismisses.
-func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics event.Topics, real *workbenchAnswers) (openCase string) {
+func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, gate *stock.Gate, topics event.Topics, real *workbenchAnswers) (openCase string) {
 	t.Helper()
 	const tok, none = testAdminToken, "999999999"
 	ctx := stacktest.Context(t, 60*time.Second)
@@ -64,6 +64,10 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 	lost, lostPoison := grab("wb-lost-0001", "judy", topics.Compensation.Name)
 	if _, err := store.NewOrders(db).Persist(ctx, s1, p2, []seckill.Grab{done}, time.Now()); err != nil {
 		t.Fatal(err)
+	}
+	// The lost grab was admitted: Redis holds its reservation, which its replay checks.
+	if v, err := gate.Reserve(ctx, lost); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("admit the lost grab: %v %v", v.Code, err)
 	}
 	staleRID := seckill.RequestID(s1, p2, "wb-stale-0001")
 	garbled := event.Poison{Msg: kafka.Message{Topic: topics.Grab.Name, Partition: 1, Offset: 7, Key: []byte("?"),
@@ -130,15 +134,29 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 		// A replay that applies, twice: the second changes nothing.
 		{method: "POST", path: wb + lostID + "/replay", token: tok, header: hdr, body: `{"note": "stock row restored"}`, status: 200},
 		{method: "POST", path: wb + lostID + "/replay", token: tok, header: hdr, status: 200},
-		// Resolve needs a note (the document cannot say that only resolve and dismiss do).
-		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, status: 400, code: "invalid_input"},
-		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, body: `{"note": "  "}`, status: 400, code: "invalid_input"},
+		// Resolve and dismiss need a note, replay does not (each action has its operation, so
+		// the document says so too).
+		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, body: `{"note": "  "}`, status: 400, code: "invalid_input",
+			docRefuses: true},
+		{method: "POST", path: wb + driftID + "/dismiss", token: tok, header: hdr, body: `{}`, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "POST", path: wb + driftID + "/replay", token: tok, header: hdr, body: `{"note": 5}`, status: 400, code: "invalid_input",
+			docRefuses: true},
+		{method: "POST", path: wb + driftID + "/replay", token: tok, header: hdr, body: long, status: 413, code: "body_too_large", docRefuses: true},
+		{method: "POST", path: wb + driftID + "/dismiss", token: tok, header: hdr, body: long, status: 413, code: "body_too_large", docRefuses: true},
+		{method: "POST", path: wb + none + "/replay", token: tok, status: 404, code: "not_found"},
+		{method: "POST", path: wb + none + "/dismiss", token: tok, body: `{"note": "x"}`, status: 404, code: "not_found"},
+		{method: "POST", path: wb + driftID + "/replay", status: 401, code: "unauthorized", docRefuses: true},
+		{method: "POST", path: wb + driftID + "/resolve", body: `{"note": "x"}`, status: 401, code: "unauthorized", docRefuses: true},
 		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, body: `{"notes": "AOF restored"}`,
 			status: 400, code: "invalid_input", docRefuses: true},
 		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, body: long, status: 413, code: "body_too_large", docRefuses: true},
 		{method: "POST", path: wb + driftID + "/resolve", token: tok, header: hdr, body: `{"note": "AOF restored"}`, status: 200},
 		{method: "POST", path: wb + driftID + "/dismiss", token: tok, header: hdr, body: `{"note": "noise"}`, status: 409, code: "case_closed"},
 		{method: "POST", path: wb + driftID + "/replay", token: tok, header: hdr, status: 409, code: "case_closed"},
+		{method: "POST", path: wb + garbledID + "/dismiss", token: tok, header: hdr, body: `{"note": "not ours"}`, status: 200},
+		{method: "POST", path: wb + garbledID + "/resolve", token: tok, header: hdr, body: `{"note": "fixed after all"}`, status: 409,
+			code: "case_closed"},
 		{method: "POST", path: wb + driftID + "/delete", token: tok, body: `{"note": "x"}`, status: 404, code: "not_found", docRefuses: true},
 		{method: "POST", path: wb + none + "/resolve", token: tok, body: `{"note": "x"}`, status: 404, code: "not_found"},
 		{method: "POST", path: wb + "abc/resolve", token: tok, body: `{"note": "x"}`, status: 400, code: "invalid_input", docRefuses: true},
@@ -153,11 +171,16 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 		t.Fatalf("after the actions: lost %v, drift %v", lostCase, driftCase)
 	}
 
-	// The live view: the open session, the closed one, the order persisted above.
-	x, live := admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview", token: tok, status: 200})
+	// The live view: the open session with the order persisted above; the closed one among
+	// the others.
+	x, live := admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview?others_limit=10", token: tok, status: 200})
 	real.overview = x
 	states := map[int64]string{}
 	sold := -1.0
+	for _, s := range live["others"].(map[string]any)["sessions"].([]any) {
+		s := s.(map[string]any)
+		states[int64(s["session_id"].(float64))] = s["state"].(string)
+	}
 	for _, s := range live["sessions"].([]any) {
 		s := s.(map[string]any)
 		states[int64(s["session_id"].(float64))] = s["state"].(string)
@@ -172,6 +195,8 @@ func checkWorkbench(t *testing.T, admin contractListener, db *gorm.DB, topics ev
 		t.Fatalf("overview: states %v, sold %v, %v", states, sold, live)
 	}
 	admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview", status: 401, code: "unauthorized", docRefuses: true})
+	admin.do(t, contractCall{method: "GET", path: "/admin/v1/overview?others_limit=501", token: tok, status: 400, code: "invalid_input",
+		docRefuses: true})
 
 	// The reconciler's reports: one as it prints them with --json, one that is no JSON any more.
 	runs := store.NewRunReports(db)

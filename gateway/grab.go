@@ -250,9 +250,17 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	// the gateway must know, so an admitted grab is always published.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.admitTimeout)
 	defer cancel()
+	// Tracked from before the script can admit the grab until its event is acknowledged
+	// (see publish): once the script ran, the grab exists only in Redis and here, and the
+	// reconciler's rebuild guard must see it in this gateway's report even while the reply
+	// is on its way (see unpublished). A verdict that publishes nothing lets it go at once.
+	ticket := a.held.admit(event.PartitionKey(g.SessionID, g.PrizeID))
 	start := time.Now()
 	v, err := a.gate.Reserve(rctx, g)
 	a.metrics.redis.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
+	// An unknown outcome is not published by this gateway whatever the script did (see
+	// unknownOutcome), so there is nothing here for the guard to wait for.
+	a.held.admitted(ticket, err == nil && (v.Code == stock.Admitted || (v.Code == stock.Seen && v.State.State == "queued")))
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("reserve").Inc()
 		a.unknownOutcome(w, g.RequestID, err)
@@ -334,16 +342,18 @@ func statusPath(rid string) string { return "/api/v1/grabs/" + rid }
 // publish emits the grab event and waits for Kafka's acknowledgement. If Kafka does not
 // acknowledge in time, the grab is still admitted: the stock stays deducted (a produce error
 // does not mean "not written") and the relay, or else the reconciler, publishes it later.
+// The caller holds the grab in a.held (from before Reserve); publish releases it once Kafka
+// acknowledged, or hands it to the relay, which releases it after its own write.
 func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) {
 	msg, err := event.EncodeGrab(g)
 	if err != nil {
+		a.held.release(event.PartitionKey(g.SessionID, g.PrizeID))
 		a.log.Error("encode grab event", "request_id", g.RequestID, "error", err.Error())
 		return
 	}
 	// The client leaving must not cancel the produce of an admitted grab.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.produceTTL)
 	defer cancel()
-	a.held.hold(msg.Key)
 	start := time.Now()
 	err = a.events.WriteMessages(pctx, msg)
 	a.metrics.produce.Observe(time.Since(start).Seconds())

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -121,4 +125,49 @@ func (p *statusProbe) WriteHeader(code int) {
 func (p *statusProbe) Write(b []byte) (int, error) {
 	p.WriteHeader(http.StatusOK)
 	return len(b), nil
+}
+
+// wholeNumber is an integer field of a request body. JSON Schema's `integer` (what the
+// documents promise) is any number with a zero fraction, so 2168.0 and 2.168e3 are 2168
+// here as for any client checking against the document; 2168.5 is refused.
+type wholeNumber int
+
+// maxExactFloat is 2^53: above it a float64 no longer holds every integer.
+const maxExactFloat = 1 << 53
+
+func (n *wholeNumber) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	// Plain integers exactly; other forms through float64 (strconv bounds the exponent's
+	// cost: a 12-byte "1e999999999" is +Inf, not a billion-digit number).
+	if v, err := strconv.ParseInt(s, 10, 0); err == nil {
+		*n = wholeNumber(v)
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > maxExactFloat {
+		return &json.UnmarshalTypeError{Value: "number " + s, Type: reflect.TypeFor[int]()}
+	}
+	*n = wholeNumber(f)
+	return nil
+}
+
+// intPtr is the int a wholeNumber field holds, nil when the field was absent.
+func (n *wholeNumber) intPtr() *int {
+	if n == nil {
+		return nil
+	}
+	v := int(*n)
+	return &v
+}
+
+// blankSet is what a note or reason may not consist of alone, and what is trimmed from its
+// ends: the documents' pattern `[^ \t\n\r]` names the same four characters, so the two agree
+// on every string (strings.TrimSpace's Unicode spaces would refuse a no-break space the
+// document accepts).
+const blankSet = " \t\n\r"
+
+// textOK reports whether s is 1 to most characters (as JSON Schema's maxLength counts
+// them: code points) and not blank.
+func textOK(s string, most int) bool {
+	return utf8.RuneCountInString(s) <= most && strings.Trim(s, blankSet) != ""
 }

@@ -268,7 +268,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reportDone := make(chan struct{})
 	go func() {
 		defer close(reportDone)
-		reportUnpublished(reportCtx, store.NewUnpublished(db), id, held, time.Second, log)
+		reportUnpublished(reportCtx, store.NewUnpublished(db), id, held, config.GatewayHeartbeat, log)
 	}()
 	defer func() { stopRelay(); <-relayDone; stopReport(); <-reportDone }()
 

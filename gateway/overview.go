@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
@@ -43,9 +46,9 @@ type overview struct {
 	fail    func(w http.ResponseWriter, r *http.Request, err error)
 }
 
-// Sessions shown: every open one, the next upcoming ones and the latest ended ones of today
-// (an activity repeating every minute has over a thousand sessions a day).
-const overviewAround = 10
+// overviewOthersMax bounds ?others_limit: the one-line entries of the sessions not shown
+// with their stock (an activity repeating every minute has over a thousand a day).
+const overviewOthersMax = 500
 
 type prizeLive struct {
 	PrizeID   int64          `json:"prize_id"`
@@ -70,12 +73,29 @@ type sessionLive struct {
 	Prizes       []prizeLive `json:"prizes"`
 }
 
+// sessionBrief is a session of the day the live view does not show with its stock.
+type sessionBrief struct {
+	SessionID    int64     `json:"session_id"`
+	ActivityID   int64     `json:"activity_id"`
+	ActivityName string    `json:"activity_name"`
+	StartsAt     time.Time `json:"starts_at"`
+	EndsAt       time.Time `json:"ends_at"`
+	State        string    `json:"state"`
+}
+
+// othersView counts the other sessions of the day and lists the first ?others_limit of them.
+type othersView struct {
+	Total    int            `json:"total"`
+	Sessions []sessionBrief `json:"sessions"`
+}
+
 type overviewView struct {
 	GeneratedAt         time.Time      `json:"generated_at"`
 	ConsumerLag         *int64         `json:"consumer_lag"`
 	CompensationBacklog *int64         `json:"compensation_backlog"`
 	OpenExceptions      map[string]int `json:"open_exceptions"`
 	Sessions            []sessionLive  `json:"sessions"`
+	Others              othersView     `json:"others"`
 	Errors              []string       `json:"errors"`
 }
 
@@ -91,27 +111,55 @@ func sessionState(s seckill.Session, now time.Time) string {
 	return "ended"
 }
 
-// pick keeps the open sessions, the next upcoming and the latest ended ones.
-func pick(all []seckill.Session, now time.Time) []seckill.Session {
-	var open, upcoming, ended []seckill.Session
+// pick splits the day's sessions into those the live view shows with their stock (every
+// open one and each activity's next one, by start) and the others: the later upcoming ones
+// by start, then the ended and closed ones, latest first (what an operator looks for next).
+func pick(all []seckill.Session, now time.Time) (shown, others []seckill.Session) {
+	all = slices.Clone(all)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Start.Before(all[j].Start) })
+	var upcoming, ended []seckill.Session
+	next := map[int64]bool{} // activities whose next session is shown
 	for _, s := range all {
 		switch sessionState(s, now) {
 		case "open":
-			open = append(open, s)
+			shown = append(shown, s)
 		case "upcoming":
+			if !next[s.ActivityID] {
+				next[s.ActivityID] = true
+				shown = append(shown, s)
+				continue
+			}
 			upcoming = append(upcoming, s)
 		default:
 			ended = append(ended, s)
 		}
 	}
-	out := append(open, upcoming[:min(len(upcoming), overviewAround)]...)
-	out = append(out, ended[max(0, len(ended)-overviewAround):]...)
-	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
-	return out
+	slices.Reverse(ended)
+	return shown, append(upcoming, ended...)
+}
+
+// othersLimit reads ?others_limit: 0 (the default) to overviewOthersMax, canonical decimal.
+func othersLimit(r *http.Request) (int, bool) {
+	q := r.URL.Query()
+	if !q.Has("others_limit") {
+		return 0, true
+	}
+	v := q.Get("others_limit")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > overviewOthersMax || strconv.Itoa(n) != v {
+		return 0, false
+	}
+	return n, true
 }
 
 func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	limit, ok := othersLimit(r)
+	if !ok {
+		badInput(w, seckill.ValidationError{{Field: "others_limit",
+			Message: fmt.Sprintf("must be 0 to %d, in canonical decimal", overviewOthersMax)}})
+		return
+	}
 	now := o.now().UTC()
 	day := now.Truncate(24 * time.Hour)
 	all, err := o.catalog.SessionsOverlapping(ctx, day, now.Add(24*time.Hour))
@@ -119,8 +167,10 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	sessions := pick(all, now)
-	v := overviewView{GeneratedAt: now, Sessions: []sessionLive{}, Errors: []string{}}
+	sessions, others := pick(all, now)
+	listed := others[:min(limit, len(others))]
+	v := overviewView{GeneratedAt: now, Sessions: []sessionLive{}, Errors: []string{},
+		Others: othersView{Total: len(others), Sessions: []sessionBrief{}}}
 	if v.OpenExceptions, err = o.cases.OpenByKind(ctx); err != nil {
 		o.fail(w, r, err)
 		return
@@ -145,7 +195,7 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	lag := o.lag(ctx, &v)
 	names := map[int64]seckill.Activity{}
-	for _, s := range sessions {
+	for _, s := range append(slices.Clone(sessions), listed...) {
 		if _, ok := names[s.ActivityID]; ok {
 			continue
 		}
@@ -183,6 +233,10 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Sessions = append(v.Sessions, sessionLive{SessionID: s.ID, ActivityID: s.ActivityID, ActivityName: a.Name,
 			StartsAt: s.Start, EndsAt: s.End, State: sessionState(s, now), Prizes: prizes})
+	}
+	for _, s := range listed {
+		v.Others.Sessions = append(v.Others.Sessions, sessionBrief{SessionID: s.ID, ActivityID: s.ActivityID,
+			ActivityName: names[s.ActivityID].Name, StartsAt: s.Start, EndsAt: s.End, State: sessionState(s, now)})
 	}
 	jsonapi.Write(w, http.StatusOK, v)
 }

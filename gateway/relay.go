@@ -104,13 +104,19 @@ func (r *relay) drain(budget time.Duration, first *kafka.Message) {
 	var lastErr error
 	for m, ok := next(); ok; m, ok = next() {
 		r.metrics.relayPending.Dec()
-		r.held.release(m.Key) // published now, or given up to the reconciler below
+		written := false
 		if ctx.Err() == nil {
-			if lastErr = r.write(ctx, m); lastErr == nil {
-				published++
-				r.metrics.relayed.Inc()
-				continue
-			}
+			lastErr = r.write(ctx, m)
+			written = lastErr == nil
+		}
+		// Released only after the write returned (published, or given up to the reconciler):
+		// released before, the rebuild guard could read this gateway as holding nothing while
+		// the event is still on its way to Kafka.
+		r.held.release(m.Key)
+		if written {
+			published++
+			r.metrics.relayed.Inc()
+			continue
 		}
 		left++
 		r.metrics.relayDropped.Inc()

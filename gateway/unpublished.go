@@ -20,12 +20,58 @@ import (
 // in flight, or an event queued in the relay. After Redis loses a prize's keys these grabs
 // exist only here, so the reconciler must not rebuild the prize while any gateway holds one
 // (see the reporter and migration 0006). A nil *unpublished counts nothing.
+//
+// An admission call in flight may hold one too: the script may have admitted the grab before
+// the keys were lost, its reply still on the way. Such a call started before the reconciler
+// saw the keys missing, and store.Unpublished.Quiet trusts only reports stamped at least
+// store.AdmissionInDoubt later, so a call counts once it has been in flight that long. A
+// younger one cannot hold a grab of a lost prize (it reached Redis after the loss: not
+// loaded), and not counting it keeps a crowd retrying its 503s from holding the rebuild off.
 type unpublished struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu        sync.Mutex
+	n         map[string]int
+	admitting map[uint64]admission // admission calls in flight, by ticket
+	ticket    uint64
+	inDoubt   time.Duration // a call in flight this long counts as held
+	now       func() time.Time
 }
 
-func newUnpublished() *unpublished { return &unpublished{n: map[string]int{}} }
+type admission struct {
+	key   string
+	start time.Time
+}
+
+func newUnpublished() *unpublished {
+	return &unpublished{n: map[string]int{}, admitting: map[uint64]admission{}, inDoubt: store.AdmissionInDoubt, now: time.Now}
+}
+
+// admit records an admission call for key about to start (before the script can run) and
+// returns its ticket for admitted.
+func (u *unpublished) admit(key []byte) uint64 {
+	if u == nil {
+		return 0
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.ticket++
+	u.admitting[u.ticket] = admission{key: string(key), start: u.now()}
+	return u.ticket
+}
+
+// admitted ends the admission call of ticket; with hold, its grab stays held (as by hold)
+// until released, in the same step, so it is never counted out in between.
+func (u *unpublished) admitted(ticket uint64, hold bool) {
+	if u == nil {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a, ok := u.admitting[ticket]
+	delete(u.admitting, ticket)
+	if ok && hold {
+		u.n[a.key]++
+	}
+}
 
 func (u *unpublished) hold(key []byte) {
 	if u == nil {
@@ -49,12 +95,23 @@ func (u *unpublished) release(key []byte) {
 	u.mu.Unlock()
 }
 
-// counts returns the non-zero counts by session×prize.
+// counts returns the non-zero counts by session×prize: grabs held, and admission calls in
+// flight for at least inDoubt.
 func (u *unpublished) counts() []store.PrizeCount {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	out := make([]store.PrizeCount, 0, len(u.n))
+	all := make(map[string]int, len(u.n))
 	for k, n := range u.n {
+		all[k] += n
+	}
+	now := u.now()
+	for _, a := range u.admitting {
+		if now.Sub(a.start) >= u.inDoubt {
+			all[a.key]++
+		}
+	}
+	out := make([]store.PrizeCount, 0, len(all))
+	for k, n := range all {
 		s, p, ok := strings.Cut(k, ":")
 		sid, err1 := strconv.ParseInt(s, 10, 64)
 		pid, err2 := strconv.ParseInt(p, 10, 64)
@@ -68,7 +125,7 @@ func (u *unpublished) counts() []store.PrizeCount {
 
 // unpublishedReporter is what the reporter needs from the store.
 type unpublishedReporter interface {
-	Report(ctx context.Context, gateway string, counts []store.PrizeCount) error
+	Report(ctx context.Context, gateway string, sample func() []store.PrizeCount) error
 	Leave(ctx context.Context, gateway string) error
 }
 
@@ -96,7 +153,7 @@ func reportUnpublished(ctx context.Context, st unpublishedReporter, id string, u
 	failing := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, every)
-		err := st.Report(rctx, id, u.counts())
+		err := st.Report(rctx, id, u.counts) // sampled after MySQL stamped the beat (see Report)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:

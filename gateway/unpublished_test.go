@@ -37,7 +37,7 @@ func TestUnpublishedGrabsAreReportedUntilPublished(t *testing.T) {
 	w.fail.Store(true)
 	r := newRelay(w, 10, held, newMetrics(prometheus.NewRegistry()), log)
 	key := event.PartitionKey(7, 9)
-	held.hold(key) // as publish does before producing; the produce failed:
+	held.hold(key) // as the grab handler does before Reserve; the produce failed:
 	if !r.Enqueue(kafka.Message{Key: key}) {
 		t.Fatal("enqueue")
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -55,6 +56,13 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.CaseFilter{State: q.Get("state"), Kind: q.Get("kind")}
 	var verr seckill.ValidationError
+	// A filter given empty is refused, not read as "no filter": the document says what a
+	// filter holds, and a script that sends ?kind= with an unset variable should hear so.
+	for _, name := range []string{"state", "kind", "session_id", "limit"} {
+		if q.Has(name) && q.Get(name) == "" {
+			verr = append(verr, seckill.FieldError{Field: name, Message: "empty: leave the filter out instead"})
+		}
+	}
 	if !caseStates[f.State] {
 		verr = append(verr, seckill.FieldError{Field: "state", Message: "must be open, replayed, resolved or dismissed (or empty for all)"})
 	}
@@ -167,11 +175,11 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	in.Note = strings.TrimSpace(in.Note)
-	if (action != store.ActReplay && in.Note == "") || len(in.Note) > 1024 {
+	if utf8.RuneCountInString(in.Note) > 1024 || (action != store.ActReplay && !textOK(in.Note, 1024)) {
 		badInput(w, seckill.ValidationError{{Field: "note", Message: "must be 1 to 1024 characters: say why (it goes to the case's audit)"}})
 		return
 	}
+	in.Note = strings.Trim(in.Note, blankSet)
 	d, err := b.cases.Act(r.Context(), id, action, actor(r), in.Note, b.now(), b.replay)
 	refused := errors.Is(err, store.ErrNotReplayable)
 	if err == nil || refused {
@@ -197,7 +205,11 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
-	limit, ferr := queryLimit(r.URL.Query().Get("limit"), 20, 200)
+	q := r.URL.Query()
+	limit, ferr := queryLimit(q.Get("limit"), 20, 200)
+	if ferr == nil && q.Has("limit") && q.Get("limit") == "" {
+		ferr = &seckill.FieldError{Field: "limit", Message: "empty: leave it out instead"}
+	}
 	if ferr != nil {
 		badInput(w, seckill.ValidationError{*ferr})
 		return

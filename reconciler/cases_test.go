@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,8 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -88,7 +92,7 @@ func TestDriftLeftUncorrectedBecomesACase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := driftJob{catalog: store.NewCatalog(e.db, time.Now), gate: movedGate{e.gate}, orders: store.NewOrders(e.db),
+	j := driftJob{catalog: store.NewCatalog(e.db, time.Now), gate: movedGate{e.gate}, returns: store.NewReturns(e.db), orders: store.NewOrders(e.db),
 		lag: grabLag{reader: admin, group: e.env["SECKILL_CONSUMER_GROUP"], topic: e.topics.Grab}, grace: time.Hour,
 		cases: store.NewExceptions(e.db), caseRuns: 2, metrics: newDriftMetrics(prometheus.NewRegistry()),
 		log: slog.New(slog.DiscardHandler), now: time.Now}
@@ -143,5 +147,96 @@ func TestFailingCompensationIsACase(t *testing.T) {
 	}
 	if e.orders("request_id = ? AND status = 'succeeded'", g.RequestID) != 1 {
 		t.Fatal("the compensation was not replayed after the fix")
+	}
+}
+
+// A dead-lettered grab's unit is counted by Redis only while its reservation lives. After
+// Redis lost the keys, the rebuild copies MySQL, where the grab never arrived, so its unit is
+// sold again; replaying the dead letter then would hand out that unit twice (MySQL refuses
+// the order: an admitted_rejected case). The replay is refused with the reason, audited,
+// and nothing is produced.
+func TestDeadLetterReplayRefusedAfterTheKeysWereRebuilt(t *testing.T) {
+	e := newRecEnv(t, 2, 1)
+	g := e.grab("dora", false)
+	m, err := event.EncodeGrab(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Topic, m.Partition, m.Offset = e.topics.Grab.Name, 0, 0
+	cases := store.NewExceptions(e.db)
+	if err := cases.Record(e.ctx, time.Now(), exception.DeadLetterReport(event.Poison{Msg: m, Cause: errors.New("no stock row")})); err != nil {
+		t.Fatal(err)
+	}
+	dead := e.cases(seckill.CaseDeadLetter)
+	if len(dead) != 1 || dead[0].RequestID != g.RequestID {
+		t.Fatalf("dead-letter cases %+v", dead)
+	}
+
+	// Redis loses the keys; the rebuild restores both units from MySQL, and they are sold.
+	k := stock.KeysFor(e.session, e.prize)
+	e.rdb.Del(e.ctx, k.Meta, k.Users, k.Reserved, k.Outcomes)
+	rep, err := e.once()
+	if r := jobOf(rep, "rebuild"); err != nil || r.Summary["rebuilt"] != 1 {
+		t.Fatalf("rebuild: %v %+v", err, r)
+	}
+	e.grab("erin", true)
+	e.grab("fay", true)
+	e.startConsumer()
+	e.waitOrders(2)
+
+	// The workbench's replay, producing for real: had it produced, the consumer would
+	// reject the grab (sold out in MySQL) and record an admitted_rejected case.
+	writer := func(topic string) *kafka.Writer {
+		w, err := event.NewWriter(e.brokers, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	replayer := exception.NewReplayer(store.NewOrders(e.db), store.NewCatalog(e.db, time.Now), e.gate, e.topics,
+		writer(e.topics.Grab.Name), writer(e.topics.Compensation.Name))
+	d, err := cases.Act(e.ctx, dead[0].ID, store.ActReplay, "carol", "keys were rebuilt", time.Now(), replayer.Replay)
+	if !errors.Is(err, store.ErrNotReplayable) || !strings.Contains(err.Error(), "Redis no longer holds "+g.RequestID) {
+		t.Errorf("replay after the rebuild: %v, want a refusal saying Redis no longer holds the reservation", err)
+	}
+	if d.State != seckill.CaseOpen {
+		t.Errorf("refused replay: case %s, want open", d.State)
+	}
+	var audited int64
+	if err := e.db.Raw("SELECT COUNT(*) FROM exception_actions WHERE case_id = ? AND actor = 'carol' AND action = 'replay' AND outcome LIKE 'refused: Redis no longer holds%'",
+		dead[0].ID).Scan(&audited).Error; err != nil || audited != 1 {
+		t.Errorf("audited refusals %d %v, want 1", audited, err)
+	}
+	e.waitCaughtUp()
+	if msgs, err := harness.ReadTopic(e.ctx, e.brokers, e.topics.Grab); err != nil || len(msgs) != 2 {
+		t.Errorf("grab topic holds %d events (%v), want the 2 sold after the rebuild", len(msgs), err)
+	}
+	if n := len(e.cases(seckill.CaseAdmittedRejected)); n != 0 || e.orders("request_id = ?", g.RequestID) != 0 {
+		t.Errorf("%d admitted_rejected cases, %d orders for the dead-lettered grab; want none", n, e.orders("request_id = ?", g.RequestID))
+	}
+}
+
+// waitCaughtUp waits until the consumer group has read every grab event.
+func (e *recEnv) waitCaughtUp() {
+	e.t.Helper()
+	admin, err := event.NewAdmin(e.brokers)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lag, err := admin.Lag(e.ctx, e.env["SECKILL_CONSUMER_GROUP"], e.topics.Grab)
+		total := int64(0)
+		for _, n := range lag {
+			total += n
+		}
+		if err == nil && total == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("consumer lag %v %v after 30s", lag, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -124,7 +124,7 @@ func (j *compensationJob) Backlog(ctx context.Context) (int64, error) {
 }
 
 func (j *compensationJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
-	sum := map[string]int64{"replayed": 0, "succeeded": 0, "rejected": 0, "existing": 0, "dead_lettered": 0, "backlog": 0}
+	sum := map[string]int64{"replayed": 0, "succeeded": 0, "rejected": 0, "existing": 0, "dead_lettered": 0, "backlog": 0, "gaps": 0}
 	pos, err := j.positions(ctx)
 	if err != nil {
 		return result{Summary: sum}, err
@@ -134,6 +134,13 @@ func (j *compensationJob) Run(ctx context.Context, fence lease.Fence) (result, e
 	deadline := time.Now().Add(j.budget)
 	var errs []error
 	for part, p := range pos {
+		if p.Clamped != event.NotClamped {
+			if err := j.gap(ctx, fence, part, p); err != nil {
+				errs = append(errs, fmt.Errorf("partition %d: %w", part, err))
+				continue
+			}
+			sum["gaps"]++
+		}
 		if p.Next >= p.End {
 			continue
 		}
@@ -187,6 +194,29 @@ func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence
 		sum["replayed"] += int64(len(batch))
 	}
 	return done, nil
+}
+
+// gap records a stored replay position that could not be read from (retention removed the
+// messages after it before they were replayed, or the topic was recreated and its offsets
+// start again) as an exception case, then stores the position the replay goes on from, so
+// the gap is reported once: the grabs in it were never replayed, and only a person can
+// find them (the stale job re-publishes those whose reservation Redis still holds).
+func (j *compensationJob) gap(ctx context.Context, fence lease.Fence, part int, p event.Position) error {
+	evidence := map[string]any{"topic": j.topic.Name, "partition": part, "stored_offset": p.Stored,
+		"first_offset": p.Next, "end_offset": p.End, "reason": string(p.Clamped)}
+	detail := fmt.Sprintf("%s/%d: replay position %d is gone (%s); replay goes on from %d", j.topic.Name, part, p.Stored, p.Clamped, p.Next)
+	if p.Clamped == event.ClampRetention {
+		evidence["lost_events"] = p.Next - p.Stored
+		detail = fmt.Sprintf("%s/%d: retention removed %d compensation events (offsets %d to %d) before they were replayed",
+			j.topic.Name, part, p.Next-p.Stored, p.Stored, p.Next-1)
+	}
+	if err := j.cases.Record(ctx, j.now(), store.CaseReport{Kind: seckill.CaseReplayGap,
+		Key: fmt.Sprintf("%s/%d@%d", j.topic.Name, part, p.Stored), Detail: detail, Evidence: evidence}); err != nil {
+		return err
+	}
+	j.log.Error("compensation replay position lost; exception case recorded", "topic", j.topic.Name, "partition", part,
+		"stored_offset", p.Stored, "first_offset", p.Next, "end_offset", p.End, "reason", string(p.Clamped))
+	return j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, p.Next)
 }
 
 type prizeKey struct{ session, prize int64 }

@@ -25,6 +25,14 @@ type driftCatalog interface {
 type driftGate interface {
 	View(ctx context.Context, sessionID, prizeID int64) (stock.View, error)
 	CorrectLeft(ctx context.Context, sessionID, prizeID int64, from stock.View, to, fence int64) error
+	Returned(ctx context.Context, sessionID, prizeID int64) (map[string]struct{}, bool, error)
+}
+
+// doneReturns reads the returns MySQL has stamped done in Redis and clears a stamp whose
+// Redis effect was lost (store.Returns).
+type doneReturns interface {
+	DoneForResale(ctx context.Context, sessionID, prizeID int64) (map[string]int64, error)
+	ClearRedisDone(ctx context.Context, orderIDs []int64) error
 }
 
 // driftJob compares each open or recently ended session×prize: the Redis stock it expects
@@ -36,9 +44,17 @@ type driftGate interface {
 // script), so a return landing in between cannot be corrected in twice.
 // It corrects only when the prize's partition has no events in flight and Redis did not
 // move while it looked (compare-and-set on left and returns); otherwise it retries next run.
+//
+// Counting returns is not enough to see one Redis lost: a return made and stamped done,
+// then lost with an unreplicated primary, reads as "still pending" (cancelled minus the
+// returned hash's length) for ever, and nothing makes it again. So the job also compares
+// the request ids MySQL stamped done with the returned hash, and clears the stamp of those
+// Redis no longer holds: the payment job's sweep (next run) makes their Redis step again,
+// at most once per request id, giving the unit back and the buyer's slot if it released one.
 type driftJob struct {
 	catalog driftCatalog
 	gate    driftGate
+	returns doneReturns
 	orders  existingOrders
 	lag     grabLag
 	grace   time.Duration
@@ -125,7 +141,8 @@ func (driftJob) Name() string { return "drift" }
 var errUncorrected = errors.New("drift found that could not be corrected this run")
 
 func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
-	sum := map[string]int64{"checked": 0, "redis_high": 0, "redis_low": 0, "corrected": 0, "uncorrected": 0, "skipped_in_flight": 0, "not_loaded": 0, "cases": 0}
+	sum := map[string]int64{"checked": 0, "redis_high": 0, "redis_low": 0, "corrected": 0, "uncorrected": 0, "skipped_in_flight": 0, "not_loaded": 0, "cases": 0,
+		"returns_lost": 0}
 	now := j.now()
 	sc, err := activeScope(ctx, j.catalog, now, j.grace)
 	if err != nil {
@@ -147,6 +164,12 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	var details []any
 	for _, s := range sc {
 		sid, pid := s.stock.SessionID, s.stock.PrizeID
+		// Grabs in flight do not change which returns Redis holds: checked every run.
+		lost, err := j.lostReturns(ctx, fence, sid, pid)
+		sum["returns_lost"] += int64(lost)
+		if err != nil {
+			return result{Summary: sum}, err
+		}
 		if flight.pending(sid, pid) > 0 {
 			sum["skipped_in_flight"]++
 			continue
@@ -225,6 +248,43 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		return result{Summary: sum, Details: details}, errUncorrected
 	}
 	return result{Summary: sum, Details: details}, nil
+}
+
+// lostReturns clears the done stamp of the session×prize's returns for resale whose request
+// id is not in Redis's returned hash, and returns how many. MySQL is read first: a return
+// stamped done by then had its script run before, so its request id is missing from the
+// hash read after only if Redis lost it (a return finishing between the two reads is not
+// stamped in the first and is not looked at). Without the stock key nothing is cleared: the
+// hash went with the keys, and the rebuild writes it from MySQL.
+func (j driftJob) lostReturns(ctx context.Context, fence lease.Fence, sessionID, prizeID int64) (int, error) {
+	done, err := j.returns.DoneForResale(ctx, sessionID, prizeID)
+	if err != nil || len(done) == 0 {
+		return 0, err
+	}
+	have, loaded, err := j.gate.Returned(ctx, sessionID, prizeID)
+	if err != nil || !loaded {
+		return 0, err
+	}
+	var lost []int64
+	var rids []string
+	for rid, oid := range done {
+		if _, ok := have[rid]; !ok {
+			lost = append(lost, oid)
+			rids = append(rids, rid)
+		}
+	}
+	if len(lost) == 0 {
+		return 0, nil
+	}
+	if err := fence.Check(ctx); err != nil {
+		return 0, err
+	}
+	if err := j.returns.ClearRedisDone(ctx, lost); err != nil {
+		return 0, err
+	}
+	j.log.Warn("returns stamped done that redis lost; the sweep gives them back", "session_id", sessionID,
+		"prize_id", prizeID, "count", len(lost), "request_ids", rids[:min(len(rids), 20)])
+	return len(lost), nil
 }
 
 // driftCase is the exception case of drift no run could correct: Redis kept moving under

@@ -16,7 +16,7 @@ import (
 var caseKinds = []string{
 	seckill.CaseDeadLetter, seckill.CaseAdmittedRejected, seckill.CaseDriftUncorrected, seckill.CaseStaleReservation,
 	seckill.CaseCompensationFailing, seckill.CaseUnknownOrder, seckill.CaseNotSucceeded, seckill.CaseCancelAfterPaid,
-	seckill.CasePaidAfterCancel,
+	seckill.CasePaidAfterCancel, seckill.CaseReplayGap,
 }
 
 type openCases interface {

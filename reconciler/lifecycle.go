@@ -24,6 +24,7 @@ type lifecycleCatalog interface {
 type lifecycleGate interface {
 	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
+	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
 }
 
 type orderCounter interface {
@@ -39,7 +40,10 @@ type returnCounter interface {
 // lifecycleJob writes each ended session×prize's final report once everything admitted was
 // settled (and, in an activity with a payment timeout, every order was paid or cancelled),
 // and removes Redis keys after the grace period, never while reservations are pending (they
-// are the trace the stale job re-publishes from).
+// are the trace the stale job re-publishes from). Keys expire by themselves at the
+// session's end plus grace, so "never while pending" also means pushing that expiry: every
+// run, a prize with pending reservations whose keys would expire within grace has them kept
+// until now plus grace (the stale job looks at it until nothing is pending).
 type lifecycleJob struct {
 	catalog lifecycleCatalog
 	gate    lifecycleGate
@@ -53,10 +57,14 @@ type lifecycleJob struct {
 func (lifecycleJob) Name() string { return "lifecycle" }
 
 func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
-	sum := map[string]int64{"reports": 0, "keys_removed": 0, "report_pending": 0, "report_waiting_payment": 0, "keys_kept_pending": 0}
+	sum := map[string]int64{"reports": 0, "keys_removed": 0, "report_pending": 0, "report_waiting_payment": 0, "keys_kept_pending": 0,
+		"keys_extended_pending": 0}
 	now := j.now()
-	sessions, err := j.catalog.SessionsOverlapping(ctx, now.Add(-3*j.grace-24*time.Hour), now)
+	sessions, err := j.catalog.SessionsOverlapping(ctx, now.Add(-lookBack(j.grace)), now)
 	if err != nil {
+		return result{Summary: sum}, err
+	}
+	if err := j.keep(ctx, fence, now, sessions, sum); err != nil {
 		return result{Summary: sum}, err
 	}
 	var ids []int64
@@ -138,6 +146,51 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 		}
 	}
 	return result{Summary: sum, Details: details}, nil
+}
+
+// lookBack is how long after its end a session is still looked at by the lifecycle job (and
+// by the stale job while reservations are pending): its keys are kept no longer than that.
+func lookBack(grace time.Duration) time.Duration { return 3*grace + 24*time.Hour }
+
+// keep pushes the key expiry of every started session×prize with pending reservations whose
+// keys would expire within grace (in practice: after its end) to now plus grace.
+func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time, sessions []seckill.Session, sum map[string]int64) error {
+	var ids []int64
+	for _, s := range sessions {
+		if !now.Before(s.Start) {
+			ids = append(ids, s.ID)
+		}
+	}
+	stocks, err := j.catalog.Stocks(ctx, ids...)
+	if err != nil || len(stocks) == 0 {
+		return err
+	}
+	pairs := make([][2]int64, len(stocks))
+	for i, st := range stocks {
+		pairs[i] = [2]int64{st.SessionID, st.PrizeID}
+	}
+	snaps, err := j.gate.Snapshots(ctx, pairs)
+	if err != nil {
+		return err
+	}
+	for _, sn := range snaps {
+		if !sn.Loaded || sn.Pending == 0 || sn.TTLMillis >= j.grace.Milliseconds() {
+			continue
+		}
+		if err := fence.Check(ctx); err != nil {
+			return err
+		}
+		kept, err := j.gate.Keep(ctx, sn.SessionID, sn.PrizeID, now.Add(j.grace), fence.Number)
+		if err != nil {
+			return err
+		}
+		if kept {
+			sum["keys_extended_pending"]++
+			j.log.Info("keys kept for pending reservations", "session_id", sn.SessionID, "prize_id", sn.PrizeID,
+				"pending", sn.Pending, "until", now.Add(j.grace))
+		}
+	}
+	return nil
 }
 
 func (j lifecycleJob) report(ctx context.Context, st seckill.Stock) (store.SessionReport, error) {

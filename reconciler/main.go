@@ -98,13 +98,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// A missing ACL or a refused login stops the reconciler here, named, not in its first run.
 	if err := kafkaAdmin.CheckAccess(ctx,
 		event.Need{Op: event.OpRead, Topic: cfg.Topics.Compensation.Name}, event.Need{Op: event.OpDescribe, Group: cfg.ConsumerGroup},
+		event.Need{Op: event.OpDescribe, Group: cfg.FeedbackGroup}, event.Need{Op: event.OpDescribe, Topic: cfg.Topics.Feedback.Name},
 		event.Need{Op: event.OpWrite, Topic: cfg.Topics.Grab.Name}, event.Need{Op: event.OpWrite, Topic: cfg.Topics.DeadLetter.Name}); err != nil {
 		return err
 	}
-	// The reconciler maps a session×prize to its grab partition by hashing over the
-	// configured count; with another count on the broker every lag it reads is another
-	// prize's, so it refuses to act at all.
-	if err := kafkaAdmin.CheckPartitions(ctx, cfg.Topics.Grab, cfg.Topics.Compensation); err != nil {
+	// The reconciler maps a session×prize to its grab partition (and an order to its
+	// feedback partition) by hashing over the configured count; with another count on the
+	// broker every lag it reads is another prize's, so it refuses to act at all.
+	if err := kafkaAdmin.CheckPartitions(ctx, cfg.Topics.Grab, cfg.Topics.Compensation, cfg.Topics.Feedback); err != nil {
 		return err
 	}
 	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
@@ -159,13 +160,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
 			comp,
 			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
-				gateways: store.NewUnpublished(db), gatewayAlive: 5 * time.Second, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
+				gateways: store.NewUnpublished(db), gatewayAlive: cfg.GatewayDeadAfter, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
 			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
 				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled,
 				cases: cases, caseAfter: cfg.StaleCaseAfter, log: log, now: time.Now},
 			paymentJob{catalog: catalog, orders: orders, returns: store.NewReturns(db), gate: gate, grace: cfg.KeyGrace,
-				batch: 500, perRun: 5000, sweep: 2000, metrics: newPaymentMetrics(reg), log: log, now: time.Now},
-			driftJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grace: cfg.KeyGrace,
+				batch: 500, perRun: 5000, sweep: 2000, metrics: newPaymentMetrics(reg), log: log, now: time.Now,
+				feedback: grabLag{reader: kafkaAdmin, group: cfg.FeedbackGroup, topic: cfg.Topics.Feedback}},
+			driftJob{catalog: catalog, gate: gate, returns: store.NewReturns(db), orders: orders, lag: lag, grace: cfg.KeyGrace,
 				cases: cases, caseRuns: cfg.DriftCaseRuns, metrics: newDriftMetrics(reg), log: log, now: time.Now},
 			lifecycleJob{catalog: catalog, gate: gate, orders: orders, returns: store.NewReturns(db), grace: cfg.KeyGrace, log: log, now: time.Now},
 			exceptionsJob{cases: cases},
@@ -194,8 +196,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	log.Info("reconciler starting", "http_addr", cfg.HTTPAddr, "interval", cfg.Interval.String(),
 		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
-		"catch_up_wait", cfg.CatchUpWait.String(), "republish_bound", cfg.RepublishBound.String(),
-		"consumer_group", cfg.ConsumerGroup, "lease", cfg.LeaseName,
+		"catch_up_wait", cfg.CatchUpWait.String(), "gateway_dead_after", cfg.GatewayDeadAfter.String(), "republish_bound", cfg.RepublishBound.String(),
+		"consumer_group", cfg.ConsumerGroup, "feedback_group", cfg.FeedbackGroup, "lease", cfg.LeaseName,
 		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns,
 		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil)

@@ -24,13 +24,15 @@ type paymentCatalog interface {
 
 // paymentOrders reads unpaid orders and cancels them (store.Orders).
 type paymentOrders interface {
-	Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, limit int) ([]string, error)
+	DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]store.DueOrder, error)
+	CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error)
 	ApplyFeedback(ctx context.Context, f *store.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
 }
 
 // redisReturns lists and stamps the cancellations whose Redis step is still to make.
 type redisReturns interface {
-	PendingRedis(ctx context.Context, limit int) ([]store.StockReturn, error)
+	PendingRedisPrizes(ctx context.Context) ([]store.PendingPrize, error)
+	PendingRedisOf(ctx context.Context, sessionID, prizeID int64, limit int) ([]store.StockReturn, error)
 	MarkRedisDone(ctx context.Context, orderIDs []int64, at time.Time) error
 }
 
@@ -42,18 +44,32 @@ type unitReturner interface {
 // paymentJob enforces the activities' payment timeouts and completes the Redis side of
 // every cancellation.
 //
-// Timeouts: a succeeded order still unpaid payment_timeout after it was stored is cancelled
-// with reason payment_timeout, through the same transaction as a downstream cancellation
-// (store.Orders.ApplyFeedback: conditional, so an order paid meanwhile stays paid; one
-// order.cancelled event; left_stock + 1), written under this run's fence, in batches of
-// batch orders, at most perRun per run (the next run goes on).
+// Timeouts: a succeeded order still unpaid payment_timeout after its creation event was
+// published is cancelled with reason payment_timeout, through the same transaction as a
+// downstream cancellation (store.Orders.ApplyFeedback: the stock row locked first, as the
+// feedback consumer's reports lock it, so the two never race; conditional, so an order paid
+// meanwhile stays paid; one order.cancelled event; left_stock + 1), written under this run's
+// fence, in batches of batch orders, at most perRun per run (the next run goes on).
+//
+// A deadline decided while the evidence sits unread is a race, so a timeout waits for both
+// queues that could carry it. The clock starts when the relay published order.created (the
+// relay stamps it after Kafka acknowledged): before that downstream could not collect
+// payment, and an order not published yet is never due. And an order is timed out only
+// when the feedback group has read everything on the partition its reports land on (the
+// topic is keyed by request id), from a lag reading taken after this run's now and so
+// after every due time: a payment acknowledged before its deadline is then applied already
+// (the consumer commits offsets after MySQL), and the conditional cancel finds it paid.
+// Otherwise the order is deferred to a later run, as drift defers prizes with grabs in flight.
 //
 // Sweep: every cancellation whose Redis step is not known done (a consumer killed between
 // its commit and the script, a Redis error, keys missing after a loss) is given back now.
 // The script is at most once per request id, and a rebuild records the units it counted,
 // so the sweep can never add a unit twice; it is not fenced for the same reason (each batch
 // still checks the fence first). A step whose keys are gone for good (the session ended
-// more than the key grace ago) has nothing left to do in Redis and is stamped done.
+// more than the key grace ago) has nothing left to do in Redis and is stamped done. It pages
+// per prize (the sweep budget shared among the prizes with pending steps, at least one step
+// each), and one prize's failure does not stop the others: a prize whose steps keep failing
+// or waiting cannot starve the rest behind its own oldest rows.
 type paymentJob struct {
 	catalog paymentCatalog
 	orders  paymentOrders
@@ -66,24 +82,40 @@ type paymentJob struct {
 	metrics *paymentMetrics
 	log     *slog.Logger
 	now     func() time.Time
+
+	// feedback reads the feedback group's lag on the feedback topic (not the grab topic's).
+	feedback grabLag
 }
 
 type paymentMetrics struct {
 	cancelled prometheus.Counter
+	deferred  *prometheus.CounterVec
 	swept     *prometheus.CounterVec
 }
+
+// Why a due payment timeout waits for a later run (the deferred metric's reasons).
+const (
+	deferFeedbackBehind = "feedback_behind" // the feedback group has unread reports on the order's partition
+	deferRelayBehind    = "relay_behind"    // order.created not published yet: downstream cannot collect payment
+)
 
 func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
 	m := &paymentMetrics{
 		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_payment_timeouts_total",
 			Help: "Orders cancelled by the reconciler because they were not paid within their activity's payment timeout."}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_payment_timeouts_deferred_total",
+			Help: "Unpaid orders a run did not time out because evidence may be unread, by reason: feedback_behind (unread reports on the order's feedback partition), relay_behind (order.created not published, counted from created_at). Each run counts them again while they wait."},
+			[]string{"reason"}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_returns_swept_total",
 			Help: "Cancellations whose Redis step the reconciler completed, by result (returned, already, marked, expired)."}, []string{"result"}),
 	}
 	for _, r := range []string{"returned", "already", "marked", "expired"} {
 		m.swept.WithLabelValues(r)
 	}
-	reg.MustRegister(m.cancelled, m.swept)
+	for _, r := range []string{deferFeedbackBehind, deferRelayBehind} {
+		m.deferred.WithLabelValues(r)
+	}
+	reg.MustRegister(m.cancelled, m.deferred, m.swept)
 	return m
 }
 
@@ -91,7 +123,8 @@ func (paymentJob) Name() string { return "payment" }
 
 func (j paymentJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	sum := map[string]int64{"due": 0, "cancelled": 0, "paid_meanwhile": 0, "units_returned": 0, "outcomes_marked": 0,
-		"swept": 0, "waiting_for_keys": 0, "capped": 0}
+		"swept": 0, "waiting_for_keys": 0, "capped": 0, "deferred_feedback_behind": 0, "deferred_relay_behind": 0,
+		"sweep_failed_prizes": 0}
 	now := j.now()
 	var errs []error
 	if err := j.timeouts(ctx, fence, now, sum); err != nil {
@@ -132,41 +165,60 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 	}
 	f := &store.Fence{Lease: fence.Name, Number: fence.Number}
 	budget := j.perRun
+	// The feedback lag is read once, when the first candidate is found: after now, so after
+	// every candidate's due time.
+	var flight *inFlight
 	for _, st := range stocks {
 		cutoff := now.Add(-timeouts[st.SessionID]).Truncate(time.Microsecond) // MySQL keeps microseconds
+		unpublished, err := j.orders.CountUnpublishedUnpaid(ctx, st.SessionID, st.PrizeID, cutoff)
+		if err != nil {
+			return err
+		}
+		deferred := map[string]int64{deferRelayBehind: unpublished}
+		var after int64
 		for budget > 0 {
-			rids, err := j.orders.Unpaid(ctx, st.SessionID, st.PrizeID, cutoff, min(j.batch, budget))
+			limit := min(j.batch, budget)
+			page, err := j.orders.DueUnpaid(ctx, st.SessionID, st.PrizeID, cutoff, after, limit)
 			if err != nil {
 				return err
 			}
-			if len(rids) == 0 {
+			if len(page) == 0 {
 				break
 			}
-			sum["due"] += int64(len(rids))
-			items := make([]seckill.Feedback, len(rids))
-			for i, rid := range rids {
-				items[i] = seckill.Feedback{RequestID: rid, Kind: seckill.FeedbackCancelled, Reason: seckill.ReasonPaymentTimeout,
-					At: now, DueBefore: cutoff}
+			after = page[len(page)-1].ID
+			if flight == nil {
+				fl, err := j.feedback.read(ctx)
+				if err != nil {
+					return fmt.Errorf("feedback %w", err)
+				}
+				flight = &fl
 			}
-			res, err := j.orders.ApplyFeedback(ctx, f, st.SessionID, st.PrizeID, items, now)
-			if err != nil {
-				return err
+			items := make([]seckill.Feedback, 0, len(page))
+			for _, o := range page {
+				if flight.pendingKey([]byte(o.RequestID)) > 0 {
+					deferred[deferFeedbackBehind]++
+					continue
+				}
+				items = append(items, seckill.Feedback{RequestID: o.RequestID, Kind: seckill.FeedbackCancelled,
+					Reason: seckill.ReasonPaymentTimeout, At: now, DueBefore: cutoff})
 			}
-			budget -= len(rids)
-			sum["cancelled"] += int64(res.Cancelled)
-			sum["paid_meanwhile"] += int64(res.NotDue)
-			j.metrics.cancelled.Add(float64(res.Cancelled))
-			if res.Cancelled > 0 {
-				j.log.Info("unpaid orders cancelled", "session_id", st.SessionID, "prize_id", st.PrizeID,
-					"count", res.Cancelled, "payment_timeout", timeouts[st.SessionID].String())
+			if len(items) > 0 {
+				if err := j.cancel(ctx, fence, f, st, items, now, timeouts[st.SessionID], sum); err != nil {
+					return err
+				}
+				budget -= len(items)
 			}
-			// The Redis step right away; what it cannot do now the sweep below retries.
-			if err := j.redisStep(ctx, fence, now, res.Returns, sum); err != nil {
-				return err
-			}
-			if len(rids) < j.batch {
+			if len(page) < limit {
 				break
 			}
+		}
+		for reason, n := range deferred {
+			sum["deferred_"+reason] += n
+			j.metrics.deferred.WithLabelValues(reason).Add(float64(n))
+		}
+		if deferred[deferFeedbackBehind]+deferred[deferRelayBehind] > 0 {
+			j.log.Info("payment timeouts deferred: evidence may be unread", "session_id", st.SessionID, "prize_id", st.PrizeID,
+				"feedback_behind", deferred[deferFeedbackBehind], "relay_behind", deferred[deferRelayBehind])
 		}
 		if budget <= 0 {
 			sum["capped"] = 1 // more may be due: the next run goes on
@@ -176,21 +228,53 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 	return nil
 }
 
-// sweepReturns completes the Redis steps left pending, oldest first.
-func (j paymentJob) sweepReturns(ctx context.Context, fence lease.Fence, now time.Time, sum map[string]int64) error {
-	pending, err := j.returns.PendingRedis(ctx, j.sweep)
+// cancel times out one batch of a session×prize's due orders and gives their units back.
+func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, f *store.Fence, st seckill.Stock, items []seckill.Feedback,
+	now time.Time, timeout time.Duration, sum map[string]int64) error {
+	sum["due"] += int64(len(items))
+	res, err := j.orders.ApplyFeedback(ctx, f, st.SessionID, st.PrizeID, items, now)
 	if err != nil {
 		return err
 	}
-	if len(pending) == 0 {
-		return nil
+	sum["cancelled"] += int64(res.Cancelled)
+	sum["paid_meanwhile"] += int64(res.NotDue)
+	j.metrics.cancelled.Add(float64(res.Cancelled))
+	if res.Cancelled > 0 {
+		j.log.Info("unpaid orders cancelled", "session_id", st.SessionID, "prize_id", st.PrizeID,
+			"count", res.Cancelled, "payment_timeout", timeout.String())
 	}
-	before := sum["units_returned"] + sum["outcomes_marked"]
-	if err := j.redisStep(ctx, fence, now, pending, sum); err != nil {
+	// The Redis step right away; what it cannot do now the sweep below retries.
+	return j.redisStep(ctx, fence, now, res.Returns, sum)
+}
+
+// sweepReturns completes the Redis steps left pending, oldest first within each prize, a
+// page per prize.
+func (j paymentJob) sweepReturns(ctx context.Context, fence lease.Fence, now time.Time, sum map[string]int64) error {
+	prizes, err := j.returns.PendingRedisPrizes(ctx)
+	if err != nil || len(prizes) == 0 {
 		return err
 	}
-	sum["swept"] += sum["units_returned"] + sum["outcomes_marked"] - before
-	return nil
+	page := max(1, (j.sweep+len(prizes)-1)/len(prizes))
+	before := sum["units_returned"] + sum["outcomes_marked"]
+	defer func() { sum["swept"] += sum["units_returned"] + sum["outcomes_marked"] - before }()
+	var errs []error
+	for _, p := range prizes {
+		if ctx.Err() != nil {
+			break
+		}
+		pending, err := j.returns.PendingRedisOf(ctx, p.SessionID, p.PrizeID, page)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if err := j.redisStep(ctx, fence, now, pending, sum); err != nil {
+			if errors.Is(err, lease.ErrStale) {
+				return errors.Join(append(errs, err)...)
+			}
+			sum["sweep_failed_prizes"]++
+			errs = append(errs, fmt.Errorf("session %d prize %d: %w", p.SessionID, p.PrizeID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // redisStep runs the Redis side of cancellations and stamps what it completed. Steps whose

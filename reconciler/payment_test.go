@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -25,6 +30,104 @@ func (e *recEnv) pay(rid string) {
 	}
 }
 
+// report writes reports on the feedback topic, as a downstream order system does.
+func (e *recEnv) report(fs ...seckill.Feedback) {
+	e.t.Helper()
+	w, err := event.NewWriter(e.brokers, e.topics.Feedback.Name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer w.Close()
+	msgs := make([]kafka.Message, len(fs))
+	for i, f := range fs {
+		if msgs[i], err = event.EncodeFeedback(f); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := w.WriteMessages(e.ctx, msgs...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 30 s.
+func (e *recEnv) waitUntil(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			out := ""
+			if e.consumer != nil {
+				out = e.consumer.Output()
+			}
+			e.t.Fatalf("not %s after 30s\n%s", what, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitPublished waits until the relay stamped the orders' creation events published and
+// returns the latest stamp.
+func (e *recEnv) waitPublished(rids ...string) time.Time {
+	e.t.Helper()
+	var row struct {
+		N    int
+		Last *time.Time
+	}
+	e.waitUntil("published", func() bool {
+		err := e.db.Raw("SELECT COUNT(event_published_at) AS n, MAX(event_published_at) AS last FROM orders WHERE request_id IN ?",
+			rids).Scan(&row).Error
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return row.N == len(rids)
+	})
+	return *row.Last
+}
+
+// waitFeedbackRead waits until the feedback group has committed everything on its topic.
+func (e *recEnv) waitFeedbackRead() {
+	e.t.Helper()
+	admin, err := event.NewAdmin(e.brokers)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitUntil("feedback read", func() bool {
+		lag, err := admin.Lag(e.ctx, e.env["SECKILL_FEEDBACK_GROUP"], e.topics.Feedback)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, n := range lag {
+			if n > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// holdRelay takes the order relay's MySQL named lock: a consumer started after it stores
+// orders but publishes none of their events until release.
+func (e *recEnv) holdRelay() (release func()) {
+	e.t.Helper()
+	l, ok, err := store.TryLock(e.ctx, e.db, store.RelayLockName(e.dsn, e.topics.Order.Name))
+	if err != nil || !ok {
+		e.t.Fatalf("take the relay lock: %v %v", ok, err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { l.Release(context.Background()) }) }
+	e.t.Cleanup(release)
+	return release
+}
+
+func (e *recEnv) refundsAndCases() (refunds, cases int64) {
+	e.t.Helper()
+	e.db.Table("order_events").Where("type = ?", store.EventRefundRequired).Count(&refunds)
+	e.db.Table("exception_cases").Count(&cases)
+	return refunds, cases
+}
+
+func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
 // Orders not paid within the activity's timeout are cancelled by the reconciler, once, and
 // their units are sold again; a paid order is kept; Redis and MySQL agree throughout.
 func TestPaymentTimeoutCancelsUnpaidOrdersAndResellsTheirUnits(t *testing.T) {
@@ -33,16 +136,17 @@ func TestPaymentTimeoutCancelsUnpaidOrdersAndResellsTheirUnits(t *testing.T) {
 	e.startConsumer()
 	a := e.grab("a", true)
 	b := e.grab("b", true)
-	e.grab("c", true)
-	e.grab("d", true)
+	c := e.grab("c", true)
+	d := e.grab("d", true)
 	e.waitOrders(4)
 	e.waitSettled()
+	pub := e.waitPublished(a.RequestID, b.RequestID, c.RequestID, d.RequestID) // the timeouts count from here
 	e.pay(a.RequestID)
 	if v, _ := e.gate.Reserve(e.ctx, seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, "key-e-000001"),
 		UserID: "e", SessionID: e.session, PrizeID: e.prize, AdmittedAt: time.Now()}); v.Code != stock.SoldOut {
 		t.Fatalf("before the timeout: %s, want sold out", v.Code)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	sleepUntil(pub.Add(1200 * time.Millisecond))
 
 	rep, err := e.once()
 	if err != nil {
@@ -96,11 +200,11 @@ func TestTimeoutsWhileRedisLostItsKeysCountEachUnitOnce(t *testing.T) {
 	e := newRecEnv(t, 4, 1)
 	e.paymentTimeout(time.Second)
 	e.startConsumer()
-	e.grab("a", true)
-	e.grab("b", true)
+	a := e.grab("a", true)
+	b := e.grab("b", true)
 	e.waitOrders(2)
 	e.waitSettled()
-	time.Sleep(1200 * time.Millisecond)
+	sleepUntil(e.waitPublished(a.RequestID, b.RequestID).Add(1200 * time.Millisecond))
 	if err := e.consumer.Stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -139,5 +243,120 @@ func TestTimeoutsWhileRedisLostItsKeysCountEachUnitOnce(t *testing.T) {
 	}
 	if d := jobOf(rep, "drift").Summary; d["redis_high"]+d["redis_low"] != 0 {
 		t.Fatalf("drift after the rebuild: %+v", d)
+	}
+}
+
+// The feedback consumer is down past a payment deadline. The buyer paid one second after the
+// order's creation event went out (order.paid is on the feedback topic, unread); at three
+// seconds, with a two-second timeout, the reconciler must not cancel it: the evidence has
+// not been read. An unpaid order whose report partition holds nothing unread is timed out
+// as usual. Once the consumer is back the payment is applied: paid, no refund.
+func TestPaidInTimeNotCancelledWhileFeedbackIsUnread(t *testing.T) {
+	e := newRecEnv(t, 4, 1)
+	e.paymentTimeout(2 * time.Second)
+	e.startConsumer()
+	a := e.grab("a", true)
+	b := e.grab("b", true)
+	e.waitOrders(2)
+	e.waitSettled()
+	pub := e.waitPublished(a.RequestID, b.RequestID)
+	if err := e.consumer.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	sleepUntil(pub.Add(time.Second))
+	e.report(seckill.Feedback{RequestID: a.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()})
+	sleepUntil(pub.Add(3 * time.Second))
+	rep, err := e.once()
+	if err != nil {
+		t.Fatalf("reconcile: %v %+v", err, rep)
+	}
+	p := jobOf(rep, "payment").Summary
+	if e.orders("request_id = ? AND status = 'cancelled'", a.RequestID) != 0 {
+		t.Fatalf("an order paid in time was cancelled while its payment sat unread: %+v", p)
+	}
+	// b's report would land on its own partition: if that is a's, b waits too.
+	n := e.topics.Feedback.Partitions
+	shared := event.PartitionOf([]byte(a.RequestID), n) == event.PartitionOf([]byte(b.RequestID), n)
+	wantDeferred, wantCancelled := int64(1), int64(1)
+	if shared {
+		wantDeferred, wantCancelled = 2, 0
+	}
+	if p["deferred_feedback_behind"] != wantDeferred || p["cancelled"] != wantCancelled ||
+		e.orders("request_id = ? AND status = 'cancelled'", b.RequestID) != wantCancelled {
+		t.Fatalf("payment job %+v (b shares a's partition: %v), want %d deferred, %d cancelled", p, shared, wantDeferred, wantCancelled)
+	}
+
+	e.startConsumer()
+	e.waitUntil("paid", func() bool { return e.orders("request_id = ? AND paid_at IS NOT NULL", a.RequestID) == 1 })
+	e.waitFeedbackRead()
+	rep, err = e.once()
+	if err != nil {
+		t.Fatalf("reconcile: %v %+v", err, rep)
+	}
+	if p := jobOf(rep, "payment").Summary; p["deferred_feedback_behind"] != 0 {
+		t.Fatalf("feedback read, still deferred: %+v", p)
+	}
+	if e.orders("request_id = ? AND status = 'succeeded' AND paid_at IS NOT NULL", a.RequestID) != 1 ||
+		e.orders("request_id = ? AND status = 'cancelled' AND reason = 'payment_timeout'", b.RequestID) != 1 {
+		t.Fatal("want a paid and b timed out")
+	}
+	if refunds, cases := e.refundsAndCases(); refunds != 0 || cases != 0 {
+		t.Fatalf("%d refund events, %d exception cases; want none", refunds, cases)
+	}
+	if e.dbLeft() != 3 {
+		t.Fatalf("db left %d, want 3 (b's unit back)", e.dbLeft())
+	}
+}
+
+// The order relay is paused: the orders are stored, but downstream never saw order.created
+// and could not collect payment. Three seconds after their creation, with a two-second
+// timeout, they are not cancelled. Once the relay publishes, the timeout counts from then:
+// a buyer who pays a second later keeps the order, and an unpaid one is timed out.
+func TestOrderNotTimedOutBeforeItsCreationEventIsPublished(t *testing.T) {
+	e := newRecEnv(t, 4, 1)
+	e.paymentTimeout(2 * time.Second)
+	release := e.holdRelay()
+	e.startConsumer()
+	a := e.grab("a", true)
+	b := e.grab("b", true)
+	e.waitOrders(2)
+	e.waitSettled()
+	var created time.Time
+	e.db.Raw("SELECT MAX(created_at) FROM orders").Row().Scan(&created)
+
+	sleepUntil(created.Add(3 * time.Second))
+	if e.orders("event_published_at IS NOT NULL") != 0 {
+		t.Fatal("the relay published while paused: the test tests nothing")
+	}
+	rep, err := e.once()
+	if err != nil {
+		t.Fatalf("reconcile: %v %+v", err, rep)
+	}
+	if p := jobOf(rep, "payment").Summary; e.orders("status = 'cancelled'") != 0 || p["deferred_relay_behind"] != 2 {
+		t.Fatalf("orders downstream never heard of: %d cancelled, payment job %+v; want none cancelled, 2 deferred",
+			e.orders("status = 'cancelled'"), p)
+	}
+
+	release()
+	pub := e.waitPublished(a.RequestID, b.RequestID)
+	sleepUntil(pub.Add(time.Second))
+	e.report(seckill.Feedback{RequestID: a.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()})
+	e.waitUntil("paid", func() bool { return e.orders("request_id = ? AND paid_at IS NOT NULL", a.RequestID) == 1 })
+	e.waitFeedbackRead()
+	sleepUntil(pub.Add(3 * time.Second))
+	rep, err = e.once()
+	if err != nil {
+		t.Fatalf("reconcile: %v %+v", err, rep)
+	}
+	if p := jobOf(rep, "payment").Summary; p["cancelled"] != 1 || p["deferred_relay_behind"] != 0 {
+		t.Fatalf("after publication: payment job %+v, want b timed out", p)
+	}
+	if e.orders("request_id = ? AND status = 'succeeded' AND paid_at IS NOT NULL", a.RequestID) != 1 ||
+		e.orders("request_id = ? AND status = 'cancelled' AND reason = 'payment_timeout'", b.RequestID) != 1 {
+		t.Fatal("want a paid and b timed out")
+	}
+	if refunds, cases := e.refundsAndCases(); refunds != 0 || cases != 0 {
+		t.Fatalf("%d refund events, %d exception cases; want none", refunds, cases)
 	}
 }

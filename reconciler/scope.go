@@ -22,7 +22,9 @@ type lagReader interface {
 }
 
 // grabLag answers "could events of this session×prize still be on their way to MySQL?"
-// from the order consumers' lag on the prize's grab partition.
+// from the order consumers' lag on the prize's grab partition. The payment job reads the
+// feedback group's lag through it too (group and topic are the feedback's; a report's
+// partition comes from its request id: pendingKey).
 type grabLag struct {
 	reader lagReader
 	group  string
@@ -44,7 +46,12 @@ func (g grabLag) read(ctx context.Context) (inFlight, error) {
 }
 
 func (f inFlight) pending(sessionID, prizeID int64) int64 {
-	return f.lag[event.PartitionOf(event.PartitionKey(sessionID, prizeID), f.partitions)]
+	return f.pendingKey(event.PartitionKey(sessionID, prizeID))
+}
+
+// pendingKey is the lag of the partition the messages keyed key land on.
+func (f inFlight) pendingKey(key []byte) int64 {
+	return f.lag[event.PartitionOf(key, f.partitions)]
 }
 
 // waitCaughtUp polls the lag until every given prize's partition is at 0 or wait passes,

@@ -20,6 +20,7 @@ import (
 type reservationGate interface {
 	Reservations(ctx context.Context, sessionID, prizeID int64) ([]stock.Reservation, error)
 	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
+	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
 }
 
 type existingOrders interface {
@@ -36,6 +37,10 @@ type existingOrders interface {
 // traffic a partition is never idle, and "wait for idle" would leave a lost grab lost.
 // Every reservation is thus re-published at most bound plus one run interval after its
 // admission.
+//
+// It looks at the sessions open or ended within the key grace, and after that at every
+// session×prize that still has pending reservations (the lifecycle job keeps their keys),
+// until none is pending.
 type staleJob struct {
 	catalog     sessionLister
 	gate        reservationGate
@@ -83,6 +88,11 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	if err != nil {
 		return result{Summary: sum}, err
 	}
+	kept, err := j.keptScope(ctx, now)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	sc = append(sc, kept...)
 	flight, err := j.lag.read(ctx)
 	if err != nil {
 		return result{Summary: sum}, err
@@ -116,6 +126,43 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		}
 	}
 	return result{Summary: sum}, nil
+}
+
+// keptScope is the session×prizes ended longer than the key grace ago (within the
+// lifecycle job's look-back) whose keys still hold pending reservations.
+func (j staleJob) keptScope(ctx context.Context, now time.Time) ([]scope, error) {
+	sessions, err := j.catalog.SessionsOverlapping(ctx, now.Add(-lookBack(j.grace)), now)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[int64]seckill.Session{}
+	var ids []int64
+	for _, s := range sessions {
+		if s.End.After(now.Add(-j.grace)) {
+			continue // in activeScope
+		}
+		byID[s.ID] = s
+		ids = append(ids, s.ID)
+	}
+	stocks, err := j.catalog.Stocks(ctx, ids...)
+	if err != nil || len(stocks) == 0 {
+		return nil, err
+	}
+	pairs := make([][2]int64, len(stocks))
+	for i, st := range stocks {
+		pairs[i] = [2]int64{st.SessionID, st.PrizeID}
+	}
+	snaps, err := j.gate.Snapshots(ctx, pairs)
+	if err != nil {
+		return nil, err
+	}
+	var out []scope
+	for i, sn := range snaps {
+		if sn.Pending > 0 {
+			out = append(out, scope{session: byID[stocks[i].SessionID], stock: stocks[i]})
+		}
+	}
+	return out, nil
 }
 
 // recover settles the old reservations that have orders and re-publishes the others.

@@ -35,6 +35,7 @@ func TestConsole(t *testing.T) {
 		{"sign in", func(t *testing.T) { signIn(t, b, p) }},
 		{"live figures match the admin API", func(t *testing.T) { liveFigures(t, b, p, sale) }},
 		{"adjust and close the next session", func(t *testing.T) { adjustAndClose(t, b, p, sale) }},
+		{"the live view shows open and next sessions", func(t *testing.T) { liveShowsOpenAndNext(t, b, p) }},
 		{"create an activity", func(t *testing.T) { createActivity(t, b, p) }},
 		{"replay a dead letter after the fix", func(t *testing.T) { replayDeadLetter(t, b, p, sale) }},
 		{"resolve a drift case", func(t *testing.T) { resolveDrift(t, b, p, sale) }},
@@ -220,6 +221,64 @@ func adjustAndClose(t *testing.T, b *browser, p *pipeline, sale activity) {
 	}
 	b.waitText(t, tid("live-notice"), fmt.Sprintf("Session %d closed.", sale.Next), 10*time.Second)
 	waitUntil(t, 10*time.Second, func() string { return fmt.Sprintf("session %d closed after Confirm", sale.Next) }, closed)
+}
+
+// liveShowsOpenAndNext: an activity every minute for two hours (120 sessions ahead) adds
+// one card to the live view, its next session; the rest of the day's sessions are a count
+// and a one-line list that "Show more" extends twenty at a time. (Before, every upcoming
+// session of every activity was a card: a page 6,700 px tall with a few such activities.)
+func liveShowsOpenAndNext(t *testing.T, b *browser, p *pipeline) {
+	start := time.Now().UTC().Add(10 * time.Minute).Truncate(time.Minute)
+	var act struct {
+		Sessions []struct {
+			ID int64 `json:"id"`
+		} `json:"sessions"`
+	}
+	p.mustAdmin("POST", "/admin/v1/activities", map[string]any{
+		"name": "every minute", "window_start": start.Format(time.RFC3339), "window_end": start.Add(2 * time.Hour).Format(time.RFC3339),
+		"interval": "1m", "session_length": "30s", "prizes": []map[string]any{{"name": "pin", "stock": 3}},
+	}, &act, http.StatusCreated)
+	if len(act.Sessions) != 120 {
+		t.Fatalf("%d sessions, want 120", len(act.Sessions))
+	}
+	b.goTo(t, "#/live")
+	b.waitPresent(t, tid(fmt.Sprintf("session-%d", act.Sessions[0].ID)), 10*time.Second)
+	var ov struct {
+		Sessions []struct {
+			SessionID int64  `json:"session_id"`
+			State     string `json:"state"`
+		} `json:"sessions"`
+		Others struct {
+			Total int `json:"total"`
+		} `json:"others"`
+	}
+	p.mustAdmin("GET", "/admin/v1/overview", nil, &ov, http.StatusOK)
+	var want []string
+	for _, s := range ov.Sessions {
+		want = append(want, fmt.Sprintf("session-%d", s.SessionID))
+	}
+	cards := `[...document.querySelectorAll('[data-testid="live-sessions"] > section')].map((e) => e.dataset.testid).join(' ')`
+	b.waitJS(t, "the cards of the overview's sessions", cards+` === `+strconv.Quote(strings.Join(want, " ")), 10*time.Second)
+	if len(ov.Sessions) > 3 || ov.Others.Total < 119 {
+		t.Fatalf("the overview shows %d sessions with %d others, want the open one and each activity's next: %+v",
+			len(ov.Sessions), ov.Others.Total, ov.Sessions)
+	}
+	if n := eval[int](t, b, `document.querySelectorAll('[data-testid="`+fmt.Sprintf("session-%d", act.Sessions[1].ID)+`"]').length`); n != 0 {
+		t.Fatalf("the recurring activity's second session has a card")
+	}
+	if h := eval[int](t, b, "document.documentElement.scrollHeight"); h > 3000 {
+		t.Fatalf("the live view is %d px tall", h)
+	}
+	b.waitText(t, tid("others-title"), fmt.Sprintf("Other sessions today (%d)", ov.Others.Total), 10*time.Second)
+	rows := `document.querySelectorAll('[data-testid="others-list"] tbody tr').length`
+	if n := eval[int](t, b, rows); n != 0 {
+		t.Fatalf("%d other sessions listed before Show more", n)
+	}
+	b.click(t, tid("others-more"))
+	b.waitJS(t, "20 other sessions listed", rows+" === 20", 10*time.Second)
+	b.click(t, tid("others-more"))
+	b.waitJS(t, "40 other sessions listed", rows+" === 40", 10*time.Second)
+	b.waitPresent(t, tid(fmt.Sprintf("other-%d", act.Sessions[1].ID)), 5*time.Second)
 }
 
 // createActivity: an invalid submit shows the API's field message next to the field; a

@@ -314,66 +314,129 @@ func consumerRedisProxy(proxy **Proxy) func(seed uint64) (map[string]string, fun
 	}
 }
 
-// timeoutsWhileKeysLost pays half the winners; mid-crowd it kills the consumers (a backlog
-// builds on the grab topic, so the reconciler's rebuild must wait) and deletes the cluster's
-// Redis keys (its own prizes only: the stack is shared), while payment timeouts keep firing.
-// The reconciler cancels due orders with the keys gone; once the consumers are back it
-// rebuilds the keys from MySQL, counting those units once, and its sweep finds them done.
+// timeoutsWhileKeysLost makes a payment timeout fire while Redis has lost a prize's keys,
+// every run, by arranging each precondition and waiting for it (bounded) instead of hoping
+// the crowd's timing provides it (it did in half the runs of one seed):
+//
+//  1. Downstream pays half the first winners, then stops paying, and its reports are read
+//     (feedback lag 0): from here no report is in flight that could make an order paid.
+//  2. An unpaid order whose creation event was published within the last half second: it
+//     falls due (timeout 2s) at least 1.5s later, so after the keys are gone.
+//  3. The consumers die (SIGKILL: a SIGSTOP would freeze their open transactions and with
+//     them the stock rows every writer locks), and the crowd's next admissions pile up on
+//     the grab topic: the reconciler's rebuild waits for that partition, so the keys stay
+//     lost until the consumers are back.
+//  4. The prizes' keys are deleted (the cluster's own: the stack is shared) and the
+//     scenario waits until the reconciler cancelled a due order whose unit cannot go back
+//     to Redis (its return waits for the keys), then a run more, and restarts the consumers.
+//
+// Once the consumers are back the reconciler rebuilds the keys from MySQL, counting those
+// units once, and its sweep finds them done.
 func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
+	c := e.Cluster
+	db := c.DB.WithContext(ctx)
+	stopPaying := make(chan struct{})
 	payErr := make(chan error, 1)
 	go func() {
-		_, _, err := payer(ctx, e, 0.5, e.CrowdDone())
+		paid, winners, err := payer(ctx, e, 0.5, stopPaying)
+		fmt.Fprintf(e.Log, "  downstream paid %d of the first %d winners, then stopped paying\n", paid, winners)
 		payErr <- err
 	}()
-	// Wait for unpaid orders not due yet (created within the last second and a half): they
-	// fall due while the keys are gone.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var fresh int64
-		if err := e.Cluster.DB.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders WHERE status = 'succeeded'
-			AND paid_at IS NULL AND created_at > ?`, time.Now().Add(-1500*time.Millisecond).UTC()).Scan(&fresh).Error; err != nil {
-			return err
-		}
-		if fresh >= 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return errors.Join(<-payErr, errors.New("no unpaid orders to time out within 20s"))
+	wait := func(what string, d time.Duration, done func() (bool, error)) error {
+		for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+			ok, err := done()
+			if err != nil || ok {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: not within %s, the scenario would test nothing", what, d)
+			}
 		}
 	}
-	// The consumers die (SIGKILL: a SIGSTOP would freeze their open transactions and with
-	// them the stock rows every writer locks), so admitted grabs pile up on the grab topic
-	// and the rebuild must wait.
-	for _, p := range e.Cluster.Consumers {
+	count := func(query string, args ...any) (int64, error) {
+		var n int64
+		err := db.Raw(query, args...).Scan(&n).Error
+		return n, err
+	}
+	// 1. Half the first 20 winners paid, and every report read.
+	if err := wait("20 winners", 30*time.Second, func() (bool, error) {
+		n, err := count("SELECT COUNT(*) FROM orders WHERE status = 'succeeded'")
+		return n >= 20, err
+	}); err != nil {
+		close(stopPaying)
+		return errors.Join(err, <-payErr)
+	}
+	close(stopPaying)
+	if err := <-payErr; err != nil {
+		return err
+	}
+	if err := wait("downstream's reports read", 20*time.Second, func() (bool, error) {
+		lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_FEEDBACK_GROUP"], c.Topics.Feedback)
+		return sum(lag) == 0, err
+	}); err != nil {
+		return err
+	}
+	// 2. A fresh unpaid order: published within the last 500 ms (the payment timeout is 2s).
+	var fresh struct{ RequestID string }
+	if err := wait("an unpaid order published in the last 500ms", 20*time.Second, func() (bool, error) {
+		err := db.Raw(`SELECT request_id FROM orders WHERE status = 'succeeded' AND paid_at IS NULL
+			AND event_published_at > ? ORDER BY event_published_at DESC LIMIT 1`,
+			time.Now().Add(-500*time.Millisecond).UTC()).Scan(&fresh).Error
+		return fresh.RequestID != "", err
+	}); err != nil {
+		return err
+	}
+	// 3. The consumers die; admissions pile up on a prize's partition.
+	for _, p := range c.Consumers {
 		p.Kill()
 	}
-	time.Sleep(300 * time.Millisecond)
-	for _, p := range e.Cluster.Prizes {
-		k := stock.KeysFor(e.Cluster.Session.ID, p.ID)
-		if err := e.Cluster.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned).Err(); err != nil {
+	partitions, err := c.Admin.Partitions(ctx, c.Topics.Grab.Name)
+	if err != nil {
+		return err
+	}
+	if err := wait("grabs piling up for a prize while the consumers are dead", 10*time.Second, func() (bool, error) {
+		lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab)
+		for _, p := range c.Prizes {
+			if lag[event.PartitionOf(event.PartitionKey(c.Session.ID, p.ID), partitions)] > 0 {
+				return true, err
+			}
+		}
+		return false, err
+	}); err != nil {
+		return err
+	}
+	// 4. The keys are lost; a timeout fires while they are.
+	for _, p := range c.Prizes {
+		k := stock.KeysFor(c.Session.ID, p.ID)
+		if err := c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned).Err(); err != nil {
 			return err
 		}
 	}
 	var waiting int64
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err := e.Cluster.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL").Scan(&waiting).Error; err != nil {
+	if err := wait("a payment timeout while the keys are lost", 15*time.Second, func() (bool, error) {
+		var err error
+		waiting, err = count(`SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL AND reason = ?`,
+			string(seckill.ReasonPaymentTimeout))
+		return waiting > 0, err
+	}); err != nil {
+		return err
+	}
+	time.Sleep(1200 * time.Millisecond) // another reconciler run with the keys still gone
+	for i := range c.Consumers {
+		if err := c.RestartConsumer(ctx, i); err != nil {
 			return err
 		}
-		if waiting > 0 {
-			time.Sleep(time.Second) // another reconciler run with the keys still gone
-			break
-		}
 	}
-	for i := range e.Cluster.Consumers {
-		if err := e.Cluster.RestartConsumer(ctx, i); err != nil {
-			return err
-		}
+	fmt.Fprintf(e.Log, "  %d+ payment timeouts fired while the keys were lost (the freshest unpaid order: %s)\n", waiting, fresh.RequestID)
+	return nil
+}
+
+func sum(m map[int]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
 	}
-	fmt.Fprintf(e.Log, "  %d payment timeouts fired while the keys were lost\n", waiting)
-	err := <-payErr
-	if waiting == 0 {
-		return errors.Join(err, errors.New("no payment timeout fired while the keys were lost: the scenario tested nothing"))
-	}
-	return err
+	return n
 }
 
 // logPrizes prints, per prize, where its units went: sold (ever), cancelled, back for resale

@@ -21,6 +21,11 @@ const (
 	DefaultKafkaBrokers = "127.0.0.1:19092"
 )
 
+// GatewayHeartbeat is how often a gateway reports its unpublished grabs to MySQL (each
+// report may itself take up to one interval before it gives up). The reconciler's
+// SECKILL_GATEWAY_DEAD_AFTER is validated against it.
+const GatewayHeartbeat = time.Second
+
 // Common is what every deployable needs: where the servers are and how to log and stop.
 type Common struct {
 	RedisAddr     string // one address, or comma-separated seeds of a Redis Cluster (stock.Connect)
@@ -46,14 +51,14 @@ func readCommon(r *reader) Common {
 	c := Common{
 		RedisAddr:            r.addrs("SECKILL_REDIS_ADDR", DefaultRedisAddr),
 		RedisUsername:        r.str("SECKILL_REDIS_USERNAME", ""),
-		RedisPassword:        r.secretValue("SECKILL_REDIS_PASSWORD"),
-		RedisTLS:             r.tlsClient("SECKILL_REDIS"),
+		RedisPassword:        r.secretValue("SECKILL_REDIS_PASSWORD", "SECKILL_REDIS_PASSWORD_FILE"),
+		RedisTLS:             r.tlsClient(tlsVars{On: "SECKILL_REDIS_TLS", CAFile: "SECKILL_REDIS_CA_FILE", CertFile: "SECKILL_REDIS_CERT_FILE", KeyFile: "SECKILL_REDIS_KEY_FILE", ServerName: "SECKILL_REDIS_TLS_SERVER_NAME"}),
 		RedisTimeout:         r.duration("SECKILL_REDIS_TIMEOUT", time.Second, 10*time.Millisecond, time.Minute),
-		MySQLDSN:             strings.TrimSpace(r.secretValue("SECKILL_MYSQL_DSN")),
-		MySQLPassword:        r.secretValue("SECKILL_MYSQL_PASSWORD"),
-		MySQLTLS:             r.tlsClient("SECKILL_MYSQL"),
-		MySQLMigrateDSN:      strings.TrimSpace(r.secretValue("SECKILL_MYSQL_MIGRATE_DSN")),
-		MySQLMigratePassword: r.secretValue("SECKILL_MYSQL_MIGRATE_PASSWORD"),
+		MySQLDSN:             strings.TrimSpace(r.secretValue("SECKILL_MYSQL_DSN", "SECKILL_MYSQL_DSN_FILE")),
+		MySQLPassword:        r.secretValue("SECKILL_MYSQL_PASSWORD", "SECKILL_MYSQL_PASSWORD_FILE"),
+		MySQLTLS:             r.tlsClient(tlsVars{On: "SECKILL_MYSQL_TLS", CAFile: "SECKILL_MYSQL_CA_FILE", CertFile: "SECKILL_MYSQL_CERT_FILE", KeyFile: "SECKILL_MYSQL_KEY_FILE", ServerName: "SECKILL_MYSQL_TLS_SERVER_NAME"}),
+		MySQLMigrateDSN:      strings.TrimSpace(r.secretValue("SECKILL_MYSQL_MIGRATE_DSN", "SECKILL_MYSQL_MIGRATE_DSN_FILE")),
+		MySQLMigratePassword: r.secretValue("SECKILL_MYSQL_MIGRATE_PASSWORD", "SECKILL_MYSQL_MIGRATE_PASSWORD_FILE"),
 		KafkaBrokers:         r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers),
 		Topics:               event.DefaultTopics(r.str("SECKILL_TOPIC_PREFIX", "")),
 		LogLevel:             r.level("SECKILL_LOG_LEVEL", "info"),
@@ -92,8 +97,8 @@ func (r *reader) kafkaSecurity() event.Security {
 	sec, err := event.NewSecurity(event.SecurityConfig{
 		Mechanism: r.str("SECKILL_KAFKA_SASL_MECHANISM", "none"),
 		Username:  r.str("SECKILL_KAFKA_USERNAME", ""),
-		Password:  r.secretValue("SECKILL_KAFKA_PASSWORD"),
-		TLS:       r.tlsClient("SECKILL_KAFKA"),
+		Password:  r.secretValue("SECKILL_KAFKA_PASSWORD", "SECKILL_KAFKA_PASSWORD_FILE"),
+		TLS:       r.tlsClient(tlsVars{On: "SECKILL_KAFKA_TLS", CAFile: "SECKILL_KAFKA_CA_FILE", CertFile: "SECKILL_KAFKA_CERT_FILE", KeyFile: "SECKILL_KAFKA_KEY_FILE", ServerName: "SECKILL_KAFKA_TLS_SERVER_NAME"}),
 	})
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_KAFKA_SASL_MECHANISM, SECKILL_KAFKA_USERNAME, SECKILL_KAFKA_PASSWORD: %w", err))
@@ -175,8 +180,8 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		Common:      readCommon(r),
 		HTTPAddr:    r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
 		AdminAddr:   r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
-		AdminToken:  r.secret("SECKILL_ADMIN_TOKEN", 16),
-		JWTSecret:   r.secret("SECKILL_JWT_SECRET", 32),
+		AdminToken:  r.secret("SECKILL_ADMIN_TOKEN", "SECKILL_ADMIN_TOKEN_FILE", 16),
+		JWTSecret:   r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32),
 		JWTIssuer:   r.str("SECKILL_JWT_ISSUER", "seckill"),
 		JWTAudience: r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
@@ -233,10 +238,15 @@ type Reconciler struct {
 	LeaseTTL    time.Duration // renewed every third of it while held
 
 	ConsumerGroup  string        // the order consumers' group, whose lag says what is in flight
+	FeedbackGroup  string        // the feedback consumers' group: no payment timeout while it has the order's reports unread
 	StaleAfter     time.Duration // a reservation older than this without an order is stale
 	RepublishBound time.Duration // ... and re-published even while its partition is busy once this old
 	CatchUpWait    time.Duration // how long a run waits for consumer lag 0 before rebuilding keys
-	ReplayBudget   time.Duration // how long one run may spend replaying the compensation topic
+	// GatewayDeadAfter is how old a gateway's heartbeat must be before the key rebuild stops
+	// waiting for the unpublished grabs it reported: long enough that a gateway which merely
+	// could not reach MySQL for a while (a blip, a failover) is still waited for.
+	GatewayDeadAfter time.Duration
+	ReplayBudget     time.Duration // how long one run may spend replaying the compensation topic
 
 	// When automation hands over to a person (an exception case on the workbench).
 	StaleCaseAfter time.Duration // a reservation still without an order this long after admission
@@ -254,16 +264,28 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		LeaseName:   r.str("SECKILL_RECONCILER_LEASE", "seckill-reconciler"),
 		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
 
-		ConsumerGroup:  r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		StaleAfter:     r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
-		RepublishBound: r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
-		CatchUpWait:    r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
-		ReplayBudget:   r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
-		StaleCaseAfter: r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
-		DriftCaseRuns:  r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
+		ConsumerGroup:    r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		FeedbackGroup:    r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
+		StaleAfter:       r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
+		RepublishBound:   r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
+		CatchUpWait:      r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
+		GatewayDeadAfter: r.duration("SECKILL_GATEWAY_DEAD_AFTER", 30*time.Second, 0, time.Hour),
+		ReplayBudget:     r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
+		StaleCaseAfter:   r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
+		DriftCaseRuns:    r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
 	}
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
+	}
+	// The lifecycle job keeps the keys of a prize with pending reservations until now plus
+	// the key grace, each run: a run must come before that expiry.
+	if c.Interval >= c.KeyGrace {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_RECONCILE_INTERVAL=%s: not shorter than SECKILL_KEY_GRACE (%s): keys kept for pending reservations would expire between runs", c.Interval, c.KeyGrace))
+	}
+	// A live gateway's last committed beat can be one interval plus one report's timeout old;
+	// a shorter limit would take a gateway that is merely between beats for dead.
+	if c.GatewayDeadAfter <= 2*GatewayHeartbeat {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_GATEWAY_DEAD_AFTER=%s: must exceed twice the gateways' heartbeat interval (%s), and should outlast a MySQL blip", c.GatewayDeadAfter, GatewayHeartbeat))
 	}
 	if c.StaleCaseAfter < c.RepublishBound {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_STALE_CASE_AFTER=%s: shorter than SECKILL_REPUBLISH_BOUND (%s): a person would get reservations the reconciler has not re-published yet", c.StaleCaseAfter, c.RepublishBound))

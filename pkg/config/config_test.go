@@ -101,3 +101,56 @@ func TestDefaultsAndOverrides(t *testing.T) {
 		t.Error("batch size 0 accepted")
 	}
 }
+
+// The key rebuild waits for a gateway's unpublished grabs until its heartbeat is
+// SECKILL_GATEWAY_DEAD_AFTER old: by default well past a MySQL blip, and never within a
+// live gateway's own heartbeat (one interval plus one report's timeout).
+func TestGatewayDeadAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        time.Duration
+		wantErr     string
+	}{
+		{"default", "", 30 * time.Second, ""},
+		{"set", "10s", 10 * time.Second, ""},
+		{"within the heartbeat", "1500ms", 0, "SECKILL_GATEWAY_DEAD_AFTER=1.5s: must exceed twice the gateways' heartbeat interval (1s)"},
+		{"equal to two heartbeats", "2s", 0, "must exceed twice"},
+		{"not a duration", "soon", 0, "SECKILL_GATEWAY_DEAD_AFTER"},
+		{"too long", "2h", 0, "SECKILL_GATEWAY_DEAD_AFTER"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadReconciler(getenv(map[string]string{"SECKILL_GATEWAY_DEAD_AFTER": tc.value}))
+			switch {
+			case tc.wantErr == "" && (err != nil || c.GatewayDeadAfter != tc.want):
+				t.Fatalf("got %s, %v; want %s", c.GatewayDeadAfter, err, tc.want)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// The lifecycle job keeps the keys of a prize with pending reservations one key grace at a
+// time: a reconciler that runs less often would let them expire between runs.
+func TestReconcileIntervalShorterThanKeyGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name, interval, grace string
+		ok                    bool
+	}{
+		{"defaults", "", "", true},
+		{"shorter", "30m", "1h", true},
+		{"equal", "1h", "1h", false},
+		{"longer", "10m", "5m", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			if tc.interval != "" {
+				env["SECKILL_RECONCILE_INTERVAL"], env["SECKILL_KEY_GRACE"] = tc.interval, tc.grace
+			}
+			_, err := LoadReconciler(getenv(env))
+			if (err == nil) != tc.ok {
+				t.Fatalf("interval %q, grace %q: %v, want ok=%v", tc.interval, tc.grace, err, tc.ok)
+			}
+		})
+	}
+}

@@ -38,27 +38,27 @@ func (r *reader) str(key, def string) string {
 	return def
 }
 
-// secretValue reads a secret from key or from the file key_FILE names (a mounted
-// Kubernetes secret; trailing newlines trimmed). Errors name the variables and the path,
-// never the content.
-func (r *reader) secretValue(key string) string {
-	v, path := r.getenv(key), strings.TrimSpace(r.getenv(key+"_FILE"))
+// secretValue reads a secret from key or from the file fileKey (key_FILE) names: a mounted
+// Kubernetes secret, trailing newlines trimmed. Errors name the variables and the path, never
+// the content. Both names are spelled out by the callers so a search of the tree finds them.
+func (r *reader) secretValue(key, fileKey string) string {
+	v, path := r.getenv(key), strings.TrimSpace(r.getenv(fileKey))
 	switch {
 	case path == "":
 		return v
 	case v != "":
-		r.errs = append(r.errs, fmt.Errorf("%s and %s_FILE are both set: set one", key, key))
+		r.errs = append(r.errs, fmt.Errorf("%s and %s are both set: set one", key, fileKey))
 		return ""
 	}
 	b, err := r.readFile(path)
 	if err != nil {
 		// os.ReadFile's error names the path and the reason (no such file, permission).
-		r.errs = append(r.errs, fmt.Errorf("%s_FILE=%s: %w", key, path, unwrapPath(err)))
+		r.errs = append(r.errs, fmt.Errorf("%s=%s: %w", fileKey, path, unwrapPath(err)))
 		return ""
 	}
 	v = strings.TrimRight(string(b), "\r\n")
 	if v == "" {
-		r.errs = append(r.errs, fmt.Errorf("%s_FILE=%s: the file is empty", key, path))
+		r.errs = append(r.errs, fmt.Errorf("%s=%s: the file is empty", fileKey, path))
 	}
 	return v
 }
@@ -72,13 +72,13 @@ func unwrapPath(err error) error {
 	return err
 }
 
-func (r *reader) secret(key string, minLen int) string {
-	v := r.secretValue(key)
+func (r *reader) secret(key, fileKey string, minLen int) string {
+	v := r.secretValue(key, fileKey)
 	switch {
-	case v == "" && strings.TrimSpace(r.getenv(key+"_FILE")) != "":
+	case v == "" && strings.TrimSpace(r.getenv(fileKey)) != "":
 		// already reported by secretValue
 	case v == "":
-		r.errs = append(r.errs, fmt.Errorf("%s is required (or %s_FILE, a file holding it)", key, key))
+		r.errs = append(r.errs, fmt.Errorf("%s is required (or %s, a file holding it)", key, fileKey))
 	case len(v) < minLen:
 		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
 	}
@@ -186,29 +186,32 @@ func (r *reader) err() error {
 	return fmt.Errorf("configuration: %w", errors.Join(r.errs...))
 }
 
-// tlsClient reads one server's TLS settings: PREFIX_TLS switches TLS on; PREFIX_CA_FILE (the
-// server's CA; empty trusts the system roots), PREFIX_CERT_FILE and PREFIX_KEY_FILE (a client
-// certificate) and PREFIX_TLS_SERVER_NAME refine it. It returns nil when TLS is off. Files
-// are read now, so a missing or bad one stops the service before it connects anywhere.
-func (r *reader) tlsClient(prefix string) *tls.Config {
-	on := r.boolean(prefix+"_TLS", false)
+// tlsVars names one server's TLS settings.
+type tlsVars struct{ On, CAFile, CertFile, KeyFile, ServerName string }
+
+// tlsClient reads one server's TLS settings: v.On switches TLS on; the CA file (the server's
+// CA; empty trusts the system roots), a client certificate and key, and the server name
+// refine it. It returns nil when TLS is off. Files are read now, so a missing or bad one
+// stops the service before it connects anywhere.
+func (r *reader) tlsClient(v tlsVars) *tls.Config {
+	on := r.boolean(v.On, false)
 	f := certs.Files{
-		CAFile:     strings.TrimSpace(r.getenv(prefix + "_CA_FILE")),
-		CertFile:   strings.TrimSpace(r.getenv(prefix + "_CERT_FILE")),
-		KeyFile:    strings.TrimSpace(r.getenv(prefix + "_KEY_FILE")),
-		ServerName: strings.TrimSpace(r.getenv(prefix + "_TLS_SERVER_NAME")),
+		CAFile:     strings.TrimSpace(r.getenv(v.CAFile)),
+		CertFile:   strings.TrimSpace(r.getenv(v.CertFile)),
+		KeyFile:    strings.TrimSpace(r.getenv(v.KeyFile)),
+		ServerName: strings.TrimSpace(r.getenv(v.ServerName)),
 	}
 	if !on {
 		if f != (certs.Files{}) {
 			// A CA file without TLS would leave the connection in plaintext while the
 			// operator believes it is verified.
-			r.errs = append(r.errs, fmt.Errorf("%s_CA_FILE, _CERT_FILE, _KEY_FILE or _TLS_SERVER_NAME set without %s_TLS=true", prefix, prefix))
+			r.errs = append(r.errs, fmt.Errorf("%s, %s, %s or %s set without %s=true", v.CAFile, v.CertFile, v.KeyFile, v.ServerName, v.On))
 		}
 		return nil
 	}
 	c, err := certs.Client(f, r.readFile)
 	if err != nil {
-		r.errs = append(r.errs, fmt.Errorf("%s TLS: %w", prefix, err))
+		r.errs = append(r.errs, fmt.Errorf("%s: %w", v.On, err))
 		return nil
 	}
 	return c

@@ -206,21 +206,46 @@ type PartitionOffsets struct {
 }
 
 // Position is where a reader that keeps its own offsets (the compensation replay) stands in
-// one partition: the next offset to read and the end offset.
-type Position struct{ Next, End int64 }
+// one partition: the next offset to read and the end offset. Stored is the stored offset
+// when Next had to move away from it (Clamped): messages were lost to the reader.
+type Position struct {
+	Next, End int64
+	Stored    int64
+	Clamped   Clamp
+}
 
-// Positions joins stored next offsets with the partitions' bounds. A partition never read,
-// or whose unread messages retention removed, starts at its first offset. Read the stored
-// offsets before the bounds: a message appended in between then only makes the backlog look
-// larger, never smaller.
+// Clamp says why a stored offset could not be read from.
+type Clamp string
+
+// Why a stored offset was moved to the partition's first offset.
+const (
+	NotClamped Clamp = ""
+	// ClampRetention: retention removed messages before they were read (stored < first).
+	ClampRetention Clamp = "retention"
+	// ClampRecreated: the stored offset is beyond the partition's end (the topic was
+	// recreated, or its log truncated): the offsets now name other messages, and waiting
+	// until the end passes it again would skip every message below it.
+	ClampRecreated Clamp = "recreated"
+)
+
+// Positions joins stored next offsets with the partitions' bounds. A partition never read
+// starts at its first offset; so does one whose stored offset retention removed or that no
+// longer exists (Clamped says which). Read the stored offsets before the bounds: a message
+// appended in between then only makes the backlog look larger, never smaller.
 func Positions(bounds map[int]PartitionOffsets, stored map[int]int64) map[int]Position {
 	out := make(map[int]Position, len(bounds))
 	for p, o := range bounds {
 		next, ok := stored[p]
-		if !ok || next < o.First {
-			next = o.First
+		pos := Position{Next: next, End: o.End}
+		switch {
+		case !ok:
+			pos.Next = o.First
+		case next < o.First:
+			pos.Next, pos.Stored, pos.Clamped = o.First, next, ClampRetention
+		case next > o.End:
+			pos.Next, pos.Stored, pos.Clamped = o.First, next, ClampRecreated
 		}
-		out[p] = Position{Next: next, End: o.End}
+		out[p] = pos
 	}
 	return out
 }

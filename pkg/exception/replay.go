@@ -96,6 +96,16 @@ func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, 
 	if err := r.stillApplies(ctx, g); err != nil {
 		return "", err
 	}
+	// Only a reservation Redis still holds keeps the grab's unit out of sale. After a key
+	// loss the rebuild copies MySQL, where this grab never arrived, so its unit is sold again;
+	// producing it then would hand that unit out twice (MySQL refuses: admitted_rejected).
+	l, err := r.reserved(ctx, g.RequestID)
+	if err != nil {
+		return "", err
+	}
+	if l.Owner != g.UserID {
+		return "", refuse("Redis holds %s for user %q, the message names %q", g.RequestID, l.Owner, g.UserID)
+	}
 	if _, err := r.Stocks.Stock(ctx, g.SessionID, g.PrizeID); errors.Is(err, seckill.ErrNotFound) {
 		return "", refuse("MySQL has no stock row for session %d prize %d (the cause of the dead letter); restore it first", g.SessionID, g.PrizeID)
 	} else if err != nil {
@@ -121,12 +131,9 @@ func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error
 	if c.SessionID == nil || c.PrizeID == nil {
 		return "", refuse("the case names no session and prize")
 	}
-	l, err := r.Gate.Lookup(ctx, c.RequestID)
+	l, err := r.reserved(ctx, c.RequestID)
 	if err != nil {
-		return "", fmt.Errorf("look up reservation %s: %w", c.RequestID, err)
-	}
-	if !l.Found || l.Status.State != "queued" {
-		return "", refuse("Redis no longer holds %s as a pending reservation (state %q)", c.RequestID, l.Status.State)
+		return "", err
 	}
 	var ev struct {
 		AdmittedAt time.Time `json:"admitted_at"`
@@ -148,6 +155,22 @@ func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error
 		return "", fmt.Errorf("produce to %s: %w", r.GrabTopic, err)
 	}
 	return "grab " + g.RequestID + " produced to " + r.GrabTopic, nil
+}
+
+// reserved returns what Redis holds for requestID, and refuses unless it is a pending
+// reservation: a grab whose reservation is gone (settled, or lost with the keys and rebuilt
+// from MySQL without it) no longer has its unit set aside, and replaying it would sell that
+// unit a second time.
+func (r *Replayer) reserved(ctx context.Context, requestID string) (stock.Lookup, error) {
+	l, err := r.Gate.Lookup(ctx, requestID)
+	if err != nil {
+		return stock.Lookup{}, fmt.Errorf("look up reservation %s: %w", requestID, err)
+	}
+	if !l.Found || l.Status.State != "queued" {
+		return stock.Lookup{}, refuse("Redis no longer holds %s as a pending reservation (state %q; keys live: %v): its unit may have been sold again since, so it is not replayed; resolve the case with a note",
+			requestID, l.Status.State, l.Live)
+	}
+	return l, nil
 }
 
 // stillApplies refuses a grab that already has its order.

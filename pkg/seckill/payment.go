@@ -43,8 +43,9 @@ type Feedback struct {
 	Kind      FeedbackKind
 	Reason    Reason    // cancellations only
 	At        time.Time // when it happened, as the reporter says
-	// DueBefore, when set, makes a cancellation conditional on the order having been
-	// created before it (the payment timeout: only orders unpaid for the whole timeout).
+	// DueBefore, when set, makes a cancellation conditional on the order's creation event
+	// having been published before it (the payment timeout: only orders unpaid for the whole
+	// timeout since downstream could first collect payment).
 	DueBefore time.Time
 }
 
@@ -56,7 +57,7 @@ type FeedbackResult string
 const (
 	FeedbackApplied   FeedbackResult = "applied"   // paid stamped, or cancelled and the unit returned
 	FeedbackDuplicate FeedbackResult = "duplicate" // the order is already in that state (redelivery)
-	FeedbackNotDue    FeedbackResult = "not_due"   // payment timeout: created after DueBefore
+	FeedbackNotDue    FeedbackResult = "not_due"   // payment timeout: paid, or not published before DueBefore
 	FeedbackRefund    FeedbackResult = "refund"    // paid after the pipeline cancelled: a refund event
 	FeedbackException FeedbackResult = "exception" // recorded as an exception case (unknown order, ...)
 )
@@ -74,6 +75,7 @@ const (
 	CaseDriftUncorrected    = "drift_uncorrected"    // Redis stock stayed drifted from MySQL's for several runs
 	CaseStaleReservation    = "stale_reservation"    // a reservation stayed without an order after re-publishing
 	CaseCompensationFailing = "compensation_failing" // the compensation replay keeps failing on one event
+	CaseReplayGap           = "replay_gap"           // the compensation replay's stored position was gone (retention, a recreated topic)
 )
 
 // Exception case states: a case opens when detected, and a person replays it (the events go

@@ -19,8 +19,9 @@ import (
 
 // serviceACL is the ACL a service's Redis user needs, as docs/deployment.md gives it: its
 // keys only, reads, writes and the gate's scripts, no CONFIG, KEYS, FLUSHALL or other
-// dangerous command, but INFO (cluster detection and the eviction-policy check).
-const serviceACL = "resetkeys ~sk:* resetchannels -@all +@read +@write +@connection -@dangerous +info +evalsha +eval +script|load"
+// dangerous command, but INFO (cluster detection and the eviction-policy check) and the
+// cluster commands a cluster client reads the slot map with.
+const serviceACL = "resetkeys ~sk:* resetchannels -@all +@read +@write +@connection -@dangerous +info +evalsha +eval +script|load +cluster|slots +cluster|shards +cluster|nodes +cluster|info +readonly"
 
 // aclUser creates a Redis ACL user with a unique name, the given password and rules, and
 // deletes it when the test ends.

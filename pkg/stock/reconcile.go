@@ -23,11 +23,14 @@ var (
 	rebuildSrc string
 	//go:embed lua/remove.lua
 	removeSrc string
+	//go:embed lua/keep.lua
+	keepSrc string
 
 	snapshotScript = redis.NewScript(snapshotSrc)
 	correctScript  = redis.NewScript(correctSrc)
 	rebuildScript  = redis.NewScript(rebuildSrc)
 	removeScript   = redis.NewScript(removeSrc)
+	keepScript     = redis.NewScript(keepSrc)
 )
 
 // Reservation is an admitted grab Redis holds until its order is settled.
@@ -156,6 +159,23 @@ func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) erro
 		return fmt.Errorf("remove session %d prize %d: %w", sessionID, prizeID, ErrPending)
 	}
 	return nil
+}
+
+// Keep pushes a session×prize's key expiry to expireAt while reservations are pending (the
+// stale job re-publishes from them, so they must outlive the session's end plus grace). It
+// returns false when nothing is pending, the keys already live that long, or they are
+// absent; ErrFenced for a stale fence.
+func (g *Gate) Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error) {
+	k := KeysFor(sessionID, prizeID)
+	n, err := keepScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned, k.Fence, k.revision()},
+		fence, expireAt.UnixMilli()).Int64()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("keep session %d prize %d: %w", sessionID, prizeID, err)
+	case n == -2:
+		return false, fmt.Errorf("keep session %d prize %d: %w", sessionID, prizeID, ErrFenced)
+	}
+	return n == 1, nil
 }
 
 // reservationPage is the HSCAN COUNT hint: each call does about this much work in Redis.

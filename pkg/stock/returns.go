@@ -72,6 +72,34 @@ func (g *Gate) Return(ctx context.Context, sessionID, prizeID int64, items []Uni
 	return ReturnResult{Loaded: true, Returned: int(res[0]), Already: int(res[1]), Marked: int(res[2])}, nil
 }
 
+// Returned lists the request ids of a session×prize's units given back for resale (its
+// returned hash) with HSCAN in pages, so a long list never blocks Redis the way one HKEYS
+// in a script would. Not atomic: a return made during the scan may or may not be listed.
+// loaded says whether the prize's stock key exists after the scan: without it the hash is
+// gone with the keys, and the rebuild (which writes it from MySQL) is what restores it.
+func (g *Gate) Returned(ctx context.Context, sessionID, prizeID int64) (ids map[string]struct{}, loaded bool, err error) {
+	k := KeysFor(sessionID, prizeID)
+	ids = map[string]struct{}{}
+	var cursor uint64
+	for {
+		kv, next, err := g.rdb.HScan(ctx, k.Returned, cursor, "", reservationPage).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("scan returned units of session %d prize %d: %w", sessionID, prizeID, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			ids[kv[i]] = struct{}{}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	n, err := g.rdb.Exists(ctx, k.Meta).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("returned units of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return ids, n == 1, nil
+}
+
 // ReturnReport is what ReturnAll did.
 type ReturnReport struct {
 	Done                      []int64      // order ids whose Redis step ran or was done before

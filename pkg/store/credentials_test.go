@@ -116,6 +116,7 @@ func TestConnectRefusalsNameServerUserAndReason(t *testing.T) {
 				store.Close(db)
 				t.Fatal("connected")
 			}
+			t.Log(err)
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not say %q", err, w)
@@ -170,29 +171,46 @@ func rootDB(t *testing.T) *sql.DB {
 	return db
 }
 
-// The services run as a DML-only user (docs/deployment.md's GRANT): every kind of store
-// operation they do works as it, and DDL is refused.
-func TestDMLUserRunsTheServicesNotDDL(t *testing.T) {
+// The two users of docs/deployment.md: the migrating user (ALL on the schema) applies every
+// migration, and the services' DML-only user (SELECT, INSERT, UPDATE, DELETE) runs every
+// kind of store operation the services do, and is refused DDL.
+func TestMigrateAndServiceUsers(t *testing.T) {
 	root := rootDB(t)
-	dsn, _ := stacktest.Migrated(t)
+	dsn, _ := stacktest.MySQL(t)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := stacktest.Context(t, 60*time.Second)
-	user, password := "sk_dml_"+stacktest.ID(t), "dml-password-"+stacktest.ID(t)
 	host, _, _ := net.SplitHostPort(cfg.Addr)
-	account := "'" + user + "'@'" + host + "'"
-	for _, stmt := range []string{
-		"CREATE USER " + account + " IDENTIFIED BY '" + password + "'",
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + cfg.DBName + "`.* TO " + account,
-	} {
-		if _, err := root.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", strings.Replace(stmt, password, "…", 1), err)
+	createUser := func(prefix, grant string) (string, string) {
+		user, password := prefix+stacktest.ID(t), "pw-"+stacktest.ID(t)
+		account := "'" + user + "'@'" + host + "'"
+		for _, stmt := range []string{
+			"CREATE USER " + account + " IDENTIFIED BY '" + password + "'",
+			"GRANT " + grant + " ON `" + cfg.DBName + "`.* TO " + account,
+		} {
+			if _, err := root.ExecContext(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", strings.Replace(stmt, password, "…", 1), err)
+			}
 		}
+		t.Cleanup(func() { root.ExecContext(context.Background(), "DROP USER IF EXISTS "+account) })
+		return user, password
 	}
-	t.Cleanup(func() { root.ExecContext(context.Background(), "DROP USER IF EXISTS "+account) })
 
+	ddlUser, ddlPassword := createUser("sk_ddl_", "ALL PRIVILEGES")
+	ddlCfg := cfg.Clone()
+	ddlCfg.User, ddlCfg.Passwd = ddlUser, ""
+	ddl, err := store.Connect(ctx, store.Conn{DSN: ddlCfg.FormatDSN(), Password: ddlPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(ddl)
+	if res, err := store.Migrate(ctx, ddl); err != nil || len(res.Applied) == 0 {
+		t.Fatalf("migrate as the DDL user: %+v %v", res, err)
+	}
+
+	user, password := createUser("sk_dml_", "SELECT, INSERT, UPDATE, DELETE")
 	cfg.User, cfg.Passwd = user, ""
 	db, err := store.Connect(ctx, store.Conn{DSN: cfg.FormatDSN(), Password: password})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -310,8 +311,8 @@ func (e *Exceptions) Act(ctx context.Context, id int64, action, actor, note stri
 		return CaseDetail{}, fmt.Errorf("unknown action %q", action)
 	case action != ActReplay && note == "":
 		return CaseDetail{}, fmt.Errorf("%s needs a note saying why", action)
-	case len(note) > 1024:
-		return CaseDetail{}, errors.New("note longer than 1024 bytes")
+	case utf8.RuneCountInString(note) > 1024: // the column's VARCHAR(1024) counts characters
+		return CaseDetail{}, errors.New("note longer than 1024 characters")
 	}
 	var out CaseDetail
 	var refused error

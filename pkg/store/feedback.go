@@ -61,7 +61,8 @@ type FeedbackBatch struct {
 //     its per-user slot when the activity lets the buyer grab again, gets one order.cancelled
 //     event and one stock_returns row, and left_stock grows by one; a cancelled one is a
 //     duplicate; a paid one is refused (an exception case), except for the payment timeout,
-//     for which it is simply not due;
+//     for which it is simply not due, as is an order whose creation event was not published
+//     before the timeout's DueBefore;
 //   - a request id without an order, or a rejected order, is an exception case.
 //
 // left_stock grows without a version bump: the consumer's conditional update compares the
@@ -189,7 +190,9 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 			res.NotDue++
 		case r.PaidAt != nil:
 			record(i, seckill.CaseCancelAfterPaid, r.ID, fmt.Sprintf("cancelled (%s) after it was paid; kept paid", it.Reason))
-		case !it.DueBefore.IsZero() && !r.CreatedAt.Before(it.DueBefore):
+		case !it.DueBefore.IsZero() && (r.EventPublishedAt == nil || !r.EventPublishedAt.Before(it.DueBefore)):
+			// The timeout counts from the creation event's publication: before it,
+			// downstream had not heard of the order and could not collect payment.
 			res.Outcomes[i].Result = seckill.FeedbackNotDue
 			res.NotDue++
 		default:
@@ -288,7 +291,8 @@ func eventExists(tx *gorm.DB, id string, batch []orderEventRow) (bool, error) {
 }
 
 // Unpaid returns up to limit request ids of a session×prize's succeeded orders that are not
-// paid and were created before cutoff, oldest first: the payment timeout's candidates.
+// paid and were created before cutoff, oldest first (the session report waits while any is
+// left). The payment timeout's candidates are DueUnpaid's.
 func (o *Orders) Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, limit int) ([]string, error) {
 	var rids []string
 	err := o.db.WithContext(ctx).Raw(`SELECT request_id FROM orders
@@ -298,6 +302,43 @@ func (o *Orders) Unpaid(ctx context.Context, sessionID, prizeID int64, cutoff ti
 		return nil, fmt.Errorf("unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
 	}
 	return rids, nil
+}
+
+// DueOrder is a payment timeout candidate: a succeeded order not paid.
+type DueOrder struct {
+	ID        int64
+	RequestID string
+}
+
+// DueUnpaid returns up to limit of a session×prize's succeeded unpaid orders whose creation
+// event the relay published before cutoff, with an id above after, in id order: the payment
+// timeout's candidates, paged by id so that the ones a run defers do not hide the rest. An
+// order whose event is not published yet is never among them, however old: downstream has
+// not heard of it and could not collect payment.
+func (o *Orders) DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]DueOrder, error) {
+	var out []DueOrder
+	err := o.db.WithContext(ctx).Raw(`SELECT id, request_id FROM orders
+		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
+		AND event_published_at < ? AND id > ?
+		ORDER BY id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), after, limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("due unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return out, nil
+}
+
+// CountUnpublishedUnpaid returns how many of a session×prize's succeeded unpaid orders were
+// stored before cutoff and still wait for the relay to publish their creation event: the
+// payment timeouts a relay that is behind defers.
+func (o *Orders) CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error) {
+	var n int64
+	err := o.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders
+		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
+		AND event_published_at IS NULL AND created_at < ?`, sessionID, prizeID, cutoff.UTC()).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("unpublished unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return n, nil
 }
 
 // StockState is a session×prize as MySQL holds it at one instant: its stock row, its orders
@@ -394,6 +435,75 @@ func (r *Returns) PendingRedis(ctx context.Context, limit int) ([]StockReturn, e
 		out[i] = row.domain()
 	}
 	return out, nil
+}
+
+// PendingPrize is a session×prize with returns whose Redis step is still to make.
+type PendingPrize struct {
+	SessionID, PrizeID int64
+	Pending            int
+}
+
+// PendingRedisPrizes returns every session×prize with returns whose Redis step is still to
+// make, the one with the oldest such return first. The sweep pages per prize from it, so a
+// prize whose returns keep failing (its keys missing, its script erroring) cannot hold the
+// others behind its own oldest rows.
+func (r *Returns) PendingRedisPrizes(ctx context.Context) ([]PendingPrize, error) {
+	var rows []PendingPrize
+	err := r.db.WithContext(ctx).Raw(`SELECT session_id, prize_id, COUNT(*) AS pending FROM stock_returns
+		WHERE redis_done_at IS NULL GROUP BY session_id, prize_id ORDER BY MIN(order_id)`).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("prizes with pending redis returns: %w", err)
+	}
+	return rows, nil
+}
+
+// PendingRedisOf returns up to limit returns of one session×prize whose Redis step is not
+// known to have run, oldest first.
+func (r *Returns) PendingRedisOf(ctx context.Context, sessionID, prizeID int64, limit int) ([]StockReturn, error) {
+	var rows []returnRow
+	err := r.db.WithContext(ctx).Where("session_id = ? AND prize_id = ? AND redis_done_at IS NULL", sessionID, prizeID).
+		Order("order_id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("pending redis returns of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	out := make([]StockReturn, len(rows))
+	for i, row := range rows {
+		out[i] = row.domain()
+	}
+	return out, nil
+}
+
+// DoneForResale returns, by request id, the order ids of one session×prize's returns for
+// resale whose Redis step is stamped done: each of their request ids was in the prize's
+// returned hash when it was stamped (the script writes it before the stamp).
+func (r *Returns) DoneForResale(ctx context.Context, sessionID, prizeID int64) (map[string]int64, error) {
+	var rows []returnRow
+	err := r.db.WithContext(ctx).Select("order_id", "request_id").
+		Where("session_id = ? AND prize_id = ? AND resale AND redis_done_at IS NOT NULL", sessionID, prizeID).
+		Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("done redis returns of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, row := range rows {
+		out[row.RequestID] = row.OrderID
+	}
+	return out, nil
+}
+
+// ClearRedisDone removes the done stamp of returns (by order id) whose Redis effect was
+// lost (a Redis failover lost the script's write), so the sweep makes their Redis step
+// again; the step is at most once per request id, so clearing too much costs a round trip.
+func (r *Returns) ClearRedisDone(ctx context.Context, orderIDs []int64) error {
+	if len(orderIDs) == 0 {
+		return nil
+	}
+	err := r.db.WithContext(ctx).Model(&returnRow{}).Where("order_id IN ? AND redis_done_at IS NOT NULL", orderIDs).
+		Update("redis_done_at", nil).Error
+	if err != nil {
+		return fmt.Errorf("clear redis done stamps: %w", err)
+	}
+	return nil
 }
 
 // CountPendingRedis returns how many returns wait for their Redis step (a metric).

@@ -80,6 +80,18 @@ func (s *sale) apply(t *testing.T, now time.Time, items ...seckill.Feedback) sto
 	return res
 }
 
+// published stamps the orders' creation events published at, as the order relay does.
+func (s *sale) published(t *testing.T, at time.Time, keys ...string) {
+	t.Helper()
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = "order:" + s.rid(k) + ":succeeded"
+	}
+	if n, err := store.NewOutbox(s.db).MarkFound(s.ctx, ids, at); err != nil || n != int64(len(keys)) {
+		t.Fatalf("stamp %d events published: %d %v", len(keys), n, err)
+	}
+}
+
 func (s *sale) left(t *testing.T) int {
 	t.Helper()
 	var left int
@@ -269,27 +281,84 @@ func TestRegrabReleasesTheSlot(t *testing.T) {
 	}
 }
 
+func due(rid string, at, before time.Time) seckill.Feedback {
+	return seckill.Feedback{RequestID: rid, Kind: seckill.FeedbackCancelled, Reason: seckill.ReasonPaymentTimeout, At: at, DueBefore: before}
+}
+
 func TestPaymentTimeoutCancelsOnlyDueUnpaidOrders(t *testing.T) {
 	s := newSale(t, 5, 1, false)
 	s.grab(t, "key-0000a", "u0", "key-0000b", "u1")
-	due := func(rid string, before time.Time) seckill.Feedback {
-		return seckill.Feedback{RequestID: rid, Kind: seckill.FeedbackCancelled, Reason: seckill.ReasonPaymentTimeout, At: s.now, DueBefore: before}
-	}
+	s.published(t, s.now, "key-0000a", "key-0000b")
 	s.apply(t, s.now, paid(s.rid("key-0000b")))
-	res := s.apply(t, s.now, due(s.rid("key-0000a"), s.now.Add(-time.Second)), due(s.rid("key-0000b"), s.now.Add(time.Second)))
+	res := s.apply(t, s.now, due(s.rid("key-0000a"), s.now, s.now.Add(-time.Second)), due(s.rid("key-0000b"), s.now, s.now.Add(time.Second)))
 	if got := fmt.Sprint(results(res)); got != "[not_due not_due]" {
 		t.Fatalf("created after the cutoff / paid: %s", got)
 	}
 	if n := s.n(t, "SELECT COUNT(*) FROM exception_cases"); n != 0 {
 		t.Fatalf("%d exception cases: a paid order reached by the timeout is not a case", n)
 	}
-	res = s.apply(t, s.now, due(s.rid("key-0000a"), s.now.Add(time.Second)))
+	res = s.apply(t, s.now, due(s.rid("key-0000a"), s.now, s.now.Add(time.Second)))
 	if got := fmt.Sprint(results(res)); got != "[applied]" || res.Outcomes[0].OrderID == 0 {
 		t.Fatalf("due: %s", got)
 	}
 	unpaid, err := s.orders.Unpaid(s.ctx, s.sid, s.pid, s.now.Add(time.Hour), 10)
 	if err != nil || len(unpaid) != 0 {
 		t.Fatalf("unpaid orders left: %v %v", unpaid, err)
+	}
+}
+
+// The payment timeout counts from when the order's creation event was published, not from
+// when the order was stored: downstream could not collect payment before. An order whose
+// event is not out yet is never due, however old.
+func TestPaymentTimeoutCountsFromPublication(t *testing.T) {
+	s := newSale(t, 5, 1, false)
+	s.grab(t, "key-0000a", "u0")
+	a := s.rid("key-0000a")
+	pub := s.now.Truncate(time.Microsecond).Add(time.Second) // as MySQL keeps it
+	candidates := func(cutoff time.Time, after int64) string {
+		t.Helper()
+		due, err := s.orders.DueUnpaid(s.ctx, s.sid, s.pid, cutoff, after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ""
+		for _, o := range due {
+			out += o.RequestID + " "
+		}
+		return out
+	}
+	unpublished := func(cutoff time.Time) int64 {
+		t.Helper()
+		n, err := s.orders.CountUnpublishedUnpaid(s.ctx, s.sid, s.pid, cutoff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := fmt.Sprint(results(s.apply(t, s.now, due(a, s.now, s.now.Add(time.Hour))))); got != "[not_due]" {
+		t.Fatalf("unpublished, an hour past its creation: %s, want not_due", got)
+	}
+	if c, n := candidates(s.now.Add(time.Hour), 0), unpublished(s.now.Add(time.Hour)); c != "" || n != 1 {
+		t.Fatalf("unpublished: candidates %q, %d waiting for the relay; want none and 1", c, n)
+	}
+	s.published(t, pub, "key-0000a")
+	if c, n := candidates(pub, 0), unpublished(s.now.Add(time.Hour)); c != "" || n != 0 {
+		t.Fatalf("published at the cutoff: candidates %q, %d waiting for the relay; want none", c, n)
+	}
+	if c := candidates(pub.Add(time.Microsecond), 0); c != a+" " {
+		t.Fatalf("published before the cutoff: candidates %q, want %s", c, a)
+	}
+	if c := candidates(pub.Add(time.Microsecond), int64(s.n(t, "SELECT id FROM orders WHERE request_id = ?", a))); c != "" {
+		t.Fatalf("candidates after a's id: %q, want none", c)
+	}
+	if got := fmt.Sprint(results(s.apply(t, s.now, due(a, s.now, pub)))); got != "[not_due]" {
+		t.Fatalf("published at the cutoff: %s, want not_due", got)
+	}
+	if got := fmt.Sprint(results(s.apply(t, s.now, due(a, s.now, pub.Add(time.Microsecond))))); got != "[applied]" {
+		t.Fatalf("published before the cutoff: %s, want applied", got)
+	}
+	if s.left(t) != 5 {
+		t.Fatalf("left %d, want 5", s.left(t))
 	}
 }
 
@@ -372,6 +441,7 @@ func TestPaidAndCancelledRacing(t *testing.T) {
 func TestFencedCancellationRefusedForAStaleFence(t *testing.T) {
 	s := newSale(t, 2, 1, false)
 	s.grab(t, "key-0000a", "u0")
+	s.published(t, s.now, "key-0000a")
 	if err := s.db.Exec("INSERT INTO leases (name, holder, fence, expires_at) VALUES ('pay-test', 'x', 5, NOW(6))").Error; err != nil {
 		t.Fatal(err)
 	}

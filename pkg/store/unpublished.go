@@ -18,20 +18,36 @@ type Unpublished struct {
 // NewUnpublished returns the store of gateways' unpublished grabs.
 func NewUnpublished(db *gorm.DB) *Unpublished { return &Unpublished{db: db} }
 
+// AdmissionInDoubt is how long a gateway's admission call must have been in flight before
+// its report counts it as a held grab, and how much later than its since Quiet wants a
+// report stamped. A call in flight when the report is sampled whose script admitted a grab
+// before the keys were lost started before since, so it is at least this old by then;
+// younger calls reached Redis after the loss (not loaded) and are not counted, so a crowd
+// retrying its 503s cannot keep a prize from ever looking quiet. It is far above an
+// admission round trip and well below the heartbeat interval.
+const AdmissionInDoubt = 500 * time.Millisecond
+
 // PrizeCount is how many unpublished grabs a gateway holds for one session×prize.
 type PrizeCount struct {
 	SessionID, PrizeID int64
 	Pending            int
 }
 
-// Report replaces gateway's rows with counts (an empty slice clears them) and beats its
-// heartbeat, in one transaction, at MySQL's clock.
-func (u *Unpublished) Report(ctx context.Context, gateway string, counts []PrizeCount) error {
+// Report beats gateway's heartbeat at MySQL's clock, then calls sample for its counts and
+// replaces its rows with them (an empty slice clears them), in one transaction.
+//
+// The stamp comes before the sample, never after: Quiet trusts a report stamped after its
+// since to cover every grab held at since. A sample taken before the stamp could predate
+// since (the reconciler reading its clock between the two) and miss a grab held meanwhile,
+// while its stamp says "after". Stamped first, the counts are at least as new as beat_at;
+// the commit may come later, which only makes the report look older than it is.
+func (u *Unpublished) Report(ctx context.Context, gateway string, sample func() []PrizeCount) error {
 	err := u.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`INSERT INTO gateway_heartbeats (gateway, beat_at) VALUES (?, NOW(6))
 			ON DUPLICATE KEY UPDATE beat_at = NOW(6)`, gateway).Error; err != nil {
 			return err
 		}
+		counts := sample()
 		if err := tx.Exec("DELETE FROM gateway_unpublished WHERE gateway = ?", gateway).Error; err != nil {
 			return err
 		}
@@ -83,10 +99,11 @@ type PrizeHold struct {
 }
 
 // Quiet reports whether the prize may be rebuilt as far as gateways go: every gateway alive
-// (heartbeat within alive) reported after since, holding nothing for the prize. Gateways
-// whose heartbeat stopped are not waited for (their memory is gone with them); what they
-// held is returned in DeadUnsent for the report.
+// (heartbeat within alive) reported, stamped at least AdmissionInDoubt after since, holding
+// nothing for the prize. Gateways whose heartbeat stopped are not waited for (their memory
+// is gone with them); what they held is returned in DeadUnsent for the report.
 func (u *Unpublished) Quiet(ctx context.Context, sessionID, prizeID int64, since time.Time, alive time.Duration) (bool, PrizeHold, error) {
+	since = since.Add(AdmissionInDoubt)
 	var rows []struct {
 		Gateway string
 		Fresh   bool

@@ -176,7 +176,10 @@ func build() *dashboard.DashboardBuilder {
 			q(`sum(increase(seckill_gateway_schedule_reload_errors_total[5m]))`, "schedule reload errors"))).
 		WithPanel(series("Redis memory", "bytes", "Used vs maxmemory (noeviction: at maxmemory admissions fail). From prometheus-redis-exporter.",
 			q(`max by (instance) (redis_memory_used_bytes)`, "used {{instance}}"),
-			q(`max by (instance) (redis_memory_max_bytes)`, "maxmemory {{instance}}")))
+			q(`max by (instance) (redis_memory_max_bytes)`, "maxmemory {{instance}}"))).
+		WithPanel(series("Payment timeouts", "short", "Unpaid orders cancelled by the payment timeout, and due ones a run left for later because evidence may be unread (feedback_behind: unread reports on the order's feedback partition; relay_behind: order.created not published), per 5 minutes. Alert when deferrals go on for 10 minutes (SeckillPaymentTimeoutsDeferred).",
+			q(`sum(increase(seckill_reconciler_payment_timeouts_total[5m]))`, "timed out"),
+			q(`sum by (reason) (increase(seckill_reconciler_payment_timeouts_deferred_total[5m]))`, "deferred {{reason}}")))
 	return d
 }
 

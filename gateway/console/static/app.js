@@ -285,9 +285,14 @@
 
   // ---------------------------------------------------------------- Live
 
+  // How many more of the day's other sessions each "Show more" lists.
+  const OTHERS_PAGE = 20;
+
   // renderLive polls the overview every REFRESH_MS while the tab is visible. The session
-  // cards are rebuilt only when the set of sessions, their states or prizes changes, so an
-  // adjust-stock form being filled in survives the refreshes; the figures update in place.
+  // cards (every open session and each activity's next one) are rebuilt only when the set
+  // of sessions, their states or prizes changes, so an adjust-stock form being filled in
+  // survives the refreshes; the figures update in place. The day's other sessions are a
+  // count and a one-line-each list that "Show more" extends a page at a time.
   function renderLive(page, _m, stale) {
     const updated = h('span', { class: 'muted', testid: 'live-updated', text: 'loading…' });
     const error = errorBox('live-error');
@@ -297,7 +302,13 @@
     const actionNote = noticeBox('live-notice');
     const totals = h('div', { class: 'totals' });
     const sessions = h('div', { testid: 'live-sessions' });
-    page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, actionError, actionNote, totals, sessions);
+    const othersTitle = h('h2', { testid: 'others-title', text: 'Other sessions today' });
+    const othersList = h('div', { testid: 'others-list' });
+    const othersMore = h('button', { type: 'button', testid: 'others-more', text: 'Show more',
+      on: { click: () => { othersLimit += OTHERS_PAGE; if (timer !== null) clearTimeout(timer); refresh(); } } });
+    const others = h('section', { class: 'card', testid: 'live-others', hidden: true }, othersTitle, othersList, othersMore);
+    page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, actionError, actionNote, totals, sessions, others);
+    let othersLimit = 0;
 
     let timer = null;
     let signature = null;
@@ -356,7 +367,24 @@
         s.state === 'upcoming' ? adjustForm(s, p) : null);
     }
 
+    function fillOthers(o) {
+      const total = (o && o.total) || 0;
+      const listed = (o && o.sessions) || [];
+      others.hidden = total === 0;
+      othersTitle.textContent = `Other sessions today (${total})`;
+      othersList.replaceChildren(...(listed.length
+        ? [table(['Session', 'Activity', 'Time', 'State'], listed.map((s) => h('tr', { testid: `other-${s.session_id}` },
+          h('td', { class: 'num', text: String(s.session_id) }),
+          h('td', {}, h('a', { href: `#/activities/${s.activity_id}`, text: s.activity_name || `activity ${s.activity_id}` })),
+          h('td', { text: `${fmtTime(s.starts_at)} → ${fmtTime(s.ends_at)}` }),
+          h('td', {}, badge(s.state)))))]
+        : []));
+      othersMore.hidden = listed.length >= total;
+      othersMore.textContent = listed.length ? 'Show more' : `Show them (${Math.min(OTHERS_PAGE, total)} at a time)`;
+    }
+
     function fill(data) {
+      fillOthers(data.others);
       backlog.textContent = fmtNum(data.compensation_backlog);
       lag.textContent = fmtNum(data.consumer_lag);
       const kinds = Object.entries(data.open_exceptions || {}).filter(([, n]) => n > 0);
@@ -391,7 +419,7 @@
     async function refresh() {
       timer = null;
       try {
-        const data = await api('GET', '/admin/v1/overview');
+        const data = await api('GET', othersLimit ? `/admin/v1/overview?others_limit=${othersLimit}` : '/admin/v1/overview');
         if (stale()) return;
         const sig = (data.sessions || []).map((s) => `${s.session_id}:${s.state}:${(s.prizes || []).map((p) => p.prize_id).join(',')}`).join('|');
         if (sig !== signature) {
@@ -649,7 +677,7 @@
   const caseStates = [['open', 'open'], ['replayed', 'replayed'], ['resolved', 'resolved'], ['dismissed', 'dismissed'], ['', 'all']];
   // The kinds of pkg/seckill (Case*), offered as suggestions; any other kind can be typed.
   const knownKinds = ['dead_letter', 'admitted_rejected', 'drift_uncorrected', 'stale_reservation', 'compensation_failing',
-    'unknown_order', 'feedback_for_rejected', 'cancel_after_paid', 'paid_after_cancel'];
+    'replay_gap', 'unknown_order', 'feedback_for_rejected', 'cancel_after_paid', 'paid_after_cancel'];
 
   function renderExceptions(page, m, stale) {
     const q = new URLSearchParams(m[1] || 'state=open');
@@ -678,7 +706,11 @@
     });
     page.append(h('h1', { text: 'Exceptions' }), h('section', { class: 'card' }, form), error, h('section', { class: 'card' }, list));
 
-    const params = new URLSearchParams({ state: q.get('state') || '', kind: q.get('kind') || '', session_id: q.get('session_id') || '', limit: '100' });
+    // Only the filters that are set: the API refuses a filter given empty (?kind=).
+    const params = new URLSearchParams({ limit: '100' });
+    for (const name of ['state', 'kind', 'session_id']) {
+      if (q.get(name)) params.set(name, q.get(name));
+    }
     api('GET', `/admin/v1/exceptions?${params}`).then((data) => {
       if (stale()) return;
       const cases = (data && data.cases) || [];

@@ -1,4 +1,4 @@
-package main
+package store
 
 import (
 	"crypto/sha256"
@@ -7,12 +7,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// relayLockName names the order relay's MySQL named lock. A named lock is server-wide, not
+// RelayLockName names the order relay's MySQL named lock. A named lock is server-wide, not
 // per database, while an outbox is one database's orders table published to one topic: two
 // databases on one server (the local stack's single and cluster profiles, tests) are two
 // outboxes, and one relay of each must be able to run. So the name holds the database and
 // the topic; a name MySQL would refuse (over 64 characters) is replaced by a hash of them.
-func relayLockName(dsn, topic string) string {
+// A test pauses a relay by taking this lock first.
+func RelayLockName(dsn, topic string) string {
 	db := ""
 	if cfg, err := mysql.ParseDSN(dsn); err == nil {
 		db = cfg.DBName
