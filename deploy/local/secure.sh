@@ -24,6 +24,7 @@ SECURE_MYSQL_PORT=${SECKILL_SECURE_MYSQL_PORT:-33306}
 SECURE_KAFKA_PORT=${SECKILL_SECURE_KAFKA_PORT:-39092}
 SECURE_KAFKA_CONTROLLER_PORT=${SECKILL_SECURE_KAFKA_CONTROLLER_PORT:-39093}
 SECURE_MYSQL_DB=seckill
+SECURE_MYSQL_TEST_DB=seckill_tests
 SECURE_CERTS=$SECURE_STATE/certs
 SECURE_SECRETS=$SECURE_STATE/secrets
 # The services' principals (one user per service on each server) and the tests' own user.
@@ -201,7 +202,9 @@ secure_mariadb_up() {
 	migrate=$(<"$(secure_secret mysql-migrate)")
 	app=$(<"$(secure_secret mysql-app)")
 	test=$(<"$(secure_secret mysql-test)")
-	sql+="CREATE DATABASE IF NOT EXISTS \`$SECURE_MYSQL_DB\`;"
+	# The pipeline's database, and the tests' user's own: tests create and drop a database
+	# each (stacktest: seckill_t_<id>; the chaos set: seckill_chaos_<id>), never the pipeline's.
+	sql+="CREATE DATABASE IF NOT EXISTS \`$SECURE_MYSQL_DB\`; CREATE DATABASE IF NOT EXISTS \`$SECURE_MYSQL_TEST_DB\`;"
 	for host in 127.0.0.1 localhost; do
 		sql+="
 			CREATE OR REPLACE USER 'seckill_migrate'@'$host' IDENTIFIED BY '$migrate';
@@ -209,7 +212,8 @@ secure_mariadb_up() {
 			CREATE OR REPLACE USER 'seckill_app'@'$host' IDENTIFIED BY '$app';
 			GRANT SELECT, INSERT, UPDATE, DELETE ON \`$SECURE_MYSQL_DB\`.* TO 'seckill_app'@'$host';
 			CREATE OR REPLACE USER 'seckill_test'@'$host' IDENTIFIED BY '$test';
-			GRANT ALL PRIVILEGES ON \`seckill\\_t%\`.* TO 'seckill_test'@'$host';"
+			GRANT ALL PRIVILEGES ON \`seckill\\_t%\`.* TO 'seckill_test'@'$host';
+			GRANT ALL PRIVILEGES ON \`seckill\\_chaos\\_%\`.* TO 'seckill_test'@'$host';"
 	done
 	sql+="FLUSH PRIVILEGES;"
 	secure_mysql_root <<<"$sql" || die "could not create the secure mariadb users"
@@ -357,7 +361,7 @@ SECURE_KAFKA_ACLS=(
 	# reads the topics' offsets and the groups' lag.
 	"reconciler|--topic|seckill.grab,seckill.deadletter|Write"
 	"reconciler|--topic|seckill.compensation|Read"
-	"reconciler|--topic|seckill.order-feedback,seckill.order|Describe"
+	"reconciler|--topic|seckill.order-feedback|Describe"
 	"reconciler|--group|seckill-orders,seckill-order-feedback|Describe"
 	# The tests' user: everything on the topics and groups the tests make for themselves
 	# (stacktest: t<id>.seckill.*, t-orders-<id>; the chaos set: chaos<id>.*, chaos-*), nothing
@@ -402,7 +406,7 @@ secure_print_env() {
 		export SECKILL_REDIS_PASSWORD_FILE=$(secure_secret redis-test)
 		export SECKILL_REDIS_TLS=true
 		export SECKILL_REDIS_CA_FILE=$SECURE_CERTS/ca.pem
-		export SECKILL_MYSQL_DSN='seckill_test@tcp(127.0.0.1:$SECURE_MYSQL_PORT)/$SECURE_MYSQL_DB?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4&interpolateParams=true'
+		export SECKILL_MYSQL_DSN='seckill_test@tcp(127.0.0.1:$SECURE_MYSQL_PORT)/$SECURE_MYSQL_TEST_DB?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4&interpolateParams=true'
 		export SECKILL_MYSQL_PASSWORD_FILE=$(secure_secret mysql-test)
 		export SECKILL_MYSQL_TLS=true
 		export SECKILL_MYSQL_CA_FILE=$SECURE_CERTS/ca.pem

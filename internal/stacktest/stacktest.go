@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -69,6 +70,22 @@ func KafkaSecurity(tb testing.TB) event.Security {
 	return settings(tb).Kafka
 }
 
+// KafkaTransport is the transport of kafka-go clients a test builds itself (kafka.Client,
+// kafka.Writer) with the stack's SASL and TLS; nil (kafka-go's default) on the plain stack.
+func KafkaTransport(tb testing.TB) kafka.RoundTripper {
+	tb.Helper()
+	if t := KafkaSecurity(tb).Transport(); t != nil {
+		return t
+	}
+	return nil
+}
+
+// KafkaClient is a kafka-go client of brokers with the stack's SASL and TLS.
+func KafkaClient(tb testing.TB, brokers []string) *kafka.Client {
+	tb.Helper()
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Transport: KafkaTransport(tb)}
+}
+
 // KafkaAdmin is an admin client of brokers with the stack's SASL and TLS settings.
 func KafkaAdmin(tb testing.TB, brokers []string) *event.Admin {
 	tb.Helper()
@@ -79,13 +96,19 @@ func KafkaAdmin(tb testing.TB, brokers []string) *event.Admin {
 	return admin
 }
 
-// OpenMySQL opens dsn with the stack's MySQL password (SECKILL_MYSQL_PASSWORD, kept beside
-// the DSN on the secure profile) and TLS.
-func OpenMySQL(ctx context.Context, tb testing.TB, dsn string) (*gorm.DB, error) {
+// MySQLConn is dsn with the stack's MySQL password (SECKILL_MYSQL_PASSWORD, kept beside the
+// DSN on the secure profile) and TLS.
+func MySQLConn(tb testing.TB, dsn string) store.Conn {
 	tb.Helper()
 	c := settings(tb).MySQL()
 	c.DSN = dsn
-	return store.Connect(ctx, c)
+	return c
+}
+
+// OpenMySQL opens dsn as MySQLConn says.
+func OpenMySQL(ctx context.Context, tb testing.TB, dsn string) (*gorm.DB, error) {
+	tb.Helper()
+	return store.Connect(ctx, MySQLConn(tb, dsn))
 }
 
 func unavailable(tb testing.TB, what string, err error) {
