@@ -365,9 +365,12 @@ SECURE_KAFKA_ACLS=(
 	"reconciler|--group|seckill-orders,seckill-order-feedback|Describe"
 	# The tests' user: everything on the topics and groups the tests make for themselves
 	# (stacktest: t<id>.seckill.*, t-orders-<id>; the chaos set: chaos<id>.*, chaos-*), nothing
-	# on the pipeline's own.
+	# on the pipeline's own topics...
 	"test|--topic|t,chaos|All|prefixed"
 	"test|--group|t-,chaos-|All|prefixed"
+	# ...and the lag of the pipeline's groups, which a test's gateway reads at start-up when
+	# it runs with the default group names.
+	"test|--group|seckill-|Describe|prefixed"
 )
 
 # secure_kafka_acls: creates the ACLs as admin through Kafka's own AclCommand over SASL_SSL
