@@ -75,6 +75,26 @@ func (ca *CA) Leaf(tb testing.TB) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
+// LeafFiles issues a Leaf and writes its certificate and key as PEM files in a test
+// directory, for a server started by the test (redis-server --tls-cert-file ...).
+func (ca *CA) LeafFiles(tb testing.TB) (certFile, keyFile string) {
+	tb.Helper()
+	leaf := ca.Leaf(tb)
+	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
 // Listen starts a TLS listener on 127.0.0.1 with a certificate of ca that completes the
 // handshake and then closes each connection; it returns the address. Clients that do not
 // trust ca fail the handshake, which is what the tests look at.

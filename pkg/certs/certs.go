@@ -66,6 +66,11 @@ func Client(f Files, readFile func(string) ([]byte, error)) (*tls.Config, error)
 	return c, nil
 }
 
+// ErrNoHandshakeAnswer is Probe's error when the server accepted the connection but did not
+// answer the TLS hello: a plaintext server waiting for the rest of a command (Redis), or one
+// that hangs. The caller knows which is likelier.
+var ErrNoHandshakeAnswer = errors.New("no answer to the TLS hello")
+
 // Probe dials addr and completes a TLS handshake with c within timeout, so a service finds
 // out at start-up, in words, that the server's certificate is not trusted or that the port
 // does not speak TLS at all: a plaintext server left waiting for the rest of a "command" that
@@ -91,7 +96,7 @@ func Probe(ctx context.Context, addr string, c *tls.Config, timeout time.Duratio
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return fmt.Errorf("TLS handshake: no answer within %s (the server does not speak TLS on this port)", timeout)
+		return fmt.Errorf("TLS handshake: %w within %s (the server does not speak TLS on this port, or hangs)", ErrNoHandshakeAnswer, timeout)
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 		return fmt.Errorf("TLS handshake: %w (the server closed the connection: it does not speak TLS on this port, or wants a client certificate)", err)
 	}

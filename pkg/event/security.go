@@ -128,8 +128,8 @@ const (
 	OpDescribe Op = "DESCRIBE"
 )
 
-// Need is one thing a service must be allowed: an operation on a topic, or READ on a
-// consumer group (Group set, Topic empty).
+// Need is one thing a service must be allowed: an operation on a topic, or on a consumer
+// group (Group set, Topic empty).
 type Need struct {
 	Op    Op
 	Topic string
@@ -153,7 +153,9 @@ func (o Op) String() string { return string(o) }
 // services ride out a Kafka outage. A metadata answer proves DESCRIBE, which every topic ACL
 // implies; a WRITE or READ denied beyond DESCRIBE surfaces at the first write or fetch.
 func (a *Admin) CheckAccess(ctx context.Context, needs ...Need) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Bounded: brokers that hang (an outage) delay the start by this much at most, and are
+	// not a refusal.
+	ctx, cancel := context.WithTimeout(ctx, checkAccessBudget)
 	defer cancel()
 	if err := a.probeTLS(ctx); err != nil {
 		return err
@@ -188,8 +190,10 @@ func (a *Admin) probeTLS(ctx context.Context) error {
 	for _, b := range a.brokers {
 		err := certs.Probe(ctx, b, a.security.tls, 3*time.Second)
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			continue // down: the readiness probe's business
+		if errors.As(err, &op) && op.Op == "dial" || errors.Is(err, certs.ErrNoHandshakeAnswer) {
+			// Down or hanging: the readiness probe's business. (A plaintext Kafka listener
+			// closes on a TLS hello rather than waiting, so silence is a hang.)
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("kafka %s (%s, %s): %w", b, a.security.Principal(), a.security, certs.Explain(err, true, "SECKILL_KAFKA_TLS"))
@@ -198,6 +202,9 @@ func (a *Admin) probeTLS(ctx context.Context) error {
 	}
 	return nil
 }
+
+// checkAccessBudget bounds CheckAccess.
+const checkAccessBudget = 5 * time.Second
 
 // authorization reports a broker's ACL refusal.
 func authorization(err error) bool {

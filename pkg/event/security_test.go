@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -64,6 +65,8 @@ func TestCheckAccessNamesRefusals(t *testing.T) {
 		{"SASL to a listener without it", brokers, event.SecurityConfig{Mechanism: "plain", Username: "gateway", Password: password},
 			[]string{"User:gateway", "do not accept SASL plain"}},
 		{"brokers down", []string{stacktest.FreeAddr(t)}, event.SecurityConfig{Mechanism: "scram-sha-512", Username: "gateway", Password: password}, nil},
+		{"brokers hang", []string{hang(t)}, event.SecurityConfig{}, nil},
+		{"brokers hang, with TLS", []string{hang(t)}, event.SecurityConfig{TLS: &tls.Config{RootCAs: pool(t, trusted)}}, nil},
 	}
 	secured := stacktest.KafkaSecurity(t).Transport() != nil
 	for _, tc := range tests {
@@ -77,7 +80,11 @@ func TestCheckAccessNamesRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			err = admin.CheckAccess(stacktest.Context(t, 30*time.Second), need)
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("the check took %s: a hanging broker must not hold a start-up long", took)
+			}
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -97,6 +104,35 @@ func TestCheckAccessNamesRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hang accepts TCP connections and never answers: a broker that hangs.
+func hang(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
 
 // A missing ACL is named with the principal, the operation and the topic or group.

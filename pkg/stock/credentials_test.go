@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +136,184 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A Redis that speaks TLS only (a private redis-server with a test CA and the services' ACL
+// user, the default user off): the service's user over TLS runs the gate; a plaintext
+// client, an untrusted CA and a client without the user are refused, each named.
+func TestTLSRedisWithServiceUser(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not installed")
+		}
+		t.Skip("redis-server not installed")
+	}
+	ca, other := certtest.NewCA(t), certtest.NewCA(t)
+	certFile, keyFile := ca.LeafFiles(t)
+	addr := stacktest.FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	const user, password = "seckill-gateway", "tls-user-password-1234"
+	args := []string{"--bind", "127.0.0.1", "--port", "0", "--tls-port", port,
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", ca.CAFile(t), "--tls-auth-clients", "no",
+		"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", t.TempDir(),
+		"--user", "default", "off", "--user", user, "on", ">" + password}
+	args = append(args, strings.Fields(serviceACL)...)
+	srv := exec.Command(bin, args...)
+	var stderr strings.Builder
+	srv.Stdout, srv.Stderr = &stderr, &stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+
+	trusted := &tls.Config{RootCAs: x509.NewCertPool()}
+	trusted.RootCAs.AppendCertsFromPEM(mustRead(t, ca.CAFile(t)))
+	untrusted := &tls.Config{RootCAs: x509.NewCertPool()}
+	untrusted.RootCAs.AppendCertsFromPEM(mustRead(t, other.CAFile(t)))
+	good := stock.Options{Addr: addr, Username: user, Password: password, TLS: trusted}
+
+	ctx := stacktest.Context(t, 30*time.Second)
+	var rdb redis.UniversalClient
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if rdb, err = stock.Dial(ctx, good); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TLS redis-server did not accept the service user: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer rdb.Close()
+	g, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		t.Fatalf("gate over TLS as %s: %v", user, err)
+	}
+	defer g.Close()
+	if res, err := g.Load(ctx, []seckill.Stock{{SessionID: 1, PrizeID: 1, Total: 1, Left: 1, PerUserLimit: 1}}, time.Now().Add(time.Hour)); err != nil || !res[0].Loaded {
+		t.Fatalf("load over TLS: %v %v", res, err)
+	}
+	if v, err := g.Reserve(ctx, seckill.Grab{RequestID: "r1", UserID: "u1", SessionID: 1, PrizeID: 1, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve over TLS: %+v %v", v, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		o    stock.Options
+		want string
+	}{
+		{"plaintext", stock.Options{Addr: addr, Username: user, Password: password}, "may require TLS (set SECKILL_REDIS_TLS=true)"},
+		{"untrusted CA", stock.Options{Addr: addr, Username: user, Password: password, TLS: untrusted}, "certificate signed by unknown authority"},
+		{"no user", stock.Options{Addr: addr, TLS: trusted}, "NOAUTH"},
+		{"wrong password", stock.Options{Addr: addr, Username: user, Password: "not-" + password, TLS: trusted}, "WRONGPASS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, err := stock.Dial(stacktest.Context(t, 20*time.Second), tc.o)
+			if err == nil {
+				rdb.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), addr) {
+				t.Fatalf("error %q, want it to name %s and say %q", err, addr, tc.want)
+			}
+			if strings.Contains(err.Error(), password) {
+				t.Errorf("error shows the password: %q", err)
+			}
+		})
+	}
+}
+
+// A Redis Cluster that speaks TLS only, with the service's ACL user on every node: the
+// cluster is detected with that user over TLS (INFO cluster), the eviction-policy check asks
+// every node as it (INFO memory), and the gate's scripts run through the cluster client.
+func TestTLSRedisClusterWithServiceUser(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not installed")
+		}
+		t.Skip("redis-server not installed")
+	}
+	ca := certtest.NewCA(t)
+	certFile, keyFile := ca.LeafFiles(t)
+	caFile := ca.CAFile(t)
+	const user, password = "seckill-consumer", "cluster-user-password-5678"
+	const admin, adminPassword = "admin", "cluster-admin-password-9012"
+	trusted := &tls.Config{RootCAs: x509.NewCertPool()}
+	trusted.RootCAs.AppendCertsFromPEM(mustRead(t, caFile))
+	ctx := stacktest.Context(t, 60*time.Second)
+
+	type node struct{ addr, bus string }
+	nodes := make([]node, 3)
+	admins := make([]*redis.Client, 3)
+	for i := range nodes {
+		nodes[i] = node{stacktest.FreeAddr(t), stacktest.FreeAddr(t)}
+		_, port, _ := strings.Cut(nodes[i].addr, ":")
+		_, bus, _ := strings.Cut(nodes[i].bus, ":")
+		dir := t.TempDir()
+		args := []string{"--bind", "127.0.0.1", "--port", "0", "--tls-port", port, "--cluster-enabled", "yes", "--cluster-port", bus,
+			"--cluster-config-file", dir + "/nodes.conf", "--tls-cluster", "yes",
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no",
+			"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", dir,
+			"--user", "default", "off", "--user", admin, "on", ">" + adminPassword, "~*", "&*", "+@all",
+			"--user", user, "on", ">" + password}
+		args = append(args, strings.Fields(serviceACL)...)
+		srv := exec.Command(bin, args...)
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+		admins[i] = redis.NewClient(&redis.Options{Addr: nodes[i].addr, Username: admin, Password: adminPassword, TLSConfig: trusted})
+		t.Cleanup(func() { admins[i].Close() })
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20s", what)
+			}
+		}
+	}
+	for i, c := range admins {
+		waitFor("node "+nodes[i].addr+" up", func() bool { return c.Ping(ctx).Err() == nil })
+		lo, hi := i*16384/3, (i+1)*16384/3-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatalf("ADDSLOTSRANGE on %s: %v", nodes[i].addr, err)
+		}
+	}
+	for i := 1; i < len(nodes); i++ {
+		host, port, _ := strings.Cut(nodes[i].addr, ":")
+		_, bus, _ := strings.Cut(nodes[i].bus, ":")
+		if err := admins[0].Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+			t.Fatalf("CLUSTER MEET %s: %v", nodes[i].addr, err)
+		}
+	}
+	for i, c := range admins {
+		waitFor("cluster state ok on "+nodes[i].addr, func() bool {
+			info, err := c.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3")
+		})
+	}
+
+	rdb, err := stock.Dial(ctx, stock.Options{Addr: nodes[1].addr, Username: user, Password: password, TLS: trusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("one seed of the TLS cluster gave a %T", rdb)
+	}
+	g, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		t.Fatalf("gate on the TLS cluster as %s: %v", user, err)
+	}
+	defer g.Close()
+	for sid := int64(1); sid <= 6; sid++ { // keys on several nodes
+		if res, err := g.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: 1, Total: 1, Left: 1, PerUserLimit: 1}}, time.Now().Add(time.Hour)); err != nil || !res[0].Loaded {
+			t.Fatalf("load session %d on the TLS cluster: %v %v", sid, res, err)
+		}
+		if v, err := g.Reserve(ctx, seckill.Grab{RequestID: fmt.Sprintf("r%d", sid), UserID: "u1", SessionID: sid, PrizeID: 1, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
+			t.Fatalf("reserve session %d on the TLS cluster: %+v %v", sid, v, err)
+		}
+	}
 }
