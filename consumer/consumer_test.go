@@ -82,7 +82,7 @@ func (e *env) admit(t *testing.T, n int) []kafka.Message {
 }
 
 func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
-	w, err := event.NewWriter(e.brokers, topic)
+	w, err := event.NewWriter(e.brokers, topic, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func (e *env) processor(t *testing.T, orders persister) *processor {
 }
 
 func (e *env) admin(t *testing.T) *event.Admin {
-	a, err := event.NewAdmin(e.brokers)
+	a, err := event.NewAdmin(e.brokers, event.AdminSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
