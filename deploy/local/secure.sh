@@ -397,9 +397,10 @@ secure_kafka_acls() {
 
 # ---------------------------------------------------------------- commands
 
-# secure_print_env: the variables of the tests (and of `make run`-like use): every server as
-# the tests' own users, secrets as *_FILE paths; SECKILL_SECURE_DIR lets the refusal tests
-# find the services' own secrets and the unknown CA.
+# secure_print_env: the variables of the tests: every server as the tests' own users, secrets
+# as *_FILE paths; SECKILL_SECURE_DIR lets the refusal tests find the services' own secrets and
+# the unknown CA; SECKILL_MYSQL_ROOT_DSN (the root's local socket, no password) lets
+# pkg/store's user tests create users on this server.
 secure_print_env() {
 	cat <<-EOF
 		export SECKILL_SECURE=1
@@ -413,6 +414,7 @@ secure_print_env() {
 		export SECKILL_MYSQL_PASSWORD_FILE=$(secure_secret mysql-test)
 		export SECKILL_MYSQL_TLS=true
 		export SECKILL_MYSQL_CA_FILE=$SECURE_CERTS/ca.pem
+		export SECKILL_MYSQL_ROOT_DSN='root@unix($SECURE_STATE/mariadb/mysqld.sock)/'
 		export SECKILL_KAFKA_BROKERS=127.0.0.1:$SECURE_KAFKA_PORT
 		export SECKILL_KAFKA_SASL_MECHANISM=scram-sha-512
 		export SECKILL_KAFKA_USERNAME=test

@@ -212,7 +212,8 @@ func TestMigrateAndServiceUsers(t *testing.T) {
 	ddlUser, ddlPassword := createUser("sk_ddl_", "ALL PRIVILEGES")
 	ddlCfg := cfg.Clone()
 	ddlCfg.User, ddlCfg.Passwd = ddlUser, ""
-	ddl, err := store.Connect(ctx, store.Conn{DSN: ddlCfg.FormatDSN(), Password: ddlPassword})
+	stackTLS := stacktest.MySQLConn(t, dsn).TLS // the secure profile's CA, if any
+	ddl, err := store.Connect(ctx, store.Conn{DSN: ddlCfg.FormatDSN(), Password: ddlPassword, TLS: stackTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestMigrateAndServiceUsers(t *testing.T) {
 
 	user, password := createUser("sk_dml_", "SELECT, INSERT, UPDATE, DELETE")
 	cfg.User, cfg.Passwd = user, ""
-	db, err := store.Connect(ctx, store.Conn{DSN: cfg.FormatDSN(), Password: password})
+	db, err := store.Connect(ctx, store.Conn{DSN: cfg.FormatDSN(), Password: password, TLS: stackTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
