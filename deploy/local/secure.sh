@@ -129,8 +129,8 @@ secure_redis_up() {
 		return
 	fi
 	# Passwords as SHA-256 (#hash), so the config holds no secret; still mode 600.
+	(umask 077 && : >"$dir/redis.conf")
 	(
-		umask 077
 		cat <<-EOF
 			bind 127.0.0.1
 			port 0
