@@ -193,6 +193,11 @@ func TestRefusedAtStartUp(t *testing.T) {
 		{"kafka missing ACL", "consumer", nil, map[string]string{"SECKILL_KAFKA_USERNAME": "gateway",
 			"SECKILL_KAFKA_PASSWORD_FILE": filepath.Join(dir, "secrets", "kafka-gateway")},
 			[]string{"principal User:gateway is not allowed to READ group seckill-order-feedback (ACL)"}},
+		// The consumer started with the reconciler's Kafka credentials: the reconciler's
+		// principal has no ACL on the order topic, which the brokers then answer as unknown.
+		{"kafka missing topic ACL", "consumer", nil, map[string]string{"SECKILL_KAFKA_USERNAME": "reconciler",
+			"SECKILL_KAFKA_PASSWORD_FILE": filepath.Join(dir, "secrets", "kafka-reconciler")},
+			[]string{"principal User:reconciler cannot WRITE topic seckill.order", "no ACL allows it to DESCRIBE the topic"}},
 		{"kafka plaintext", "gateway", nil, map[string]string{"SECKILL_KAFKA_TLS": "false", "SECKILL_KAFKA_CA_FILE": ""},
 			[]string{"User:gateway", "may require TLS (set SECKILL_KAFKA_TLS=true)"}},
 	}
