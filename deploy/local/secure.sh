@@ -368,8 +368,9 @@ SECURE_KAFKA_ACLS=(
 	# on the pipeline's own topics...
 	"test|--topic|t,chaos|All|prefixed"
 	"test|--group|t-,chaos-|All|prefixed"
-	# ...and the lag of the pipeline's groups, which a test's gateway reads at start-up when
-	# it runs with the default group names.
+	# ...and DESCRIBE on the pipeline's topics and groups (metadata, offsets, lag), which a
+	# test's gateway checks at start-up when it runs with the default names.
+	"test|--topic|seckill.|Describe|prefixed"
 	"test|--group|seckill-|Describe|prefixed"
 )
 
