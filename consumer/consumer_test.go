@@ -83,7 +83,7 @@ func (e *env) admit(t *testing.T, n int) []kafka.Message {
 }
 
 func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
-	w, err := event.NewWriter(e.brokers, topic)
+	w, err := event.NewWriter(e.brokers, topic, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func (e *env) processor(t *testing.T, orders writepath.Orders) *processor {
 }
 
 func (e *env) admin(t *testing.T) *event.Admin {
-	a, err := event.NewAdmin(e.brokers)
+	a, err := event.NewAdmin(e.brokers, event.AdminSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

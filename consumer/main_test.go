@@ -63,7 +63,7 @@ func TestConsumerEndToEnd(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Wait for the offsets to be committed, then stop.
-	client := &kafka.Client{Addr: kafka.TCP(e.brokers...)}
+	client := stacktest.KafkaClient(t, e.brokers)
 	parts := make([]int, e.topics.Grab.Partitions)
 	for i := range parts {
 		parts[i] = i
@@ -245,6 +245,9 @@ func TestConsumerRefusesEvictingRedis(t *testing.T) {
 		"SECKILL_MYSQL_DSN": dsn, "SECKILL_REDIS_ADDR": addr, "SECKILL_KAFKA_BROKERS": strings.Join(brokers, ","),
 		"SECKILL_CONSUMER_ADDR": stacktest.FreeAddr(t),
 		"SECKILL_TOPIC_PREFIX":  strings.TrimSuffix(topics.Grab.Name, ".seckill.grab"),
+		// The private server is plaintext with the default user, whatever the stack's is.
+		"SECKILL_REDIS_TLS": "false", "SECKILL_REDIS_CA_FILE": "", "SECKILL_REDIS_USERNAME": "",
+		"SECKILL_REDIS_PASSWORD": "", "SECKILL_REDIS_PASSWORD_FILE": "",
 	})
 	getenv := stacktest.Getenv(vars)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

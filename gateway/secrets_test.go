@@ -26,12 +26,18 @@ func TestNoSecretInLogsOrErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	mysqlPassword := cfg.Passwd
+	if mysqlPassword == "" {
+		mysqlPassword = stacktest.MySQLConn(t, dsn).Password // the secure profile keeps it beside the DSN
+	}
 	cfg.Passwd = "" // the password comes from its own file, not the DSN
 	id := stacktest.ID(t)
 	secrets := map[string]string{
 		"SECKILL_ADMIN_TOKEN":    "admin-token-" + id + "-0123456789",
 		"SECKILL_JWT_SECRET":     "jwt-secret-" + id + "-0123456789abcdef0123456789",
 		"SECKILL_REDIS_PASSWORD": "redis-password-" + id, // Redis's default user takes any password
+	}
+	if p := stacktest.RedisOptions(t, stacktest.RedisAddr()).Password; p != "" {
+		secrets["SECKILL_REDIS_PASSWORD"] = p // the secure profile's user takes only its own
 	}
 	dir := t.TempDir()
 	file := func(name, v string) string {

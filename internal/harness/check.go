@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
@@ -501,9 +503,14 @@ func abs(n int) int {
 	return n
 }
 
-// ReadTopic reads every message a topic holds now.
+// ReadTopic reads every message a topic holds now, with the brokers' SASL and TLS settings
+// from the variables the services read.
 func ReadTopic(ctx context.Context, brokers []string, t event.Topic) ([]kafka.Message, error) {
-	admin, err := event.NewAdmin(brokers)
+	sec, err := config.LoadKafkaSecurity(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := event.NewAdmin(brokers, event.AdminSecurity(sec))
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +524,7 @@ func ReadTopic(ctx context.Context, brokers []string, t event.Topic) ([]kafka.Me
 		if po.End <= po.First {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: t.Name, Partition: p,
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Dialer: sec.Dialer(), Topic: t.Name, Partition: p,
 			MaxWait: 50 * time.Millisecond, MaxBytes: 8 << 20})
 		if err := r.SetOffset(po.First); err != nil {
 			r.Close()

@@ -65,6 +65,7 @@ type Cluster struct {
 	Prizes  []seckill.Prize
 	Signer  *auth.Signer
 	Env     map[string]string
+	kafka   event.Security // the brokers' SASL and TLS, for the harness's own writers
 
 	GatewayAddr string
 	Gateway     *Proc
@@ -129,9 +130,16 @@ func (c *Cluster) logf(format string, args ...any) {
 }
 
 func (c *Cluster) setup(ctx context.Context) error {
-	var err error
-	baseDSN := env("SECKILL_MYSQL_DSN", config.DefaultMySQLDSN)
-	if c.base, err = store.Open(ctx, baseDSN); err != nil {
+	// The servers' credentials and TLS from the variables the services read (the secure
+	// profile's users and CA), for the harness's own clients.
+	common, err := config.LoadCommon(os.Getenv)
+	if err != nil {
+		return err
+	}
+	c.kafka = common.Kafka
+	conn := common.MySQL()
+	baseDSN := conn.DSN
+	if c.base, err = store.Connect(ctx, conn); err != nil {
 		return err
 	}
 	cfg, err := mysql.ParseDSN(baseDSN)
@@ -143,7 +151,8 @@ func (c *Cluster) setup(ctx context.Context) error {
 		return fmt.Errorf("create database: %w", err)
 	}
 	c.DSN = cfg.FormatDSN()
-	if c.DB, err = store.Open(ctx, c.DSN); err != nil {
+	conn.DSN = c.DSN
+	if c.DB, err = store.Connect(ctx, conn); err != nil {
 		return err
 	}
 	if _, err := store.Migrate(ctx, c.DB); err != nil {
@@ -155,10 +164,10 @@ func (c *Cluster) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.Redis, err = stock.Connect(ctx, env("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second); err != nil {
+	if c.Redis, err = stock.Dial(ctx, common.Redis()); err != nil {
 		return err
 	}
-	if c.Admin, err = event.NewAdmin(c.Brokers); err != nil {
+	if c.Admin, err = event.NewAdmin(c.Brokers, event.AdminSecurity(c.kafka)); err != nil {
 		return err
 	}
 	c.Topics = event.DefaultTopics("chaos" + c.ID)

@@ -43,7 +43,7 @@ func (c *Cluster) Feedback(ctx context.Context, fs ...seckill.Feedback) error {
 		return nil
 	}
 	c.feedbackOnce.Do(func() {
-		c.feedback, c.feedbackErr = event.NewWriter(c.Brokers, c.Topics.Feedback.Name)
+		c.feedback, c.feedbackErr = event.NewWriter(c.Brokers, c.Topics.Feedback.Name, event.WithSecurity(c.kafka))
 	})
 	if c.feedbackErr != nil {
 		return c.feedbackErr

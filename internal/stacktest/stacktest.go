@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -41,6 +42,78 @@ func RedisAddr() string { return env("SECKILL_REDIS_ADDR", config.DefaultRedisAd
 func MySQLDSN() string  { return env("SECKILL_MYSQL_DSN", config.DefaultMySQLDSN) }
 func KafkaBrokers() []string {
 	return strings.Split(env("SECKILL_KAFKA_BROKERS", config.DefaultKafkaBrokers), ",")
+}
+
+// settings are the servers' credentials and TLS from the same variables the services read
+// (SECKILL_REDIS_USERNAME, SECKILL_KAFKA_SASL_MECHANISM, SECKILL_MYSQL_TLS, their *_FILE
+// secrets...), so the integration tests run unchanged on the secure profile.
+func settings(tb testing.TB) config.Common {
+	tb.Helper()
+	c, err := config.LoadCommon(os.Getenv)
+	if err != nil {
+		tb.Fatalf("the stack's variables: %v", err)
+	}
+	return c
+}
+
+// RedisOptions is how to reach the Redis at addr with the stack's user and TLS.
+func RedisOptions(tb testing.TB, addr string) stock.Options {
+	tb.Helper()
+	o := settings(tb).Redis()
+	o.Addr, o.ReadTimeout = addr, time.Second
+	if o.TLS != nil {
+		// Decrypting a large reply costs CPU: one HGETALL of 200,000 fields took 0.9 s over
+		// TLS under -race on two busy cores (TestSnapshotStaysO1WithManyReservations timed out).
+		o.ReadTimeout = 3 * time.Second
+	}
+	return o
+}
+
+// KafkaSecurity is the SASL and TLS settings of the stack's brokers (none on the plain stack).
+func KafkaSecurity(tb testing.TB) event.Security {
+	tb.Helper()
+	return settings(tb).Kafka
+}
+
+// KafkaTransport is the transport of kafka-go clients a test builds itself (kafka.Client,
+// kafka.Writer) with the stack's SASL and TLS; nil (kafka-go's default) on the plain stack.
+func KafkaTransport(tb testing.TB) kafka.RoundTripper {
+	tb.Helper()
+	if t := KafkaSecurity(tb).Transport(); t != nil {
+		return t
+	}
+	return nil
+}
+
+// KafkaClient is a kafka-go client of brokers with the stack's SASL and TLS.
+func KafkaClient(tb testing.TB, brokers []string) *kafka.Client {
+	tb.Helper()
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Transport: KafkaTransport(tb)}
+}
+
+// KafkaAdmin is an admin client of brokers with the stack's SASL and TLS settings.
+func KafkaAdmin(tb testing.TB, brokers []string) *event.Admin {
+	tb.Helper()
+	admin, err := event.NewAdmin(brokers, event.AdminSecurity(KafkaSecurity(tb)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return admin
+}
+
+// MySQLConn is dsn with the stack's MySQL password (SECKILL_MYSQL_PASSWORD, kept beside the
+// DSN on the secure profile) and TLS.
+func MySQLConn(tb testing.TB, dsn string) store.Conn {
+	tb.Helper()
+	c := settings(tb).MySQL()
+	c.DSN = dsn
+	return c
+}
+
+// OpenMySQL opens dsn as MySQLConn says.
+func OpenMySQL(ctx context.Context, tb testing.TB, dsn string) (*gorm.DB, error) {
+	tb.Helper()
+	return store.Connect(ctx, MySQLConn(tb, dsn))
 }
 
 func unavailable(tb testing.TB, what string, err error) {
@@ -75,7 +148,7 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 // error fails the test (GuardCrossSlot). Tests keep to keys under their own prefix (ID).
 func Redis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	rdb, err := stock.Connect(Context(tb, 5*time.Second), RedisAddr(), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second)
+	rdb, err := stock.Dial(Context(tb, 5*time.Second), RedisOptions(tb, RedisAddr()))
 	if err != nil {
 		unavailable(tb, "redis", err)
 	}
@@ -111,7 +184,7 @@ func ClusterRedisAddr() string { return env("SECKILL_CLUSTER_REDIS_ADDR", Defaul
 // fails. Any CROSSSLOT error on the client fails the test.
 func ClusterRedis(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	rdb, err := stock.Connect(Context(tb, 5*time.Second), ClusterRedisAddr(), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second)
+	rdb, err := stock.Dial(Context(tb, 5*time.Second), RedisOptions(tb, ClusterRedisAddr()))
 	if err != nil {
 		msg := fmt.Sprintf("redis cluster unavailable: %v (start it with: deploy/local/stack up --profile cluster)", err)
 		if os.Getenv("SECKILL_CLUSTER") == "1" {
@@ -138,7 +211,7 @@ func ClusterKafka(tb testing.TB) []string {
 	tb.Helper()
 	brokers := strings.Split(env("SECKILL_CLUSTER_KAFKA_BROKERS", DefaultClusterKafkaBrokers), ",")
 	for _, b := range brokers {
-		admin, err := event.NewAdmin([]string{b})
+		admin, err := event.NewAdmin([]string{b}, event.AdminSecurity(KafkaSecurity(tb)))
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			err = admin.Ping(ctx)
@@ -209,7 +282,7 @@ func (g *crossSlotGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 func MySQL(tb testing.TB) (string, *gorm.DB) {
 	tb.Helper()
 	ctx := Context(tb, 10*time.Second)
-	base, err := store.Open(ctx, MySQLDSN())
+	base, err := OpenMySQL(ctx, tb, MySQLDSN())
 	if err != nil {
 		unavailable(tb, "mysql", err)
 	}
@@ -228,7 +301,7 @@ func MySQL(tb testing.TB) (string, *gorm.DB) {
 		_ = base.WithContext(ctx).Exec("DROP DATABASE IF EXISTS `" + cfg.DBName + "`").Error
 	})
 	dsn := cfg.FormatDSN()
-	db, err := store.Open(ctx, dsn)
+	db, err := OpenMySQL(ctx, tb, dsn)
 	if err != nil {
 		tb.Fatalf("open test database: %v", err)
 	}
@@ -241,10 +314,7 @@ func MySQL(tb testing.TB) (string, *gorm.DB) {
 func Kafka(tb testing.TB) ([]string, event.Topics) {
 	tb.Helper()
 	brokers := KafkaBrokers()
-	admin, err := event.NewAdmin(brokers)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	admin := KafkaAdmin(tb, brokers)
 	ctx := Context(tb, 30*time.Second)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -30,7 +30,7 @@ func TestMessagesMatchTheContract(t *testing.T) {
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 60*time.Second)
 	writer := func(topic event.Topic) *kafka.Writer {
-		w, err := event.NewWriter(brokers, topic.Name)
+		w, err := event.NewWriter(brokers, topic.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func TestProduceAcksAllAndConsumeGroupCommits(t *testing.T) {
 	ctx := stacktest.Context(t, 60*time.Second)
 	topic := topics.Grab.Name
 
-	w, err := event.NewWriter(brokers, topic)
+	w, err := event.NewWriter(brokers, topic, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestProduceAcksAllAndConsumeGroupCommits(t *testing.T) {
 	group := "t-" + stacktest.ID(t)
 	read := func(limit int) map[string]bool {
 		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: brokers, GroupID: group, Topic: topic,
+			Brokers: brokers, Dialer: stacktest.KafkaSecurity(t).Dialer(), GroupID: group, Topic: topic,
 			StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond,
 		})
 		defer r.Close()
@@ -63,7 +63,7 @@ func TestProduceAcksAllAndConsumeGroupCommits(t *testing.T) {
 
 	// The group's committed offsets must cover everything: a new member of the same group
 	// finds nothing left, while the topic's end offsets equal what was produced.
-	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	client := stacktest.KafkaClient(t, brokers)
 	offs, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: partitions(topics.Grab.Partitions)}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +94,12 @@ func partitions(n int) []int {
 func TestPartitionOfMatchesBroker(t *testing.T) {
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 60*time.Second)
-	ours, err := event.NewWriter(brokers, topics.Grab.Name)
+	ours, err := event.NewWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ours.Close()
-	standard := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topics.Grab.Name, Balancer: kafka.Murmur2Balancer{},
+	standard := &kafka.Writer{Addr: kafka.TCP(brokers...), Transport: stacktest.KafkaTransport(t), Topic: topics.Grab.Name, Balancer: kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	defer standard.Close()
 	var msgs []kafka.Message
@@ -141,7 +141,7 @@ func TestPartitionOfMatchesBroker(t *testing.T) {
 func TestCheckPartitions(t *testing.T) {
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 30*time.Second)
-	admin, err := event.NewAdmin(brokers)
+	admin, err := event.NewAdmin(brokers, event.AdminSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,11 @@ func TestCheckPartitions(t *testing.T) {
 func TestOffsetsAndLag(t *testing.T) {
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 60*time.Second)
-	admin, err := event.NewAdmin(brokers)
+	admin, err := event.NewAdmin(brokers, event.AdminSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := event.NewWriter(brokers, topics.Grab.Name)
+	w, err := event.NewWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestOffsetsAndLag(t *testing.T) {
 			break
 		}
 	}
-	client := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	client := stacktest.KafkaClient(t, brokers)
 	if _, err := client.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
 		Topics: map[string][]kafka.OffsetCommit{topics.Grab.Name: {{Partition: full, Offset: offs[full].End}}}}); err != nil {
 		t.Fatal(err)

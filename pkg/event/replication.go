@@ -69,8 +69,13 @@ func (a *Admin) Describe(ctx context.Context, topics ...Topic) ([]TopicState, er
 			ConfigNames: []string{"min.insync.replicas"}}
 	}
 	// The raw metadata answer: kafka-go's own type looks replicas up among the live brokers,
-	// so a broker that is down (the case worth describing) would show as replica 0.
-	res0, err := kafka.DefaultTransport.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: names})
+	// so a broker that is down (the case worth describing) would show as replica 0. Sent
+	// through the admin's own transport: on secured brokers, its SASL login and TLS.
+	var rt kafka.RoundTripper = kafka.DefaultTransport
+	if a.client.Transport != nil {
+		rt = a.client.Transport
+	}
+	res0, err := rt.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: names})
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %v: %w", names, err)
 	}

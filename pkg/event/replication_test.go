@@ -14,7 +14,7 @@ import (
 // and deletes them when the test ends.
 func ensureOwnTopics(t *testing.T, brokers []string, r event.Replication) (*event.Admin, event.Topics, context.Context) {
 	t.Helper()
-	admin, err := event.NewAdmin(brokers)
+	admin, err := event.NewAdmin(brokers, event.AdminSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,6 +171,15 @@ func (a *Admin) CheckAccess(ctx context.Context, needs ...Need) error {
 		} else {
 			_, err = a.partitionIDs(ctx, n.Topic)
 		}
+		if err != nil && a.security.sasl != nil && errors.Is(err, kafka.UnknownTopicOrPartition) {
+			// kafka-go answers a topic's metadata from the cluster metadata it cached, which
+			// the brokers gave without the topics this principal may not DESCRIBE: a topic
+			// without an ACL looks unknown, not refused. An authenticated service whose topic
+			// is unknown at start-up is refused either way (kafkainit creates the topics first).
+			errs = append(errs, fmt.Errorf("kafka: principal %s cannot %s topic %s: the brokers do not show it to this principal (no ACL allows it to DESCRIBE the topic, or the topic does not exist): %w",
+				a.security.Principal(), n.Op, n.Topic, err))
+			continue
+		}
 		if err != nil && Refused(err) {
 			errs = append(errs, a.Denied(n, err))
 			if !authorization(err) {

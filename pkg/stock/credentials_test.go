@@ -52,7 +52,9 @@ func TestRestrictedUserRunsTheGate(t *testing.T) {
 	const password = "restricted-user-password-4711"
 	user := aclUser(t, password, serviceACL)
 	ctx := stacktest.Context(t, 20*time.Second)
-	rdb, err := stock.Dial(ctx, stock.Options{Addr: stacktest.RedisAddr(), Username: user, Password: password})
+	o := stacktest.RedisOptions(t, stacktest.RedisAddr()) // the stack's TLS, if any
+	o.Username, o.Password = user, password
+	rdb, err := stock.Dial(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +91,13 @@ func TestDialRefusalsNameServerUserAndReason(t *testing.T) {
 	tlsAddr := certtest.Listen(t, trusted)
 	otherCA := x509.NewCertPool()
 	otherCA.AppendCertsFromPEM(mustRead(t, other.CAFile(t)))
+	stackTLS := stacktest.RedisOptions(t, stacktest.RedisAddr()).TLS // the secure profile's
 	tests := []struct {
 		name string
 		o    stock.Options
 		want []string
 	}{
-		{"wrong password", stock.Options{Addr: stacktest.RedisAddr(), Username: user, Password: wrong},
+		{"wrong password", stock.Options{Addr: stacktest.RedisAddr(), Username: user, Password: wrong, TLS: stackTLS},
 			[]string{stacktest.RedisAddr(), "user " + user, "WRONGPASS"}},
 		{"unknown CA", stock.Options{Addr: tlsAddr, Username: user, Password: password, TLS: &tls.Config{RootCAs: otherCA}},
 			[]string{tlsAddr, "user " + user, "certificate signed by unknown authority"}},
@@ -105,6 +108,9 @@ func TestDialRefusalsNameServerUserAndReason(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "TLS to a plaintext port" && stackTLS != nil {
+				t.Skip("the stack's Redis is TLS only (secure profile): no plaintext port")
+			}
 			ctx := stacktest.Context(t, 20*time.Second)
 			rdb, err := stock.Dial(ctx, tc.o)
 			if err == nil {

@@ -26,8 +26,10 @@ func lostReply(t *testing.T, opts ...stock.Option) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 150 * time.Millisecond,
-		MaxRetries: 3, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
+	// The stack's user and TLS (the secure profile's), through the proxy.
+	o := stacktest.RedisOptions(t, proxy.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), Username: o.Username, Password: o.Password, TLSConfig: o.TLS,
+		ReadTimeout: 150 * time.Millisecond, MaxRetries: 3, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 10 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := stacktest.Context(t, 30*time.Second)
 	g, err := stock.NewGate(ctx, rdb, opts...)

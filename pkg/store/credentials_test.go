@@ -109,8 +109,15 @@ func TestConnectRefusalsNameServerUserAndReason(t *testing.T) {
 		{"unknown CA", store.Conn{DSN: fakeCfg.FormatDSN(), Password: wrong, TLS: &tls.Config{RootCAs: caPool(t, other)}},
 			[]string{"mysql " + fake + " as user svc", "certificate signed by unknown authority"}},
 	}
+	stackTLS := stacktest.MySQLConn(t, dsn).TLS
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "TLS to a server without TLS" && stackTLS != nil {
+				t.Skip("the stack's MySQL requires TLS (secure profile): no server without it")
+			}
+			if tc.name == "wrong password" {
+				tc.c.TLS = stackTLS
+			}
 			db, err := store.Connect(stacktest.Context(t, 20*time.Second), tc.c)
 			if err == nil {
 				store.Close(db)
@@ -136,9 +143,13 @@ func TestConnectPasswordBesideTheDSN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stack := stacktest.MySQLConn(t, dsn) // the secure profile's password file and TLS
 	password := cfg.Passwd
+	if password == "" {
+		password = stack.Password
+	}
 	cfg.Passwd = ""
-	db, err := store.Connect(stacktest.Context(t, 20*time.Second), store.Conn{DSN: cfg.FormatDSN(), Password: password})
+	db, err := store.Connect(stacktest.Context(t, 20*time.Second), store.Conn{DSN: cfg.FormatDSN(), Password: password, TLS: stack.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +212,8 @@ func TestMigrateAndServiceUsers(t *testing.T) {
 	ddlUser, ddlPassword := createUser("sk_ddl_", "ALL PRIVILEGES")
 	ddlCfg := cfg.Clone()
 	ddlCfg.User, ddlCfg.Passwd = ddlUser, ""
-	ddl, err := store.Connect(ctx, store.Conn{DSN: ddlCfg.FormatDSN(), Password: ddlPassword})
+	stackTLS := stacktest.MySQLConn(t, dsn).TLS // the secure profile's CA, if any
+	ddl, err := store.Connect(ctx, store.Conn{DSN: ddlCfg.FormatDSN(), Password: ddlPassword, TLS: stackTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +224,7 @@ func TestMigrateAndServiceUsers(t *testing.T) {
 
 	user, password := createUser("sk_dml_", "SELECT, INSERT, UPDATE, DELETE")
 	cfg.User, cfg.Passwd = user, ""
-	db, err := store.Connect(ctx, store.Conn{DSN: cfg.FormatDSN(), Password: password})
+	db, err := store.Connect(ctx, store.Conn{DSN: cfg.FormatDSN(), Password: password, TLS: stackTLS})
 	if err != nil {
 		t.Fatal(err)
 	}

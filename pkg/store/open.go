@@ -89,13 +89,18 @@ func Connect(ctx context.Context, c Conn) (*gorm.DB, error) {
 	return db, nil
 }
 
-// explain adds what an operator should check to a refused connection. The driver answers a
-// plaintext client at a server that requires TLS with its own error (1045 or 3159 with
-// "secure transport"), which names itself; a TLS client at a plaintext server gets
-// ErrNoTLS.
+// explain adds what an operator should check to a refused connection. MySQL answers a
+// plaintext client at a server that requires TLS with 3159 ("secure transport"), which names
+// itself, but MariaDB with require_secure_transport answers 1045 "Access denied", the same
+// as a wrong password: a plaintext client is told both causes. A TLS client at a plaintext
+// server gets ErrNoTLS.
 func explain(err error, usedTLS bool) error {
 	if errors.Is(err, driver.ErrNoTLS) {
 		return fmt.Errorf("%w (the server does not offer TLS: plaintext server, or SECKILL_MYSQL_TLS set by mistake)", err)
+	}
+	var me *driver.MySQLError
+	if !usedTLS && errors.As(err, &me) && me.Number == 1045 {
+		return fmt.Errorf("%w (wrong user or password, or the server requires TLS: MariaDB's require_secure_transport refuses a plaintext login with this error; set SECKILL_MYSQL_TLS=true)", err)
 	}
 	return certs.Explain(err, usedTLS, "SECKILL_MYSQL_TLS")
 }
