@@ -147,9 +147,9 @@ console-shots: stack-up
 		$(GO) test -count=1 -run '^TestConsoleShots$$' ./internal/consoletest -shots $(CURDIR)/docs/console
 
 # The consumer and reconciler tests RUNS times in a row (default 10), each on a brand-new stack
-# (a freshly formatted Kafka broker, a new MariaDB datadir, an empty Redis, on their own ports
-# beside the stack of make run), as CI has every time; prints "N passed, M failed". About 3
-# minutes a run on 2 quiet cores. FRESH_PACKAGES picks other packages.
+# (a freshly formatted Kafka broker, a new MariaDB datadir, an empty Redis, on ports of their
+# own beside every profile's), as CI has every time; prints "N passed, M failed". 2 to 3.5
+# minutes a run on the 2-core machine while other tests ran. FRESH_PACKAGES picks others.
 RUNS ?= 10
 FRESH_PACKAGES ?= ./consumer ./reconciler
 fresh-runs:
