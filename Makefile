@@ -34,8 +34,9 @@ build:
 
 # Shellcheck on every shell script, the stack script's installation test, docker-compose.yml
 # against the Compose specification's schema, hadolint on the Dockerfile, the alert rules and
-# their unit tests (promtool), and whether the dashboard JSON is up to date (.ci/lint installs
-# its tools: shellcheck and prometheus from Debian, the rest in a venv under ~/.cache/seckill).
+# their unit tests (promtool), whether the dashboard JSON is up to date, staticcheck and
+# govulncheck (pinned, from the module proxy) over the root module (.ci/lint installs its
+# tools: shellcheck and prometheus from Debian, the rest in a venv under ~/.cache/seckill).
 lint:
 	.ci/lint
 

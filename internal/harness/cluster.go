@@ -122,12 +122,6 @@ func NewCluster(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) logf(format string, args ...any) {
-	if c.opts.Log != nil {
-		fmt.Fprintf(c.opts.Log, format+"\n", args...)
-	}
-}
-
 func (c *Cluster) setup(ctx context.Context) error {
 	var err error
 	baseDSN := env("SECKILL_MYSQL_DSN", config.DefaultMySQLDSN)
