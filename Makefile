@@ -17,26 +17,31 @@ LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSIO
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
 .PHONY: run test lint contract-fuzz chaos chaos-cluster-short secure-test hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
-	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs
+	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs help
 
-stack-up:
+# Every target's line carries a "## " note: make help lists them, one line each.
+help: ## list the targets with one line each
+	@sed -nE 's/^([a-z][a-z-]*):[^=]*## (.*)$$/  \1\t\2/p' $(firstword $(MAKEFILE_LIST)) | expand -t 24
+
+stack-up: ## start the local stack (PROFILE=single or cluster)
 	$(STACK) up --profile $(PROFILE)
 
-stack-down:
+stack-down: ## stop the local stack (and the monitoring of make monitor)
 	$(STACK) down --profile $(PROFILE)
 
-stack-status:
+stack-status: ## show whether each server of the local stack is up
 	$(STACK) status --profile $(PROFILE)
 
-build:
+build: ## build gateway, consumer and reconciler into bin/
 	mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./gateway ./consumer ./reconciler
 
 # Shellcheck on every shell script, the stack script's installation test, docker-compose.yml
 # against the Compose specification's schema, hadolint on the Dockerfile, the alert rules and
-# their unit tests (promtool), and whether the dashboard JSON is up to date (.ci/lint installs
-# its tools: shellcheck and prometheus from Debian, the rest in a venv under ~/.cache/seckill).
-lint:
+# their unit tests (promtool), whether the dashboard JSON is up to date, staticcheck and
+# govulncheck (pinned, from the module proxy) over the root module (.ci/lint installs its
+# tools: shellcheck and prometheus from Debian, the rest in a venv under ~/.cache/seckill).
+lint: ## static checks (.ci/lint): shell, compose, Dockerfile, alerts, dashboard, SQL, k8s, staticcheck, govulncheck
 	.ci/lint
 
 # The lint venv (.ci/lint makes it, with its pinned PyPI tools) holds Schemathesis.
@@ -47,26 +52,26 @@ LINT_VENV ?= $(or $(SECKILL_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/se
 # the stack (the admin API with the bearer token and again signed in as the console); fails
 # on any disagreement between docs/api and the gateway. SEED and EXAMPLES override the two.
 FUZZ_FLAGS := $(if $(SEED),-seed $(SEED)) $(if $(EXAMPLES),-examples $(EXAMPLES))
-contract-fuzz: lint stack-up
+contract-fuzz: lint stack-up ## Schemathesis against a real gateway, fails on any disagreement with docs/api (about 3 min)
 	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' -v \
 		./internal/contractfuzz -schemathesis $(LINT_VENV)/bin/schemathesis $(FUZZ_FLAGS)
 
 # Monitoring (deploy/monitoring, docs/runbook.md). `make monitor` starts Prometheus on
 # http://127.0.0.1:19090 with the alert rules loaded, scraping the services of `make run`, and
 # the Redis exporter (both Debian packages, installed when missing); `make stack-down` stops them.
-monitor:
+monitor: ## start Prometheus (127.0.0.1:19090) with the alert rules, scraping make run's services
 	SECKILL_MONITORING=1 $(STACK) up
 
 # The Grafana dashboard is Go (deploy/monitoring/dashboard); the JSON is generated, never edited.
-dashboard:
+dashboard: ## regenerate the Grafana dashboard JSON from its Go generator
 	$(GO) run ./deploy/monitoring/dashboard -o deploy/monitoring/dashboard/seckill.json
 
 # Every dashboard query against the local Prometheus: fails on a query error, lists empty ones.
-dashboard-check:
+dashboard-check: ## run every dashboard query against the local Prometheus
 	$(GO) run ./deploy/monitoring/dashboard -check http://127.0.0.1:$${SECKILL_PROMETHEUS_PORT:-19090}
 
 # The alert rules and their unit tests (also part of make lint).
-rules-test:
+rules-test: ## promtool: check the alert rules and run their unit tests
 	promtool check rules deploy/monitoring/alerts.yml
 	promtool test rules deploy/monitoring/alerts_test.yml
 
@@ -74,15 +79,15 @@ rules-test:
 # (SCENARIO=conflicts: SeckillConflictRateHigh, about 2 minutes; SCENARIO=soldout:
 # SeckillSoldOutAfterAdmission, about 30 seconds).
 SCENARIO ?= conflicts
-firedrill:
+firedrill: ## make a real alert fire (SCENARIO=conflicts or soldout) against make run + make monitor
 	set -a && source $(STATE)/env && source $(STATE)/dev-secrets && set +a && \
 		$(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO)
 
 # Writes .env once (the secrets docker compose reads); an existing .env is kept.
-docker-env:
+docker-env: ## write .env, the secrets docker compose reads (an existing one is kept)
 	deploy/docker/env
 
-vet:
+vet: ## go vet ./...
 	$(GO) vet ./...
 
 # Lint first (seconds), then unit and integration tests together, all under the race
@@ -92,7 +97,7 @@ vet:
 # chromium for the console's browser tests (internal/consoletest fails under CI without it):
 # the stack installs it only when asked; prerequisites (stack-up) inherit the variable.
 test console-shots: export SECKILL_WITH_CHROMIUM := 1
-test: lint stack-up vet
+test: lint stack-up vet ## lint, then every test with -race on the stack, the contract fuzzer and the short chaos set
 	set -a && source $(STATE)/env && set +a && $(GO) test -race -count=1 -timeout 20m ./...
 	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' \
 		./internal/contractfuzz -schemathesis $(LINT_VENV)/bin/schemathesis
@@ -103,22 +108,22 @@ test: lint stack-up vet
 # PROFILE=cluster runs the cluster profile's matrix (brokers, Redis primaries, a gateway behind
 # the proxy, consumer rebalances, reconciler takeover) against .state/cluster/env.
 ENV_FILE := $(if $(filter cluster,$(PROFILE)),$(STATE)/cluster/env,$(STATE)/env)
-chaos: stack-up
+chaos: stack-up ## the whole failure matrix against the stack (about 5 min; PROFILE=cluster for the cluster's)
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
 # The cluster profile's short set (one broker kill, one Redis primary kill, small crowd): its
 # own target and CI step, not part of make test (see docs/developers.md, Tests).
-chaos-cluster-short:
+chaos-cluster-short: ## the cluster profile's short chaos set
 	$(STACK) up --profile cluster
 	set -a && source $(STATE)/cluster/env && set +a && $(GO) run ./cmd/chaos -cluster -short $(CHAOS_FLAGS)
 
 # The secure profile (deploy/local/secure.sh: Redis with TLS and ACL users, Kafka with
-# SASL_SSL and ACLs, MariaDB requiring TLS; README, The secure profile): its refusal and
+# SASL_SSL and ACLs, MariaDB requiring TLS; docs/operators.md, The secure profile): its refusal and
 # own-user tests, the integration tests that open connections (Redis, Kafka, MySQL and the
 # services' start-up), then the short chaos set, all against .state/secure/env. Its own target
 # and CI step (about 6 minutes on 2 cores, the profile's first start included).
 SECURE_STARTUP_TESTS := ^(TestGatewayStartsAndStops|TestGatewayRefuses.*|TestNoSecretInLogsOrErrors|TestPublicReadyzIsCheapAndQuiet|TestConsumerEndToEnd|TestConsumerRefusesEvictingRedis)$$
-secure-test:
+secure-test: ## the secure profile (credentials and TLS on every server): refusal and connection tests, short chaos set
 	$(STACK) up --profile secure
 	set -a && source $(STATE)/secure/env && set +a && \
 		$(GO) test -race -count=1 -timeout 10m ./internal/securetest ./pkg/stock ./pkg/event ./pkg/store && \
@@ -131,18 +136,18 @@ secure-test:
 # BENCH_FLAGS: -reps N, -only ceilings,gateway,strategies,persistence,sale, -binlog=false (no
 # MariaDB restarts), -quick (one small repetition: a smoke test, not a measurement).
 # PROFILE=cluster: 1 vs 2 gateways behind HAProxy and RF 3 / min ISR 2 vs RF 1, same crowd.
-bench: stack-up
+bench: stack-up ## benchmarks (about 12 min; BENCH_FLAGS), results under results/<time>/
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 # Hot-row persistence: the consumer's batched transaction vs one transaction per order.
-hotrow: stack-up
+hotrow: stack-up ## hot-row persistence: batched transaction vs one per order
 	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/hotrow
 
 # Screenshots of the operator console (docs/console/*.png, shown in docs/console.md and the
 # README): real gateway, consumer and reconciler processes on the local stack with a demo sale,
 # driven by headless chromium (installed by the stack when SECKILL_WITH_CHROMIUM=1, which this
 # target and make test set). About 30 seconds.
-console-shots: stack-up
+console-shots: stack-up ## screenshots of the operator console into docs/console (headless chromium)
 	set -a && source $(STATE)/env && set +a && \
 		$(GO) test -count=1 -run '^TestConsoleShots$$' ./internal/consoletest -shots $(CURDIR)/docs/console
 
@@ -152,15 +157,15 @@ console-shots: stack-up
 # minutes a run on the 2-core machine while other tests ran. FRESH_PACKAGES picks others.
 RUNS ?= 10
 FRESH_PACKAGES ?= ./consumer ./reconciler
-fresh-runs:
+fresh-runs: ## the consumer and reconciler tests RUNS times, each on a brand-new stack
 	deploy/local/fresh-runs -n $(RUNS) $(FRESH_PACKAGES)
 
 # Tests that need no servers (integration tests skip when the stack is absent and CI unset).
-unit:
+unit: ## tests that need no servers (integration tests skip without the stack)
 	$(GO) test -race -count=1 ./...
 
-run: stack-up build
+run: stack-up build ## start the local stack and the three services (Ctrl-C stops the services)
 	PROFILE=$(PROFILE) deploy/local/run
 
-clean: stack-down
+clean: stack-down ## stop the stack and remove bin/
 	rm -rf bin

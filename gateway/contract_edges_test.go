@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/contract"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
-	"github.com/seckill-pipeline/seckill/pkg/contract"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )

@@ -17,8 +17,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
+	"github.com/seckill-pipeline/seckill/internal/contract"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
-	"github.com/seckill-pipeline/seckill/pkg/contract"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"

@@ -151,15 +151,6 @@ func (n *wholeNumber) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// intPtr is the int a wholeNumber field holds, nil when the field was absent.
-func (n *wholeNumber) intPtr() *int {
-	if n == nil {
-		return nil
-	}
-	v := int(*n)
-	return &v
-}
-
 // blankSet is what a note or reason may not consist of alone, and what is trimmed from its
 // ends: the documents' pattern `[^ \t\n\r]` names the same four characters, so the two agree
 // on every string (strings.TrimSpace's Unicode spaces would refuse a no-break space the

@@ -67,8 +67,10 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return migrate(ctx, getenv, stdout)
 	case cmd == "token" && (len(args) == 2 || len(args) == 3):
 		return token(getenv, args[1:], stdout)
-	case cmd == "help" || cmd == "-h" || cmd == "--help":
-		fmt.Fprintln(stdout, usage)
+	case (cmd == "help" || cmd == "-h" || cmd == "-help" || cmd == "--help") && len(args) == 1:
+		// Only the usage and the settings: help starts nothing and reads no variable.
+		fmt.Fprintf(stdout, "%s\n\n", usage)
+		config.WriteSettings(stdout, "gateway")
 		return nil
 	}
 	return fmt.Errorf("unknown arguments %q\n%s", args, usage)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/internal/contract"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
-	"github.com/seckill-pipeline/seckill/pkg/contract"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,14 +57,28 @@ var errFoundProblems = errors.New("reconcile run found problems it could not fix
 // log pipeline) and to stderr with --once, so the report is all a cron job's stdout holds.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
-	fs.SetOutput(stdout)
 	once := fs.Bool("once", false, "run once, print the report and exit (for cron / Kubernetes CronJob)")
 	asJSON := fs.Bool("json", false, "print reports as JSON instead of a table")
-	if err := fs.Parse(args); err != nil {
-		return err
+	// The flag package's own messages would go out before ours: the usage is written below,
+	// to stdout for --help (exit 0) and into the error otherwise.
+	fs.SetOutput(io.Discard)
+	usage := func() string {
+		var b strings.Builder
+		fmt.Fprintln(&b, "usage: reconciler [--once [--json]]")
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return b.String()
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, usage())
+		config.WriteSettings(stdout, "reconciler")
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("%w\n%s", err, usage())
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return fmt.Errorf("unexpected arguments %q\n%s", fs.Args(), usage())
 	}
 	cfg, err := config.LoadReconciler(getenv)
 	if err != nil {

@@ -49,7 +49,7 @@ func newStockMetrics(reg prometheus.Registerer) *stockMetrics {
 		left: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_left",
 			Help: "Stock left per session×prize as each source sees it (source=mysql: left_stock; source=redis: the admission gate's left, absent while not loaded). Redis runs ahead of MySQL by the reservations pending."},
 			append(labels, "source")),
-		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_total",
+		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_units",
 			Help: "Stock offered per session×prize (MySQL)."}, labels),
 		sold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_sold",
 			Help: "Stock sold per session×prize: MySQL total minus left_stock (the succeeded orders)."}, labels),

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/internal/load"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/config"
-	"github.com/seckill-pipeline/seckill/pkg/load"
 )
 
 // concurrency is the closed-loop client count of rows that do not sweep it.

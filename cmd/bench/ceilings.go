@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/load"
 	"github.com/seckill-pipeline/seckill/pkg/config"
-	"github.com/seckill-pipeline/seckill/pkg/load"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )

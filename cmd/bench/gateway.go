@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
-	"github.com/seckill-pipeline/seckill/pkg/load"
+	"github.com/seckill-pipeline/seckill/internal/load"
 )
 
 // How many grabs per second does the gateway admit, and what latency does a client see as

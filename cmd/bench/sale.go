@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
-	"github.com/seckill-pipeline/seckill/pkg/load"
+	"github.com/seckill-pipeline/seckill/internal/load"
 )
 
 // How long after the last admission is the last order committed, in a whole sale? A

@@ -19,8 +19,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/internal/load"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
-	"github.com/seckill-pipeline/seckill/pkg/load"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"

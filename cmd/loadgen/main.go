@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/load"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
-	"github.com/seckill-pipeline/seckill/pkg/load"
 )
 
 func main() {

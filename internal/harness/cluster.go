@@ -123,12 +123,6 @@ func NewCluster(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) logf(format string, args ...any) {
-	if c.opts.Log != nil {
-		fmt.Fprintf(c.opts.Log, format+"\n", args...)
-	}
-}
-
 func (c *Cluster) setup(ctx context.Context) error {
 	// The servers' credentials and TLS from the variables the services read (the secure
 	// profile's users and CA), for the harness's own clients.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/internal/contract"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
-	"github.com/seckill-pipeline/seckill/pkg/contract"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
@@ -79,7 +79,7 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		event.Poison{Msg: compRead, Cause: errors.New("no such stock row")}); err != nil {
 		t.Fatal(err)
 	}
-	deadRead := read(topics.DeadLetter, 2)
+	read(topics.DeadLetter, 2) // both dead letters are on the topic before the feedback's
 	// Downstream's feedback, written as a downstream system would (EncodeFeedback), and a
 	// message on that topic that is not feedback at all.
 	paidMsg, err := event.EncodeFeedback(seckill.Feedback{RequestID: g.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()})
@@ -107,7 +107,7 @@ func TestMessagesMatchTheContract(t *testing.T) {
 	if err := dls.Write(ctx, event.Poison{Msg: feedbackPoison, Cause: errors.New("unknown type")}); err != nil {
 		t.Fatal(err)
 	}
-	deadRead = read(topics.DeadLetter, 3)
+	deadRead := read(topics.DeadLetter, 3)
 
 	order := func(o seckill.Order) kafka.Message {
 		b, err := json.Marshal(event.NewOrderEvent(o))

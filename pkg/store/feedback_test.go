@@ -175,7 +175,7 @@ func TestCancellationReturnsTheUnitOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Succeeded != 2 || c.Cancelled != 1 || c.Rejected != 0 || 3 != s.left(t)+c.Succeeded {
+	if c.Succeeded != 2 || c.Cancelled != 1 || c.Rejected != 0 || s.left(t)+c.Succeeded != 3 {
 		t.Fatalf("counts %+v, left %d", c, s.left(t))
 	}
 	// u0 may not grab again in this activity: the cancelled order keeps its slot.

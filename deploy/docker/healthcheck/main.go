@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,7 +29,7 @@ func run(args []string, client *http.Client) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("usage: healthcheck [-timeout 3s] URL...")
+		return errors.New("usage: healthcheck [-timeout 3s] URL [URL...]")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()

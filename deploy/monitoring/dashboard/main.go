@@ -78,7 +78,7 @@ func build() *dashboard.DashboardBuilder {
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Prometheus").Type("prometheus")).
 		WithVariable(dashboard.NewQueryVariableBuilder("session").Label("Session").
 			Datasource(ds).
-			Query(dashboard.StringOrMap{String: cog.ToPtr("label_values(seckill_reconciler_stock_total, session_id)")}).
+			Query(dashboard.StringOrMap{String: cog.ToPtr("label_values(seckill_reconciler_stock_units, session_id)")}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
 			Multi(true).IncludeAll(true).AllValue(".*"))
 

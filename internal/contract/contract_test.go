@@ -9,7 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/seckill-pipeline/seckill/pkg/contract"
+	"github.com/seckill-pipeline/seckill/internal/contract"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 )
 

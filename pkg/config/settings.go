@@ -1,0 +1,119 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Setting describes one environment variable for a service's --help. docs/operators.md
+// ("Configuration") is the long form; TestSettingsNameEveryVariableRead keeps this table and
+// the Load functions in step, so --help cannot leave out a variable a service reads.
+type Setting struct {
+	Name     string
+	File     bool     // Name_FILE may name a file holding the value instead (a mounted secret)
+	Default  string   // what applies when the variable is unset
+	Services []string // the deployables that read it ("gateway", "consumer", "reconciler"); nil: all
+	Meaning  string   // one line
+}
+
+// Settings returns every variable the deployables read, in the order of docs/operators.md.
+func Settings() []Setting {
+	gw, cons, recon := []string{"gateway"}, []string{"consumer"}, []string{"reconciler"}
+	return []Setting{
+		{"SECKILL_REDIS_ADDR", false, DefaultRedisAddr, nil, "Redis address, or comma-separated seed addresses of a Redis Cluster"},
+		{"SECKILL_REDIS_USERNAME", false, "(empty: Redis's default user)", nil, "Redis ACL user (the same on every node)"},
+		{"SECKILL_REDIS_PASSWORD", true, "(empty)", nil, "Redis password"},
+		{"SECKILL_REDIS_TLS", false, "false", nil, "connect to Redis over TLS"},
+		{"SECKILL_REDIS_CA_FILE", false, "(empty: system roots)", nil, "PEM file of the CA that signed the Redis servers' certificates"},
+		{"SECKILL_REDIS_CERT_FILE", false, "(empty)", nil, "client certificate for Redis (mutual TLS)"},
+		{"SECKILL_REDIS_KEY_FILE", false, "(empty)", nil, "client key for Redis (mutual TLS)"},
+		{"SECKILL_REDIS_TLS_SERVER_NAME", false, "(empty: the host of the address)", nil, "name the Redis certificates carry"},
+		{"SECKILL_REDIS_TIMEOUT", false, "1s", nil, "read timeout of one Redis call"},
+		{"SECKILL_MYSQL_DSN", true, DefaultMySQLDSN, nil, "the services' (DML) user; must contain parseTime=true and clientFoundRows=true"},
+		{"SECKILL_MYSQL_PASSWORD", true, "(empty: the DSN's)", nil, "password of the DSN's user, overriding the DSN's"},
+		{"SECKILL_MYSQL_MIGRATE_DSN", true, "SECKILL_MYSQL_DSN", nil, "DSN of the user gateway migrate runs as (DDL)"},
+		{"SECKILL_MYSQL_MIGRATE_PASSWORD", true, "SECKILL_MYSQL_PASSWORD when the migrate DSN defaults", nil, "password of the migrating user"},
+		{"SECKILL_MYSQL_TLS", false, "false", nil, "TLS to MySQL (the DSN must then carry no tls= parameter)"},
+		{"SECKILL_MYSQL_CA_FILE", false, "(empty: system roots)", nil, "PEM file of the CA that signed the MySQL server's certificate"},
+		{"SECKILL_MYSQL_CERT_FILE", false, "(empty)", nil, "client certificate for MySQL (REQUIRE X509 accounts)"},
+		{"SECKILL_MYSQL_KEY_FILE", false, "(empty)", nil, "client key for MySQL"},
+		{"SECKILL_MYSQL_TLS_SERVER_NAME", false, "(empty: the DSN's host)", nil, "name the MySQL server's certificate carries"},
+		{"SECKILL_KAFKA_BROKERS", false, DefaultKafkaBrokers, nil, "comma-separated bootstrap brokers"},
+		{"SECKILL_KAFKA_SASL_MECHANISM", false, "none", nil, "none, plain, scram-sha-256 or scram-sha-512"},
+		{"SECKILL_KAFKA_USERNAME", false, "(empty)", nil, "SASL user"},
+		{"SECKILL_KAFKA_PASSWORD", true, "(empty)", nil, "SASL password"},
+		{"SECKILL_KAFKA_TLS", false, "false", nil, "connect to the brokers over TLS"},
+		{"SECKILL_KAFKA_CA_FILE", false, "(empty: system roots)", nil, "PEM file of the CA that signed the brokers' certificates"},
+		{"SECKILL_KAFKA_CERT_FILE", false, "(empty)", nil, "client certificate for Kafka (mutual TLS)"},
+		{"SECKILL_KAFKA_KEY_FILE", false, "(empty)", nil, "client key for Kafka"},
+		{"SECKILL_KAFKA_TLS_SERVER_NAME", false, "(empty: each broker's host)", nil, "name the brokers' certificates carry"},
+		{"SECKILL_TOPIC_PREFIX", false, "(empty)", nil, "prefix for topic names (<prefix>.seckill.grab)"},
+		{"SECKILL_LOG_LEVEL", false, "info", nil, "debug, info, warn or error (JSON logs)"},
+		{"SECKILL_SHUTDOWN_TIMEOUT", false, "15s", nil, "graceful shutdown budget after SIGTERM"},
+		{"SECKILL_KEY_GRACE", false, "1h", nil, "Redis keys live until the session's end plus this"},
+		{"SECKILL_GATEWAY_ADDR", false, "127.0.0.1:8080", gw, "public grab/status API"},
+		{"SECKILL_ADMIN_ADDR", false, "127.0.0.1:8081", gw, "admin API and metrics, on their own listener"},
+		{"SECKILL_ADMIN_TOKEN", true, "(empty), >= 16 bytes when set", gw, "shared admin bearer credential; this or SECKILL_ADMIN_TOKENS_FILE is required"},
+		{"SECKILL_ADMIN_TOKENS_FILE", false, "(empty: none)", gw, "file of per-operator admin credentials, `name sha256:<hex>` a line"},
+		{"SECKILL_JWT_SECRET", true, "required, >= 32 bytes", gw, "HS256 key for user tokens"},
+		{"SECKILL_JWT_ISSUER", false, "seckill", gw, "required iss of user tokens"},
+		{"SECKILL_JWT_AUDIENCE", false, "seckill-gateway", gw, "required aud of user tokens"},
+		{"SECKILL_TRUST_USER_HEADER", false, "(empty: off)", gw, "header with a user id set by a trusted auth proxy (needs SECKILL_TRUSTED_PROXIES)"},
+		{"SECKILL_MAX_INFLIGHT", false, "4096", gw, "requests served at once; beyond it, fast 503"},
+		{"SECKILL_RATE_PER_USER", false, "5", gw, "token bucket rate per user, per second (0 disables)"},
+		{"SECKILL_BURST_PER_USER", false, "10", gw, "token bucket burst per user"},
+		{"SECKILL_RATE_PER_IP", false, "2000", gw, "token bucket rate per client IP (IPv6: per /64), per second (0 disables)"},
+		{"SECKILL_BURST_PER_IP", false, "4000", gw, "token bucket burst per client IP"},
+		{"SECKILL_TRUSTED_PROXIES", false, "(empty: never)", gw, "comma-separated CIDR prefixes or addresses of the reverse proxies in front"},
+		{"SECKILL_RATE_MAX_KEYS", false, "200000", gw, "users / IP buckets each limiter holds (least recently used evicted)"},
+		{"SECKILL_SOLDOUT_RECHECK", false, "250ms", gw, "a local sold-out flag answers keyless grabs this long before Redis is asked again"},
+		{"SECKILL_SCHEDULE_REFRESH", false, "1s", gw, "schedule cache reload period"},
+		{"SECKILL_PRODUCE_TIMEOUT", false, "3s", gw, "wait for Kafka's ack before handing the event to the relay"},
+		{"SECKILL_CONSUMER_ADDR", false, "127.0.0.1:8082", cons, "health and metrics"},
+		{"SECKILL_CONSUMER_GROUP", false, "seckill-orders", nil, "the order consumers' group (the reconciler and the console read its lag)"},
+		{"SECKILL_BATCH_SIZE", false, "1000", cons, "events per batch at most"},
+		{"SECKILL_BATCH_WAIT", false, "5ms", cons, "how long a batch waits to fill"},
+		{"SECKILL_FEEDBACK_GROUP", false, "seckill-order-feedback", []string{"consumer", "reconciler"}, "the group reading downstream's order feedback"},
+		{"SECKILL_RECONCILER_ADDR", false, "127.0.0.1:8083", recon, "health and metrics (scheduler mode)"},
+		{"SECKILL_RECONCILE_INTERVAL", false, "10s", recon, "scheduler period; shorter than SECKILL_KEY_GRACE"},
+		{"SECKILL_PREHEAT_LEAD", false, "5m", recon, "how long before a session its stock is loaded"},
+		{"SECKILL_RECONCILER_LEASE", false, "seckill-reconciler", recon, "name of the single-actor lease (a row in MySQL's leases)"},
+		{"SECKILL_LEASE_TTL", false, "15s", recon, "the lease's time to live"},
+		{"SECKILL_STALE_AFTER", false, "10s", recon, "a reservation older than this without an order is settled or re-published"},
+		{"SECKILL_REPUBLISH_BOUND", false, "1m", recon, "... and re-published even while its partition is busy, once this old"},
+		{"SECKILL_REPLAY_BUDGET", false, "30s", recon, "time one run may spend replaying the compensation topic"},
+		{"SECKILL_CATCHUP_WAIT", false, "20s", recon, "how long a run waits for consumer lag 0 before rebuilding lost keys"},
+		{"SECKILL_GATEWAY_DEAD_AFTER", false, "30s", recon, "a gateway whose heartbeat is older than this is taken for dead"},
+		{"SECKILL_STALE_CASE_AFTER", false, "5m", recon, "a reservation without an order this long after admission becomes a case"},
+		{"SECKILL_DRIFT_CASE_RUNS", false, "3", recon, "drift left uncorrected by this many consecutive runs becomes a case"},
+		{"SECKILL_CONSOLE_SESSION", false, "12h", gw, "how long an operator console sign-in lasts"},
+		{"SECKILL_CONSOLE_SECRET", true, "(empty: derived from SECKILL_ADMIN_TOKEN), >= 32 bytes when set", gw, "key of the console's session cookies"},
+		{"SECKILL_CONSOLE_LOGIN_RATE", false, "10", gw, "console sign-in attempts per minute per remote address"},
+		{"SECKILL_ADMIN_HOSTS", false, "(empty)", gw, "comma-separated Host names the admin listener answers besides IPs and localhost"},
+	}
+}
+
+// SettingsFor returns the settings service reads, in table order.
+func SettingsFor(service string) []Setting {
+	var out []Setting
+	for _, s := range Settings() {
+		if s.Services == nil || slices.Contains(s.Services, service) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// WriteSettings prints service's settings for --help: each variable with its default, then
+// its meaning; details are in docs/operators.md.
+func WriteSettings(w io.Writer, service string) {
+	fmt.Fprintf(w, "Settings (environment variables; details in docs/operators.md, Configuration):\n")
+	for _, s := range SettingsFor(service) {
+		name := s.Name
+		if s.File {
+			name += " (or " + s.Name + "_FILE)"
+		}
+		fmt.Fprintf(w, "  %s\n      %s [default %s]\n", name, s.Meaning, s.Default)
+	}
+}
