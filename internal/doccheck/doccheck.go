@@ -263,6 +263,11 @@ func checkLink(d Doc, target string, files fs.FS) string {
 		if p == ".." || strings.HasPrefix(p, "../") || strings.HasPrefix(file, "/") {
 			return "leaves the repository"
 		}
+		// A page under docs/ names files outside its folder as paths, not links: a reader
+		// of the one file (a copy, a rendered page) gets a path instead of a dead link.
+		if strings.HasPrefix(file, "../") {
+			return "climbs out of " + path.Dir(d.Path) + "/; name the file as a path instead"
+		}
 		info, err := fs.Stat(files, p)
 		if err != nil {
 			return "no such file " + p

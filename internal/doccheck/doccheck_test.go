@@ -196,7 +196,7 @@ func TestCheck(t *testing.T) {
 			"topics `seckill.grab`, `<prefix>.seckill.order-feedback`; `deploy/monitoring/dashboard/seckill.json`, `seckill.io/access`;\n" +
 			"`seckill:seckill@tcp(127.0.0.1:13306)/seckill`;\n" +
 			"[ops](ops.md), [profile](ops.md#the-make-run-profile), [admin](ops.md#admin-api-own-listener-authorization-bearer-token),\n" +
-			"[api](api/), [top](../README.md), [here](#t), [web](https://schemathesis.readthedocs.io/), `SECKILL_CLUSTER_*`, SECKILL_REDIS_PASSWORD_FILE\n" +
+			"[api](api/), [here](#t), [web](https://schemathesis.readthedocs.io/), `SECKILL_CLUSTER_*`, SECKILL_REDIS_PASSWORD_FILE\n" +
 			"make sure of it; ```\n[not a link](nowhere.md)\n```\n", nil},
 		{"unknown variable", "Set `SECKILL_NO_SUCH_VARIABLE=1`.\n",
 			[]string{"environment variable SECKILL_NO_SUCH_VARIABLE is not read or set anywhere in the code or scripts"}},
@@ -206,6 +206,7 @@ func TestCheck(t *testing.T) {
 		{"bad anchor", "See [ops](ops.md#configuration).\n", []string{"link ops.md#configuration: no heading with the anchor #configuration"}},
 		{"bad anchor in the same page", "# T\n\n[x](#nowhere)\n", []string{"link #nowhere: no heading with the anchor #nowhere"}},
 		{"link out of the repository", "[x](../../etc/passwd)\n", []string{"link ../../etc/passwd: leaves the repository"}},
+		{"link that climbs out of docs/", "[top](../README.md)\n", []string{"link ../README.md: climbs out of docs/; name the file as a path instead"}},
 		{"another project's repository", "[x](https://github.com/other/project)\n",
 			[]string{"link https://github.com/other/project: points at another project's repository; link inside this one"}},
 		{"unknown make target", "```sh\nmake chaos PROFILE=cluster\n```\n", []string{`make target "chaos" is not in the Makefile`}},

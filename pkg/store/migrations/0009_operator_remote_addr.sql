@@ -1,7 +1,7 @@
 -- Operators sign in with credentials of their own, and every audited action records the
 -- address it came from beside the credential's name; rows written before keep '' (address
 -- unknown). Each ALTER carries the guard the runner checks in information_schema (MySQL 8
--- has no ADD COLUMN IF NOT EXISTS), so a run interrupted half-way can run again.
+-- lacks MariaDB's conditional ALTER clauses), so a run interrupted half-way can run again.
 
 -- The exceptions workbench's actions.
 -- unless column exception_actions.remote_addr
