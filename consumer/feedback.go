@@ -82,13 +82,13 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 
 type feedbackGroup = writepath.Batch[seckill.Feedback]
 
-func decodeFeedback(b []byte) (seckill.Feedback, writepath.Key, error) {
+func decodeFeedback(b []byte) (seckill.Feedback, seckill.SessionPrize, error) {
 	f, err := event.DecodeFeedback(b)
 	if err != nil {
-		return f, writepath.Key{}, err
+		return f, seckill.SessionPrize{}, err
 	}
 	sid, pid, _, _ := seckill.ParseRequestID(f.RequestID) // DecodeFeedback checked it
-	return f, writepath.Key{Session: sid, Prize: pid}, nil
+	return f, seckill.SessionPrize{Session: sid, Prize: pid}, nil
 }
 
 // Process handles msgs, from one partition in offset order. It returns an error only when
@@ -165,7 +165,7 @@ func (p *feedbackProcessor) apply(ctx context.Context, g *feedbackGroup) (*store
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("stopped while applying feedback of session %d prize %d: %w", g.Key.Session, g.Key.Prize, err)
+			return nil, fmt.Errorf("stopped while applying feedback of %s: %w", g.Key, err)
 		case <-time.After(delay):
 		}
 	}

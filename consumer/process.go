@@ -87,7 +87,7 @@ func (m *metrics) Attempted(took time.Duration) {
 }
 
 // Persisted records a committed group; committed is when its transaction committed.
-func (m *metrics) Persisted(_ writepath.Key, events int, res store.PersistResult, committed time.Time) {
+func (m *metrics) Persisted(_ seckill.SessionPrize, events int, res store.PersistResult, committed time.Time) {
 	m.batchSize.Observe(float64(events))
 	m.redeliveries.Add(float64(res.Existing))
 	for _, o := range res.Outcomes {
@@ -139,7 +139,7 @@ func (p *processor) sendCompensation(ctx context.Context, cause error, attempts 
 	}
 	err := produce(ctx, p.log, func(wctx context.Context) error { return p.compensation.WriteMessages(wctx, out...) })
 	if err != nil {
-		return fmt.Errorf("compensate session %d prize %d: %w", g.Key.Session, g.Key.Prize, err)
+		return fmt.Errorf("compensate %s: %w", g.Key, err)
 	}
 	p.metrics.compensated.Add(float64(len(out)))
 	p.log.Warn("retries exhausted; compensating", "session_id", g.Key.Session, "prize_id", g.Key.Prize,

@@ -222,7 +222,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 			continue
 		}
 		if err != nil {
-			err = fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", g.Key.Session, g.Key.Prize, err)
+			err = fmt.Errorf("replay %s: %w (offset not saved; the next run retries)", g.Key, err)
 			if cerr := j.cases.Record(ctx, j.now(), compensationCase(g.Key, g.Msgs, err)); cerr != nil {
 				j.log.Warn("record the failing compensation as an exception case failed", "error", cerr.Error())
 			}
@@ -252,7 +252,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 // compensationCase is the exception case of a compensation group that failed to replay. It
 // is keyed by where the group starts, so the same stuck group is one case however many runs
 // fail on it; the job retries it every run, and a person fixes the cause (nothing to replay).
-func compensationCase(k writepath.Key, msgs []kafka.Message, cause error) store.CaseReport {
+func compensationCase(k seckill.SessionPrize, msgs []kafka.Message, cause error) store.CaseReport {
 	first := msgs[0]
 	rids := make([]string, 0, min(len(msgs), 20))
 	for _, m := range msgs[:min(len(msgs), 20)] {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,12 +69,12 @@ type driftMetrics struct {
 	found     *prometheus.CounterVec
 	corrected *prometheus.CounterVec
 	drift     *prometheus.GaugeVec
-	series    map[[2]string]bool // drift series set by the last run, to drop those out of scope
+	series    map[seckill.SessionPrize]bool // drift series set by the last run, to drop those out of scope
 	// uncorrected counts, per session×prize, the consecutive runs that found drift and
 	// left it in place (Redis moved under the compare-and-set, or the run failed first);
 	// a series exists only while the count is above 0, so it is bounded by the drifted.
 	uncorrected *prometheus.GaugeVec
-	streaks     map[[2]string]int
+	streaks     map[seckill.SessionPrize]int
 }
 
 func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
@@ -87,11 +86,11 @@ func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
 		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift",
 			Help: "Redis left minus expected left, per session×prize in scope (open or ended within the key grace), at the last check."},
 			[]string{"session_id", "prize_id"}),
-		series: map[[2]string]bool{},
+		series: map[seckill.SessionPrize]bool{},
 		uncorrected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift_uncorrected_runs",
 			Help: "Consecutive reconciler runs that found this session×prize's Redis stock drifted and did not correct it; absent when 0."},
 			[]string{"session_id", "prize_id"}),
-		streaks: map[[2]string]int{},
+		streaks: map[seckill.SessionPrize]int{},
 	}
 	reg.MustRegister(m.found, m.corrected, m.drift, m.uncorrected)
 	return m
@@ -99,15 +98,15 @@ func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
 
 // keep sets the drift series of the session×prizes checked this run and deletes the
 // others, so ended sessions do not stay on dashboards forever (bounded cardinality).
-func (m *driftMetrics) keep(values map[[2]string]float64) {
+func (m *driftMetrics) keep(values map[seckill.SessionPrize]float64) {
 	for k := range m.series {
 		if _, ok := values[k]; !ok {
-			m.drift.DeleteLabelValues(k[0], k[1])
+			m.drift.DeleteLabelValues(labels(k)...)
 			delete(m.series, k)
 		}
 	}
 	for k, v := range values {
-		m.drift.WithLabelValues(k[0], k[1]).Set(v)
+		m.drift.WithLabelValues(labels(k)...).Set(v)
 		m.series[k] = true
 	}
 }
@@ -116,7 +115,7 @@ func (m *driftMetrics) keep(values map[[2]string]float64) {
 // and did not correct it, false when k was checked and is right (or was corrected). A
 // session×prize not checked this run (events in flight, not loaded) keeps its count; one
 // out of scope loses it.
-func (m *driftMetrics) track(inScope map[[2]string]bool, left map[[2]string]bool) {
+func (m *driftMetrics) track(inScope map[seckill.SessionPrize]bool, left map[seckill.SessionPrize]bool) {
 	for k, drifted := range left {
 		if drifted {
 			m.streaks[k]++
@@ -131,7 +130,7 @@ func (m *driftMetrics) track(inScope map[[2]string]bool, left map[[2]string]bool
 	}
 	m.uncorrected.Reset()
 	for k, n := range m.streaks {
-		m.uncorrected.WithLabelValues(k[0], k[1]).Set(float64(n))
+		m.uncorrected.WithLabelValues(labels(k)...).Set(float64(n))
 	}
 }
 
@@ -152,10 +151,10 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	if err != nil {
 		return result{Summary: sum}, err
 	}
-	values := map[[2]string]float64{}
-	inScope, left := map[[2]string]bool{}, map[[2]string]bool{}
+	values := map[seckill.SessionPrize]float64{}
+	inScope, left := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for _, s := range sc {
-		inScope[[2]string{strconv.FormatInt(s.stock.SessionID, 10), strconv.FormatInt(s.stock.PrizeID, 10)}] = true
+		inScope[s.stock.SessionPrize()] = true
 	}
 	defer func() {
 		j.metrics.keep(values)
@@ -201,7 +200,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		pending := int64(len(rids) - len(existing))
 		notReturned := max(0, int64(cancelled)-v.Returned)
 		expected := max(0, int64(st.Left)-pending-notReturned)
-		key := [2]string{strconv.FormatInt(sid, 10), strconv.FormatInt(pid, 10)}
+		key := s.stock.SessionPrize()
 		values[key] = float64(v.Left - expected)
 		// Drifted until corrected: a return before the correction leaves it counted.
 		left[key] = v.Left != expected

@@ -22,7 +22,7 @@ type lifecycleCatalog interface {
 }
 
 type lifecycleGate interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
 	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
 }
@@ -96,7 +96,7 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 			return result{Summary: sum}, err
 		}
 		if !done {
-			snap, err := j.gate.Snapshots(ctx, [][2]int64{{st.SessionID, st.PrizeID}})
+			snap, err := j.gate.Snapshots(ctx, []seckill.SessionPrize{st.SessionPrize()})
 			if err != nil {
 				return result{Summary: sum}, err
 			}
@@ -165,9 +165,9 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 	if err != nil || len(stocks) == 0 {
 		return err
 	}
-	pairs := make([][2]int64, len(stocks))
+	pairs := make([]seckill.SessionPrize, len(stocks))
 	for i, st := range stocks {
-		pairs[i] = [2]int64{st.SessionID, st.PrizeID}
+		pairs[i] = st.SessionPrize()
 	}
 	snaps, err := j.gate.Snapshots(ctx, pairs)
 	if err != nil {

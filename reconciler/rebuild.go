@@ -22,7 +22,7 @@ type rebuildCatalog interface {
 }
 
 type rebuildGate interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []stock.Settlement, returned []string, expireAt time.Time, fence int64) (bool, error)
 }
 
@@ -82,11 +82,11 @@ func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) 
 		return result{Summary: sum}, err
 	}
 	var open []scope
-	ids := [][2]int64{}
+	ids := []seckill.SessionPrize{}
 	for _, s := range sc {
 		if s.session.OpenAt(now) {
 			open = append(open, s)
-			ids = append(ids, [2]int64{s.stock.SessionID, s.stock.PrizeID})
+			ids = append(ids, s.stock.SessionPrize())
 		}
 	}
 	snaps, err := j.gate.Snapshots(ctx, ids)

@@ -20,7 +20,7 @@ import (
 type reservationGate interface {
 	Reservations(ctx context.Context, sessionID, prizeID int64) ([]stock.Reservation, error)
 	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 }
 
 type existingOrders interface {
@@ -148,9 +148,9 @@ func (j staleJob) keptScope(ctx context.Context, now time.Time) ([]scope, error)
 	if err != nil || len(stocks) == 0 {
 		return nil, err
 	}
-	pairs := make([][2]int64, len(stocks))
+	pairs := make([]seckill.SessionPrize, len(stocks))
 	for i, st := range stocks {
-		pairs[i] = [2]int64{st.SessionID, st.PrizeID}
+		pairs[i] = st.SessionPrize()
 	}
 	snaps, err := j.gate.Snapshots(ctx, pairs)
 	if err != nil {

@@ -8,13 +8,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
 // snapshotter is what the stock gauges need from the Redis gate: an O(1) read per
 // session×prize (HMGET and HLEN, pipelined), never a walk over the reservations.
 type snapshotter interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 }
 
 // stockGauges exports, per session×prize, the stock as MySQL and as Redis see it side by
@@ -39,8 +40,8 @@ type stockMetrics struct {
 	total   *prometheus.GaugeVec
 	sold    *prometheus.GaugeVec
 	pending *prometheus.GaugeVec
-	series  map[[2]string]bool // session×prizes exported by the last sample
-	redis   map[[2]string]bool // ... of which Redis had the keys
+	series  map[seckill.SessionPrize]bool // session×prizes exported by the last sample
+	redis   map[seckill.SessionPrize]bool // ... of which Redis had the keys
 }
 
 func newStockMetrics(reg prometheus.Registerer) *stockMetrics {
@@ -55,8 +56,8 @@ func newStockMetrics(reg prometheus.Registerer) *stockMetrics {
 			Help: "Stock sold per session×prize: MySQL total minus left_stock (the succeeded orders)."}, labels),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_reservations_pending",
 			Help: "Reservations admitted in Redis whose order outcome is not settled yet, per session×prize."}, labels),
-		series: map[[2]string]bool{},
-		redis:  map[[2]string]bool{},
+		series: map[seckill.SessionPrize]bool{},
+		redis:  map[seckill.SessionPrize]bool{},
 	}
 	reg.MustRegister(m.left, m.total, m.sold, m.pending)
 	return m
@@ -106,9 +107,9 @@ func (g *stockGauges) sample(ctx context.Context) error {
 		g.metrics.clear()
 		return err
 	}
-	keys := make([][2]int64, len(stocks))
+	keys := make([]seckill.SessionPrize, len(stocks))
 	for i, st := range stocks {
-		keys[i] = [2]int64{st.SessionID, st.PrizeID}
+		keys[i] = st.SessionPrize()
 	}
 	var snaps []stock.Snapshot
 	if len(keys) > 0 {
@@ -117,17 +118,17 @@ func (g *stockGauges) sample(ctx context.Context) error {
 			return err
 		}
 	}
-	seen, loaded := map[[2]string]bool{}, map[[2]string]bool{}
+	seen, loaded := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for i, st := range stocks {
-		k := [2]string{strconv.FormatInt(st.SessionID, 10), strconv.FormatInt(st.PrizeID, 10)}
+		k := st.SessionPrize()
 		seen[k] = true
-		g.metrics.left.WithLabelValues(k[0], k[1], "mysql").Set(float64(st.Left))
-		g.metrics.total.WithLabelValues(k[0], k[1]).Set(float64(st.Total))
-		g.metrics.sold.WithLabelValues(k[0], k[1]).Set(float64(st.Total - st.Left))
-		g.metrics.pending.WithLabelValues(k[0], k[1]).Set(float64(snaps[i].Pending))
+		g.metrics.left.WithLabelValues(labels(k, "mysql")...).Set(float64(st.Left))
+		g.metrics.total.WithLabelValues(labels(k)...).Set(float64(st.Total))
+		g.metrics.sold.WithLabelValues(labels(k)...).Set(float64(st.Total - st.Left))
+		g.metrics.pending.WithLabelValues(labels(k)...).Set(float64(snaps[i].Pending))
 		if snaps[i].Loaded {
 			loaded[k] = true
-			g.metrics.left.WithLabelValues(k[0], k[1], "redis").Set(float64(snaps[i].Left))
+			g.metrics.left.WithLabelValues(labels(k, "redis")...).Set(float64(snaps[i].Left))
 		}
 	}
 	g.metrics.keep(seen, loaded)
@@ -136,21 +137,26 @@ func (g *stockGauges) sample(ctx context.Context) error {
 
 // keep deletes the series of session×prizes no longer in the window (and Redis's of those
 // whose keys are gone), so ended sessions leave the dashboards.
-func (m *stockMetrics) keep(seen, loaded map[[2]string]bool) {
+func (m *stockMetrics) keep(seen, loaded map[seckill.SessionPrize]bool) {
 	for k := range m.series {
 		if !seen[k] {
-			m.left.DeleteLabelValues(k[0], k[1], "mysql")
-			m.total.DeleteLabelValues(k[0], k[1])
-			m.sold.DeleteLabelValues(k[0], k[1])
-			m.pending.DeleteLabelValues(k[0], k[1])
+			m.left.DeleteLabelValues(labels(k, "mysql")...)
+			m.total.DeleteLabelValues(labels(k)...)
+			m.sold.DeleteLabelValues(labels(k)...)
+			m.pending.DeleteLabelValues(labels(k)...)
 		}
 	}
 	for k := range m.redis {
 		if !loaded[k] {
-			m.left.DeleteLabelValues(k[0], k[1], "redis")
+			m.left.DeleteLabelValues(labels(k, "redis")...)
 		}
 	}
 	m.series, m.redis = seen, loaded
 }
 
 func (m *stockMetrics) clear() { m.keep(nil, nil) }
+
+// labels are a session×prize's label values (session_id, prize_id), then more.
+func labels(k seckill.SessionPrize, more ...string) []string {
+	return append([]string{strconv.FormatInt(k.Session, 10), strconv.FormatInt(k.Prize, 10)}, more...)
+}

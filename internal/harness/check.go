@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -149,9 +150,9 @@ func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 }
 
 func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
-	ids := make([][2]int64, len(c.Prizes))
+	ids := make([]seckill.SessionPrize, len(c.Prizes))
 	for i, p := range c.Prizes {
-		ids[i] = [2]int64{c.Session.ID, p.ID}
+		ids[i] = seckill.SessionPrize{Session: c.Session.ID, Prize: p.ID}
 	}
 	return c.Gate.Snapshots(ctx, ids)
 }
