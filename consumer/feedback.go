@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -20,7 +21,7 @@ import (
 
 // feedbackStore applies reports to orders in one transaction per session×prize.
 type feedbackStore interface {
-	ApplyFeedback(ctx context.Context, f *store.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
+	ApplyFeedback(ctx context.Context, f *lease.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
 }
 
 // unitReturner gives cancelled orders' units back in Redis: the stock gate.

@@ -33,7 +33,7 @@ type deadLetterWriter interface {
 // replayOffsets stores how far the compensation topic was replayed, fenced by the lease.
 type replayOffsets interface {
 	ReplayOffsets(ctx context.Context, topic string) (map[int]int64, error)
-	SaveReplayOffset(ctx context.Context, f store.Fence, topic string, partition int, next int64) error
+	SaveReplayOffset(ctx context.Context, f lease.Fence, topic string, partition int, next int64) error
 }
 
 type producer interface {
@@ -177,7 +177,7 @@ func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence
 		if err := j.replay(ctx, batch, sum); err != nil {
 			return done, err
 		}
-		if err := j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, next); err != nil {
+		if err := j.offsets.SaveReplayOffset(ctx, fence, j.topic.Name, part, next); err != nil {
 			return done, err
 		}
 		done += int64(len(batch))
@@ -206,7 +206,7 @@ func (j *compensationJob) gap(ctx context.Context, fence lease.Fence, part int, 
 	}
 	j.log.Error("compensation replay position lost; exception case recorded", "topic", j.topic.Name, "partition", part,
 		"stored_offset", p.Stored, "first_offset", p.Next, "end_offset", p.End, "reason", string(p.Clamped))
-	return j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, p.Next)
+	return j.offsets.SaveReplayOffset(ctx, fence, j.topic.Name, part, p.Next)
 }
 
 func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum map[string]int64) error {

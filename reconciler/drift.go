@@ -237,7 +237,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 			dir, st.Left, pending, notReturned, v.Left)
 		if err := j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "correct_redis_stock",
 			SessionID: &sid, PrizeID: &pid, Before: &before, After: &after, Detail: detail,
-			Fence: &store.Fence{Lease: fence.Name, Number: fence.Number}}); err != nil {
+			Fence: &fence}); err != nil {
 			return result{Summary: sum}, err
 		}
 		details = append(details, map[string]any{"session_id": sid, "prize_id": pid, "redis_before": before, "redis_after": after, "why": detail})

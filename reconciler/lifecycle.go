@@ -15,7 +15,7 @@ import (
 type lifecycleCatalog interface {
 	sessionLister
 	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
-	SaveReport(ctx context.Context, f store.Fence, r store.SessionReport) (bool, error)
+	SaveReport(ctx context.Context, f lease.Fence, r store.SessionReport) (bool, error)
 	Reported(ctx context.Context, sessionID, prizeID int64) (bool, error)
 	DriftCorrections(ctx context.Context, sessionID, prizeID int64) (int, error)
 	PaymentTimeouts(ctx context.Context, sessionIDs ...int64) (map[int64]time.Duration, error)
@@ -88,7 +88,6 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 	if err != nil {
 		return result{Summary: sum}, err
 	}
-	f := store.Fence{Lease: fence.Name, Number: fence.Number}
 	var details []any
 	for _, st := range stocks {
 		done, err := j.catalog.Reported(ctx, st.SessionID, st.PrizeID)
@@ -120,7 +119,7 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 			if err != nil {
 				return result{Summary: sum}, err
 			}
-			if ok, err := j.catalog.SaveReport(ctx, f, r); err != nil {
+			if ok, err := j.catalog.SaveReport(ctx, fence, r); err != nil {
 				return result{Summary: sum}, err
 			} else if ok {
 				sum["reports"]++

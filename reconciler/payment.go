@@ -27,7 +27,7 @@ type paymentCatalog interface {
 type paymentOrders interface {
 	DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]store.DueOrder, error)
 	CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error)
-	ApplyFeedback(ctx context.Context, f *store.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
+	ApplyFeedback(ctx context.Context, f *lease.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
 }
 
 // redisReturns lists and stamps the cancellations whose Redis step is still to make.
@@ -164,7 +164,6 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 	if err != nil {
 		return err
 	}
-	f := &store.Fence{Lease: fence.Name, Number: fence.Number}
 	budget := j.perRun
 	// The feedback lag is read once, when the first candidate is found: after now, so after
 	// every candidate's due time.
@@ -204,7 +203,7 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 					Reason: seckill.ReasonPaymentTimeout, At: now, DueBefore: cutoff})
 			}
 			if len(items) > 0 {
-				if err := j.cancel(ctx, fence, f, st, items, now, timeouts[st.SessionID], sum); err != nil {
+				if err := j.cancel(ctx, fence, st, items, now, timeouts[st.SessionID], sum); err != nil {
 					return err
 				}
 				budget -= len(items)
@@ -230,10 +229,10 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 }
 
 // cancel times out one batch of a session×prize's due orders and gives their units back.
-func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, f *store.Fence, st seckill.Stock, items []seckill.Feedback,
+func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, st seckill.Stock, items []seckill.Feedback,
 	now time.Time, timeout time.Duration, sum map[string]int64) error {
 	sum["due"] += int64(len(items))
-	res, err := j.orders.ApplyFeedback(ctx, f, st.SessionID, st.PrizeID, items, now)
+	res, err := j.orders.ApplyFeedback(ctx, &fence, st.SessionID, st.PrizeID, items, now)
 	if err != nil {
 		return err
 	}

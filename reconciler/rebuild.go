@@ -224,5 +224,5 @@ func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) err
 	j.log.Warn("redis keys rebuilt from mysql", "session_id", sid, "prize_id", pid, "left", st.Left, "orders", len(orders))
 	return j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "rebuild_redis_stock", SessionID: &sid,
 		PrizeID: &pid, After: &after, Detail: fmt.Sprintf("keys missing; rebuilt from %d orders after consumers caught up", len(orders)),
-		Fence: &store.Fence{Lease: fence.Name, Number: fence.Number}})
+		Fence: &fence})
 }

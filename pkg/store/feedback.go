@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
@@ -69,7 +70,7 @@ type FeedbackBatch struct {
 // version and left_stock >= n, and a concurrent return only raises left_stock, so its
 // update stays right and the hot path does not conflict with returns. Whether the unit is
 // for resale (back into Redis) is decided by the session's window at now.
-func (o *Orders) ApplyFeedback(ctx context.Context, f *Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (FeedbackBatch, error) {
+func (o *Orders) ApplyFeedback(ctx context.Context, f *lease.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (FeedbackBatch, error) {
 	var res FeedbackBatch
 	run := func(tx *gorm.DB) error {
 		res = FeedbackBatch{}
