@@ -52,7 +52,7 @@ func (r *Result) problem(format string, args ...any) {
 
 // Drain waits until nothing is in flight: consumer and compensation lag 0, no pending
 // reservation in Redis, no unpublished order event.
-func (c *Cluster) Drain(ctx context.Context, d time.Duration) error {
+func (c *Pipeline) Drain(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	var last string
 	for {
@@ -76,7 +76,7 @@ func (c *Cluster) Drain(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (c *Cluster) inFlight(ctx context.Context) (string, error) {
+func (c *Pipeline) inFlight(ctx context.Context) (string, error) {
 	var parts []string
 	lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab)
 	if err != nil {
@@ -149,7 +149,7 @@ func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 	return strings.Join(parts, "; "), nil
 }
 
-func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
+func (c *Pipeline) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
 	ids := make([]seckill.SessionPrize, len(c.Prizes))
 	for i, p := range c.Prizes {
 		ids[i] = seckill.SessionPrize{Session: c.Session.ID, Prize: p.ID}
@@ -158,7 +158,7 @@ func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
 }
 
 // Verify checks I1–I4 and the order topic against the recorded answers.
-func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) error {
+func (c *Pipeline) Verify(ctx context.Context, answers []Answer, res *Result) error {
 	res.Requests = len(answers)
 	for _, a := range answers {
 		if a.Attempts > 1 {
@@ -370,7 +370,7 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 // cancelled order and none for any other, never paid and cancelled, each unit for resale in
 // Redis's returned set exactly once (not twice, not lost), and, when anything was cancelled,
 // the per-user counts Redis admits with match the slots MySQL holds.
-func (c *Cluster) verifyReturns(ctx context.Context, res *Result, resale map[int64]int) error {
+func (c *Pipeline) verifyReturns(ctx context.Context, res *Result, resale map[int64]int) error {
 	var n struct {
 		Cancelled, Returns, Stray, PaidCancelled, Paid int
 	}
@@ -437,7 +437,7 @@ func (c *Cluster) verifyReturns(ctx context.Context, res *Result, resale map[int
 // verifyFollowEvents checks the events that follow creations: one order.cancelled per
 // cancelled order and none for others; refunds only for cancelled orders, at most one each,
 // and one per paid_after_cancel exception case.
-func (c *Cluster) verifyFollowEvents(ctx context.Context, res *Result, cancelledEvents, refundEvents map[int64]int) error {
+func (c *Pipeline) verifyFollowEvents(ctx context.Context, res *Result, cancelledEvents, refundEvents map[int64]int) error {
 	var cancelled []int64
 	if err := c.DB.WithContext(ctx).Raw("SELECT id FROM orders WHERE status = 'cancelled'").Scan(&cancelled).Error; err != nil {
 		return err

@@ -36,7 +36,7 @@ func clusterStack(ctx context.Context, args ...string) (string, error) {
 }
 
 // hotPrize is the prize with the most stock: the one the crowd is still buying mid-crowd.
-func (c *Cluster) hotPrize() int {
+func (c *Pipeline) hotPrize() int {
 	hot := 0
 	for i, p := range c.Prizes {
 		if p.StockPerSession > c.Prizes[hot].StockPerSession {
@@ -47,7 +47,7 @@ func (c *Cluster) hotPrize() int {
 }
 
 // GrabLeader returns the broker (kafka-N) leading the grab partition of prize i.
-func (c *Cluster) GrabLeader(ctx context.Context, i int) (string, error) {
+func (c *Pipeline) GrabLeader(ctx context.Context, i int) (string, error) {
 	var d kafka.Dialer
 	for _, b := range c.Brokers {
 		conn, err := d.DialContext(ctx, "tcp", b)
@@ -86,7 +86,7 @@ func ActiveController(ctx context.Context) (string, error) {
 }
 
 // RedisPrimary returns the Redis node (redis-N) holding prize i's keys.
-func (c *Cluster) RedisPrimary(ctx context.Context, i int) (string, error) {
+func (c *Pipeline) RedisPrimary(ctx context.Context, i int) (string, error) {
 	cc, ok := c.Redis.(*redis.ClusterClient)
 	if !ok {
 		return "", errors.New("not a Redis Cluster")
@@ -152,7 +152,7 @@ func ClusterScenarios() []Scenario {
 		fleet(Scenario{Name: "cluster: happy path"}),
 		fleet(Scenario{Name: "cluster: kill -9 the broker leading the hot grab partition", Short: true, At: 0.3,
 			During: func(ctx context.Context, e *Env) error {
-				node, err := e.Cluster.GrabLeader(ctx, e.Cluster.hotPrize())
+				node, err := e.Pipeline.GrabLeader(ctx, e.Pipeline.hotPrize())
 				if err != nil {
 					return err
 				}
@@ -168,7 +168,7 @@ func ClusterScenarios() []Scenario {
 			}}),
 		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2,
 			During: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
+				c := e.Pipeline
 				node, err := c.RedisPrimary(ctx, c.hotPrize())
 				if err != nil {
 					return err
@@ -195,14 +195,14 @@ func ClusterScenarios() []Scenario {
 			}}),
 		fleet(Scenario{Name: "cluster: kill -9 one gateway behind the proxy", At: 0.4,
 			During: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
+				c := e.Pipeline
 				c.Gateways[0].Kill()
 				sleepCtx(ctx, 3*time.Second)
 				return c.StartGatewayN(ctx, 0)
 			}}),
 		fleet(Scenario{Name: "cluster: consumers rolling restart (3 -> 2 -> 3, each)", At: 0.2,
 			During: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
+				c := e.Pipeline
 				for i := range c.Consumers {
 					if err := c.Consumers[i].Stop(20 * time.Second); err != nil && !c.Consumers[i].Exited() {
 						return err
@@ -217,7 +217,7 @@ func ClusterScenarios() []Scenario {
 		fleet(Scenario{Name: "cluster: consumers scaled out 1 -> 3 mid-crowd", Consumers: 1, At: 0.3,
 			During: func(ctx context.Context, e *Env) error {
 				for range 2 {
-					if err := e.Cluster.AddConsumer(ctx); err != nil {
+					if err := e.Pipeline.AddConsumer(ctx); err != nil {
 						return err
 					}
 					sleepCtx(ctx, 500*time.Millisecond)
@@ -238,7 +238,7 @@ func cutGatewayFromRedis() Scenario {
 		Consumers: 3, Gateways: 2, Reconcilers: 2,
 		Before: func(ctx context.Context, e *Env) error {
 			var err error
-			iso, err = e.Cluster.IsolateGateway(ctx, 0)
+			iso, err = e.Pipeline.IsolateGateway(ctx, 0)
 			return err
 		},
 		During: func(ctx context.Context, e *Env) error {
@@ -256,7 +256,7 @@ func cutGatewayFromRedis() Scenario {
 // the other to take the lease (its fencing number moves in MySQL: only the other can move it
 // now) within one lease TTL plus one reconcile interval (the next time it tries).
 func reconcilerTakeover(ctx context.Context, e *Env) error {
-	c := e.Cluster
+	c := e.Pipeline
 	ttl, err := time.ParseDuration(c.Env["SECKILL_LEASE_TTL"])
 	if err != nil {
 		return err
