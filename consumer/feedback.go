@@ -53,34 +53,6 @@ type feedbackProcessor struct {
 	onApplied   func() // wakes the outbox relay (new order events)
 }
 
-type feedbackMetrics struct {
-	reports    *prometheus.CounterVec
-	exceptions *prometheus.CounterVec
-	returned   *prometheus.CounterVec
-	stepErrors prometheus.Counter
-}
-
-func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
-	m := &feedbackMetrics{
-		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_feedback_total",
-			Help: "Order feedback reports consumed, by kind (paid, cancelled) and result (applied, duplicate, refund, exception)."},
-			[]string{"kind", "result"}),
-		exceptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_cases_total",
-			Help: "Reports recorded as exception cases (MySQL exception_cases), by kind (unknown_order, cancel_after_paid, paid_after_cancel, feedback_for_rejected)."},
-			[]string{"kind"}),
-		returned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_units_returned_total",
-			Help: "Cancelled orders' Redis steps, by result (returned: back on sale; already: done before; marked: outcome only, after the session)."},
-			[]string{"result"}),
-		stepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_return_errors_total",
-			Help: "Redis returns that failed or found no keys after the cancellation committed (the reconciler's sweep completes them)."}),
-	}
-	for _, r := range []string{"returned", "already", "marked"} {
-		m.returned.WithLabelValues(r)
-	}
-	reg.MustRegister(m.reports, m.exceptions, m.returned, m.stepErrors)
-	return m
-}
-
 type feedbackGroup = writepath.Batch[seckill.Feedback]
 
 func decodeFeedback(b []byte) (seckill.Feedback, seckill.SessionPrize, error) {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
@@ -69,22 +68,6 @@ type compensationJob struct {
 	metrics     compensationMetrics
 	log         *slog.Logger
 	now         func() time.Time
-}
-
-type compensationMetrics struct {
-	replayed *prometheus.CounterVec
-	backlog  prometheus.Gauge
-}
-
-func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
-	m := compensationMetrics{
-		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_compensation_replayed_total",
-			Help: "Compensation events replayed, by result (succeeded, rejected, existing)."}, []string{"result"}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_compensation_backlog",
-			Help: "Compensation events not replayed yet."}),
-	}
-	reg.MustRegister(m.replayed, m.backlog)
-	return m
 }
 
 func (compensationJob) Name() string { return "compensation" }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -63,75 +61,6 @@ type driftJob struct {
 	metrics  *driftMetrics
 	log      *slog.Logger
 	now      func() time.Time
-}
-
-type driftMetrics struct {
-	found     *prometheus.CounterVec
-	corrected *prometheus.CounterVec
-	drift     *prometheus.GaugeVec
-	series    map[seckill.SessionPrize]bool // drift series set by the last run, to drop those out of scope
-	// uncorrected counts, per session×prize, the consecutive runs that found drift and
-	// left it in place (Redis moved under the compare-and-set, or the run failed first);
-	// a series exists only while the count is above 0, so it is bounded by the drifted.
-	uncorrected *prometheus.GaugeVec
-	streaks     map[seckill.SessionPrize]int
-}
-
-func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
-	m := &driftMetrics{
-		found: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_drift_found_total",
-			Help: "Session×prizes whose Redis stock differed from MySQL's, by direction (redis_high, redis_low)."}, []string{"direction"}),
-		corrected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_drift_corrected_total",
-			Help: "Drift corrections applied to Redis, by direction."}, []string{"direction"}),
-		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift",
-			Help: "Redis left minus expected left, per session×prize in scope (open or ended within the key grace), at the last check."},
-			[]string{"session_id", "prize_id"}),
-		series: map[seckill.SessionPrize]bool{},
-		uncorrected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift_uncorrected_runs",
-			Help: "Consecutive reconciler runs that found this session×prize's Redis stock drifted and did not correct it; absent when 0."},
-			[]string{"session_id", "prize_id"}),
-		streaks: map[seckill.SessionPrize]int{},
-	}
-	reg.MustRegister(m.found, m.corrected, m.drift, m.uncorrected)
-	return m
-}
-
-// keep sets the drift series of the session×prizes checked this run and deletes the
-// others, so ended sessions do not stay on dashboards forever (bounded cardinality).
-func (m *driftMetrics) keep(values map[seckill.SessionPrize]float64) {
-	for k := range m.series {
-		if _, ok := values[k]; !ok {
-			m.drift.DeleteLabelValues(labels(k)...)
-			delete(m.series, k)
-		}
-	}
-	for k, v := range values {
-		m.drift.WithLabelValues(labels(k)...).Set(v)
-		m.series[k] = true
-	}
-}
-
-// track updates the uncorrected-run counts: left[k] is true when this run found k drifted
-// and did not correct it, false when k was checked and is right (or was corrected). A
-// session×prize not checked this run (events in flight, not loaded) keeps its count; one
-// out of scope loses it.
-func (m *driftMetrics) track(inScope map[seckill.SessionPrize]bool, left map[seckill.SessionPrize]bool) {
-	for k, drifted := range left {
-		if drifted {
-			m.streaks[k]++
-		} else {
-			delete(m.streaks, k)
-		}
-	}
-	for k := range m.streaks {
-		if !inScope[k] {
-			delete(m.streaks, k)
-		}
-	}
-	m.uncorrected.Reset()
-	for k, n := range m.streaks {
-		m.uncorrected.WithLabelValues(labels(k)...).Set(float64(n))
-	}
 }
 
 func (driftJob) Name() string { return "drift" }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -88,37 +86,11 @@ type paymentJob struct {
 	feedback grabLag
 }
 
-type paymentMetrics struct {
-	cancelled prometheus.Counter
-	deferred  *prometheus.CounterVec
-	swept     *prometheus.CounterVec
-}
-
 // Why a due payment timeout waits for a later run (the deferred metric's reasons).
 const (
 	deferFeedbackBehind = "feedback_behind" // the feedback group has unread reports on the order's partition
 	deferRelayBehind    = "relay_behind"    // order.created not published yet: downstream cannot collect payment
 )
-
-func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
-	m := &paymentMetrics{
-		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_payment_timeouts_total",
-			Help: "Orders cancelled by the reconciler because they were not paid within their activity's payment timeout."}),
-		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_payment_timeouts_deferred_total",
-			Help: "Unpaid orders a run did not time out because evidence may be unread, by reason: feedback_behind (unread reports on the order's feedback partition), relay_behind (order.created not published, counted from created_at). Each run counts them again while they wait."},
-			[]string{"reason"}),
-		swept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_returns_swept_total",
-			Help: "Cancellations whose Redis step the reconciler completed, by result (returned, already, marked, expired)."}, []string{"result"}),
-	}
-	for _, r := range []string{"returned", "already", "marked", "expired"} {
-		m.swept.WithLabelValues(r)
-	}
-	for _, r := range []string{deferFeedbackBehind, deferRelayBehind} {
-		m.deferred.WithLabelValues(r)
-	}
-	reg.MustRegister(m.cancelled, m.deferred, m.swept)
-	return m
-}
 
 func (paymentJob) Name() string { return "payment" }
 

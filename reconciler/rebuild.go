@@ -65,13 +65,6 @@ type rebuildJob struct {
 	now          func() time.Time
 }
 
-func newRebuiltCounter(reg prometheus.Registerer) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_keys_rebuilt_total",
-		Help: "Session×prize keys rebuilt in Redis from MySQL after a loss."})
-	reg.MustRegister(c)
-	return c
-}
-
 func (rebuildJob) Name() string { return "rebuild" }
 
 func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) {

@@ -70,15 +70,6 @@ type caseRecorder interface {
 	Record(ctx context.Context, at time.Time, reports ...store.CaseReport) error
 }
 
-func newStaleMetrics(reg prometheus.Registerer) (republished, settled prometheus.Counter) {
-	republished = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_stale_republished_total",
-		Help: "Stale reservations re-published to the grab topic."})
-	settled = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_stale_settled_total",
-		Help: "Reservations whose order existed, settled in Redis by the reconciler."})
-	reg.MustRegister(republished, settled)
-	return republished, settled
-}
-
 func (staleJob) Name() string { return "stale" }
 
 func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {

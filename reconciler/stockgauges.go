@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -33,34 +30,6 @@ type stockGauges struct {
 	metrics *stockMetrics
 	log     *slog.Logger
 	now     func() time.Time
-}
-
-type stockMetrics struct {
-	left    *prometheus.GaugeVec // session_id, prize_id, source
-	total   *prometheus.GaugeVec
-	sold    *prometheus.GaugeVec
-	pending *prometheus.GaugeVec
-	series  map[seckill.SessionPrize]bool // session×prizes exported by the last sample
-	redis   map[seckill.SessionPrize]bool // ... of which Redis had the keys
-}
-
-func newStockMetrics(reg prometheus.Registerer) *stockMetrics {
-	labels := []string{"session_id", "prize_id"}
-	m := &stockMetrics{
-		left: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_left",
-			Help: "Stock left per session×prize as each source sees it (source=mysql: left_stock; source=redis: the admission gate's left, absent while not loaded). Redis runs ahead of MySQL by the reservations pending."},
-			append(labels, "source")),
-		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_units",
-			Help: "Stock offered per session×prize (MySQL)."}, labels),
-		sold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_sold",
-			Help: "Stock sold per session×prize: MySQL total minus left_stock (the succeeded orders)."}, labels),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_reservations_pending",
-			Help: "Reservations admitted in Redis whose order outcome is not settled yet, per session×prize."}, labels),
-		series: map[seckill.SessionPrize]bool{},
-		redis:  map[seckill.SessionPrize]bool{},
-	}
-	reg.MustRegister(m.left, m.total, m.sold, m.pending)
-	return m
 }
 
 // Run samples at once and then every g.every until ctx ends.
@@ -133,30 +102,4 @@ func (g *stockGauges) sample(ctx context.Context) error {
 	}
 	g.metrics.keep(seen, loaded)
 	return nil
-}
-
-// keep deletes the series of session×prizes no longer in the window (and Redis's of those
-// whose keys are gone), so ended sessions leave the dashboards.
-func (m *stockMetrics) keep(seen, loaded map[seckill.SessionPrize]bool) {
-	for k := range m.series {
-		if !seen[k] {
-			m.left.DeleteLabelValues(labels(k, "mysql")...)
-			m.total.DeleteLabelValues(labels(k)...)
-			m.sold.DeleteLabelValues(labels(k)...)
-			m.pending.DeleteLabelValues(labels(k)...)
-		}
-	}
-	for k := range m.redis {
-		if !loaded[k] {
-			m.left.DeleteLabelValues(labels(k, "redis")...)
-		}
-	}
-	m.series, m.redis = seen, loaded
-}
-
-func (m *stockMetrics) clear() { m.keep(nil, nil) }
-
-// labels are a session×prize's label values (session_id, prize_id), then more.
-func labels(k seckill.SessionPrize, more ...string) []string {
-	return append([]string{strconv.FormatInt(k.Session, 10), strconv.FormatInt(k.Prize, 10)}, more...)
 }
