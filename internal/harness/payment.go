@@ -371,8 +371,8 @@ func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 		return err
 	}
 	if err := wait("downstream's reports read", 20*time.Second, func() (bool, error) {
-		lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_FEEDBACK_GROUP"], c.Topics.Feedback)
-		return sum(lag) == 0, err
+		n, err := c.lag(ctx, c.Env["SECKILL_FEEDBACK_GROUP"], c.Topics.Feedback)
+		return n == 0, err
 	}); err != nil {
 		return err
 	}
