@@ -91,6 +91,37 @@ backend gateways
 	return waitHealthy(ctx, c.haproxy, "http://"+c.GatewayAddr+"/healthz", 30*time.Second)
 }
 
+// startGateways starts c.opts.Gateways gateways on addresses of their own, without a proxy
+// (Options.NoProxy); GatewayAddr is the first one's.
+func (c *Cluster) startGateways(ctx context.Context) error {
+	for i := 0; i < c.opts.Gateways; i++ {
+		addr, err := FreeAddr()
+		if err != nil {
+			return err
+		}
+		c.gatewayAddrs = append(c.gatewayAddrs, addr)
+		c.Gateways = append(c.Gateways, nil)
+		if err := c.StartGatewayN(ctx, i); err != nil {
+			return err
+		}
+	}
+	c.Gateway, c.GatewayAddr = c.Gateways[0], c.gatewayAddrs[0]
+	return nil
+}
+
+// CrowdTargets are the base URLs a crowd sends its clicks to: every gateway when they run
+// without a proxy, else the one public address.
+func (c *Cluster) CrowdTargets() []string {
+	if !c.opts.NoProxy || len(c.gatewayAddrs) == 0 {
+		return []string{"http://" + c.GatewayAddr}
+	}
+	out := make([]string, len(c.gatewayAddrs))
+	for i, a := range c.gatewayAddrs {
+		out[i] = "http://" + a
+	}
+	return out
+}
+
 // StartGatewayN starts (or restarts) gateway i of the fleet on its fixed address.
 func (c *Cluster) StartGatewayN(ctx context.Context, i int) error {
 	adminAddr, err := FreeAddr()
