@@ -45,10 +45,10 @@ type Options struct {
 	// HAProxy, and Reconcilers more than one start that many under the one lease.
 	Gateways    int
 	Reconcilers int
-	BehindProxy bool               // HAProxy in front even of one gateway (the bench's 1 vs 2)
+	BehindProxy bool // HAProxy in front even of one gateway (the bench's 1 vs 2)
 	// NoProxy runs several gateways without HAProxy (the single profile has none): the crowd
 	// spreads its clicks over them itself and tries another on a refused connection.
-	NoProxy bool
+	NoProxy     bool
 	Replication *event.Replication // the topics' replication (nil: the brokers' defaults)
 }
 
