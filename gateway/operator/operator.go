@@ -48,12 +48,18 @@ type Credential struct {
 
 // Parse reads a credentials file: one "name sha256:<64 hex digits>" per line; blank lines
 // and lines starting with '#' are skipped. A name is 1 to 64 printable ASCII characters
-// without spaces or '|' and not reserved; names (in any letter case) and hashes are unique.
-// Every bad line is reported, by number.
+// without spaces or '|' and not reserved; hashes are unique. A name may repeat, spelled the
+// same: while a token is rotated its old and new lines stand side by side and both act as
+// that name; spelled in another letter case it is refused (two actors a reader cannot tell
+// apart). Every bad line is reported, by number.
 func Parse(r io.Reader) ([]Credential, error) {
 	var out []Credential
 	var errs []error
-	names, hashes := map[string]int{}, map[[sha256.Size]byte]int{}
+	type seen struct {
+		line int
+		name string
+	}
+	names, hashes := map[string]seen{}, map[[sha256.Size]byte]int{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -85,8 +91,8 @@ func Parse(r io.Reader) ([]Credential, error) {
 			errs = append(errs, fmt.Errorf("line %d (%s): the hash of an empty token (printf %%s \"$TOKEN\" with TOKEN unset?)", n, name))
 			continue
 		}
-		if prev, dup := names[strings.ToLower(name)]; dup {
-			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d)", n, name, prev))
+		if prev, dup := names[strings.ToLower(name)]; dup && prev.name != name {
+			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d, as %q)", n, name, prev.line, prev.name))
 			continue
 		}
 		if prev, dup := hashes[c.Hash]; dup {
@@ -94,7 +100,10 @@ func Parse(r io.Reader) ([]Credential, error) {
 			errs = append(errs, fmt.Errorf("line %d (%s): the same token as line %d", n, name, prev))
 			continue
 		}
-		names[strings.ToLower(name)], hashes[c.Hash] = n, n
+		if _, dup := names[strings.ToLower(name)]; !dup {
+			names[strings.ToLower(name)] = seen{n, name}
+		}
+		hashes[c.Hash] = n
 		out = append(out, c)
 	}
 	if err := sc.Err(); err != nil {
@@ -211,13 +220,15 @@ func (c *Credentials) Authenticate(token string) (name string, ok bool) {
 	return creds[found].Name, true
 }
 
-// Hash returns the hash of the named credential's token, while that credential exists: a
-// console session is bound to it, so removing or rotating a credential ends its sessions.
-func (c *Credentials) Hash(name string) ([sha256.Size]byte, bool) {
+// Hashes returns the hashes of the named credential's tokens (two during a rotation's
+// overlap, else one; none once it is removed): a console session is bound to the token it
+// signed in with, so removing that token ends its sessions.
+func (c *Credentials) Hashes(name string) [][sha256.Size]byte {
+	var out [][sha256.Size]byte
 	for _, cr := range c.current() {
 		if cr.Name == name {
-			return cr.Hash, true
+			out = append(out, cr.Hash)
 		}
 	}
-	return [sha256.Size]byte{}, false
+	return out
 }
