@@ -236,6 +236,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := creds.AcceptPrevious(cfg.AdminTokenPrevious); err != nil {
+		return err
+	}
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
 	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin

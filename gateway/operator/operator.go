@@ -118,7 +118,7 @@ func Parse(r io.Reader) ([]Credential, error) {
 // to onReloadError once per change), and the legacy token's, if any.
 type Credentials struct {
 	path          string
-	legacy        *Credential
+	legacy        []Credential // SECKILL_ADMIN_TOKEN, and during its rotation the previous one
 	onReloadError func(error)
 
 	mu    sync.Mutex
@@ -137,7 +137,7 @@ type fileStamp struct {
 func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, error) {
 	c := &Credentials{path: path, onReloadError: onReloadError}
 	if legacyToken != "" {
-		c.legacy = &Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken))}
+		c.legacy = []Credential{{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken))}}
 	}
 	if path != "" {
 		st, err := os.Stat(path)
@@ -148,7 +148,7 @@ func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, er
 			return nil, err
 		}
 	}
-	if c.legacy == nil && len(c.file) == 0 {
+	if len(c.legacy) == 0 && len(c.file) == 0 {
 		return nil, fmt.Errorf("admin tokens file %s holds no credential and SECKILL_ADMIN_TOKEN is not set", path)
 	}
 	return c, nil
@@ -167,11 +167,37 @@ func (c *Credentials) read(stamp fileStamp) error {
 		return fmt.Errorf("admin tokens file %s: %w", c.path, err)
 	}
 	for _, f := range creds {
-		if c.legacy != nil && f.Hash == c.legacy.Hash {
-			return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN (%s)", c.path, f.Name, LegacyName)
+		for _, l := range c.legacy {
+			if f.Hash == l.Hash {
+				return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN or its previous one (%s)", c.path, f.Name, LegacyName)
+			}
 		}
 	}
 	c.file = creds
+	return nil
+}
+
+// AcceptPrevious adds the previous SECKILL_ADMIN_TOKEN (SECKILL_ADMIN_TOKEN_PREVIOUS) as the
+// credential "admin" too, for the overlap of its rotation ("" adds nothing). It must differ
+// from every token in the file.
+func (c *Credentials) AcceptPrevious(token string) error {
+	if token == "" {
+		return nil
+	}
+	if len(c.legacy) == 0 {
+		return fmt.Errorf("SECKILL_ADMIN_TOKEN_PREVIOUS is set without SECKILL_ADMIN_TOKEN")
+	}
+	cr := Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(token))}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.file {
+		if f.Hash == cr.Hash {
+			return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN_PREVIOUS", c.path, f.Name)
+		}
+	}
+	if cr.Hash != c.legacy[0].Hash {
+		c.legacy = append(c.legacy, cr)
+	}
 	return nil
 }
 
@@ -198,8 +224,8 @@ func (c *Credentials) current() []Credential {
 		}
 	}
 	out := c.file
-	if c.legacy != nil {
-		out = append(out[:len(out):len(out)], *c.legacy)
+	if len(c.legacy) > 0 {
+		out = append(out[:len(out):len(out)], c.legacy...)
 	}
 	return out
 }

@@ -113,6 +113,38 @@ func TestRotatingATokenKeepsItsName(t *testing.T) {
 	}
 }
 
+// The shared token's rotation: SECKILL_ADMIN_TOKEN_PREVIOUS acts as "admin" beside the new
+// one; a file credential with it is refused.
+func TestPreviousLegacyToken(t *testing.T) {
+	c, err := Load("", "legacy-new-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AcceptPrevious("legacy-old-0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"legacy-new-0123456789", "legacy-old-0123456789"} {
+		if name, ok := c.Authenticate(tok); !ok || name != LegacyName {
+			t.Fatalf("%s: %q %v", tok, name, ok)
+		}
+	}
+	if len(c.Hashes(LegacyName)) != 2 {
+		t.Fatalf("hashes of admin: %d", len(c.Hashes(LegacyName)))
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, line("alice", "legacy-old-0123456789"), time.Now())
+	f, err := Load(path, "legacy-new-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AcceptPrevious("legacy-old-0123456789"); err == nil {
+		t.Fatal("a previous token that is also alice's accepted")
+	}
+	if _, err := Load("", "", nil); err == nil {
+		t.Fatal("no credential at all accepted")
+	}
+}
+
 // The file is re-read when it changes: a removed credential stops working on the next
 // request, a new one works; a file that no longer parses keeps the last good set and is
 // reported once.

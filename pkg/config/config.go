@@ -147,7 +147,10 @@ type Gateway struct {
 	// gateway/operator). At least one of the two is required.
 	AdminToken      string
 	AdminTokensFile string
-	JWTSecret       string // HMAC key for user tokens (HS256 only)
+	// AdminTokenPrevious is the shared credential being rotated out ("": none), accepted as
+	// "admin" too while set.
+	AdminTokenPrevious string
+	JWTSecret          string // HMAC key for user tokens (HS256 only)
 	// JWTSecretPrevious is the secret being rotated out ("": none): tokens signed with it
 	// are accepted too while it is set. JWTSecretFile and JWTSecretPreviousFile are the files
 	// the two came from ("": the environment), which the gateway re-reads while it runs.
@@ -202,6 +205,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		AdminAddr:             r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
 		AdminToken:            r.optionalSecret("SECKILL_ADMIN_TOKEN", "SECKILL_ADMIN_TOKEN_FILE", 16),
 		AdminTokensFile:       r.str("SECKILL_ADMIN_TOKENS_FILE", ""),
+		AdminTokenPrevious:    r.optionalSecret("SECKILL_ADMIN_TOKEN_PREVIOUS", "SECKILL_ADMIN_TOKEN_PREVIOUS_FILE", 16),
 		JWTSecret:             r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32),
 		JWTSecretPrevious:     r.previousSecret("SECKILL_JWT_SECRET_PREVIOUS", "SECKILL_JWT_SECRET_PREVIOUS_FILE", 32),
 		JWTSecretFile:         strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_FILE")),
