@@ -28,7 +28,12 @@ func rollingUpgrade(cluster bool) Scenario {
 		Consumers: 2, Gateways: 2, Reconcilers: 2, NoProxy: !cluster, At: 0.1, Rate: 400,
 		Before: func(ctx context.Context, e *Env) error {
 			var err error
-			bin, err = e.Cluster.buildRelease(ctx, upgradeVersion)
+			if bin, err = e.Cluster.buildRelease(ctx, upgradeVersion); err != nil {
+				return err
+			}
+			// The new build's checks first (docs/operators.md, Rolling upgrade, step 1).
+			out, err := e.Cluster.CheckRelease(ctx, bin)
+			fmt.Fprintf(e.Log, "%s", indent(out))
 			return err
 		},
 		During: func(ctx context.Context, e *Env) error {
@@ -126,4 +131,35 @@ func (c *Cluster) RollingUpgrade(ctx context.Context, bin string, lbWait time.Du
 		sleepCtx(ctx, lbWait)
 	}
 	return ctx.Err()
+}
+
+// CheckRelease runs `reconciler --check` of the build in bin against the cluster, as an
+// operator does before rolling it out, and returns its output; an error when it fails.
+func (c *Cluster) CheckRelease(ctx context.Context, bin string) (string, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return "", err
+	}
+	p, err := Start("reconciler-check", filepath.Join(bin, "reconciler"), c.procEnv(map[string]string{"SECKILL_RECONCILER_ADDR": addr}), "--check")
+	if err != nil {
+		return "", err
+	}
+	if err := p.Wait(60 * time.Second); err != nil {
+		if !p.Exited() {
+			p.Kill()
+		}
+		return p.Output(), fmt.Errorf("reconciler --check of the new build: %w\n%s", err, tail(p.Output(), 10))
+	}
+	return p.Output(), nil
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "{") {
+			continue // a JSON log line (stderr shares the harness's buffer)
+		}
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
 }
