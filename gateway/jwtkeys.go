@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,30 +101,21 @@ func (s *jwtSecrets) reload() {
 func (s *jwtSecrets) read() (current, previous []byte, err error) {
 	current, previous = s.current, s.previous
 	if s.currentFile != "" {
-		b, err := os.ReadFile(s.currentFile)
+		v, err := config.ReadSecretFile(s.currentFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("SECKILL_JWT_SECRET_FILE=%s: %w", s.currentFile, pathless(err))
+			return nil, nil, fmt.Errorf("SECKILL_JWT_SECRET_FILE=%s: %w", s.currentFile, err)
 		}
-		current = []byte(config.SecretFromFile(b))
+		current = []byte(v)
 	}
 	if s.previousFile != "" {
-		b, err := os.ReadFile(s.previousFile)
+		v, err := config.ReadSecretFile(s.previousFile)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("SECKILL_JWT_SECRET_PREVIOUS_FILE=%s: %w", s.previousFile, pathless(err))
+			return nil, nil, fmt.Errorf("SECKILL_JWT_SECRET_PREVIOUS_FILE=%s: %w", s.previousFile, err)
 		}
-		previous = []byte(config.SecretFromFile(b))
+		previous = []byte(v)
 	}
 	if len(previous) == 0 {
 		previous = nil
 	}
 	return current, previous, nil
-}
-
-// pathless drops the path from a *fs.PathError (the message names it already).
-func pathless(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot %s it: %w", pe.Op, pe.Err)
-	}
-	return err
 }

@@ -30,18 +30,9 @@ func (c *Cluster) remember(p *Proc, addr string) {
 // startFleet starts c.opts.Gateways gateways and HAProxy in front of them; GatewayAddr
 // becomes the proxy's address.
 func (c *Cluster) startFleet(ctx context.Context) error {
-	for i := 0; i < c.opts.Gateways; i++ {
-		addr, err := FreeAddr()
-		if err != nil {
-			return err
-		}
-		c.gatewayAddrs = append(c.gatewayAddrs, addr)
-		c.Gateways = append(c.Gateways, nil)
-		if err := c.StartGatewayN(ctx, i); err != nil {
-			return err
-		}
+	if err := c.startGatewayProcs(ctx); err != nil {
+		return err
 	}
-	c.Gateway = c.Gateways[0]
 	var err error
 	if c.GatewayAddr, err = FreeAddr(); err != nil {
 		return err
@@ -94,6 +85,15 @@ backend gateways
 // startGateways starts c.opts.Gateways gateways on addresses of their own, without a proxy
 // (Options.NoProxy); GatewayAddr is the first one's.
 func (c *Cluster) startGateways(ctx context.Context) error {
+	if err := c.startGatewayProcs(ctx); err != nil {
+		return err
+	}
+	c.GatewayAddr = c.gatewayAddrs[0]
+	return nil
+}
+
+// startGatewayProcs starts c.opts.Gateways gateways, each on an address of its own.
+func (c *Cluster) startGatewayProcs(ctx context.Context) error {
 	for i := 0; i < c.opts.Gateways; i++ {
 		addr, err := FreeAddr()
 		if err != nil {
@@ -105,7 +105,7 @@ func (c *Cluster) startGateways(ctx context.Context) error {
 			return err
 		}
 	}
-	c.Gateway, c.GatewayAddr = c.Gateways[0], c.gatewayAddrs[0]
+	c.Gateway = c.Gateways[0]
 	return nil
 }
 

@@ -63,6 +63,16 @@ func (r *reader) secretValue(key, fileKey string) string {
 	return v
 }
 
+// ReadSecretFile reads the secret a file holds (SecretFromFile); the error names the
+// operation and the reason, not the path (the caller names it with its variable).
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", unwrapPath(err)
+	}
+	return SecretFromFile(b), nil
+}
+
 // SecretFromFile is the secret a file's content holds: trailing newlines trimmed (an editor's
 // or `kubectl create secret --from-file`'s), nothing else.
 func SecretFromFile(b []byte) string { return strings.TrimRight(string(b), "\r\n") }

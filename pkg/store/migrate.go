@@ -316,7 +316,7 @@ type appliedMigration struct {
 	finished bool
 }
 
-func appliedMigrations(ctx context.Context, conn *sql.Conn) (map[int]appliedMigration, error) {
+func appliedMigrations(ctx context.Context, conn querier) (map[int]appliedMigration, error) {
 	rows, err := conn.QueryContext(ctx, "SELECT version, checksum, finished FROM schema_migrations")
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
@@ -417,12 +417,7 @@ func CheckSchema(ctx context.Context, db *gorm.DB) (SchemaState, error) {
 	if err != nil {
 		return st, err
 	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return st, fmt.Errorf("schema check: connection: %w", err)
-	}
-	defer conn.Close()
-	applied, err := appliedMigrations(ctx, conn)
+	applied, err := appliedMigrations(ctx, sqlDB)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1146 { // no schema_migrations: never migrated
 		applied, err = nil, nil
