@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/seckill-pipeline/seckill/pkg/auth"
 )
 
 // metrics are the gateway's Prometheus series, all of them, registered on the registry main
@@ -61,4 +63,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"action", "kind", "result"}),
 	}
 	return m
+}
+
+// newJWTMetrics registers the JWT secret rotation's series (jwtkeys.go): two read from v at
+// each scrape, and the reload failures counter it returns.
+func newJWTMetrics(reg prometheus.Registerer, v *auth.Verifier) prometheus.Counter {
+	f := promauto.With(reg)
+	f.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_gateway_jwt_previous_verified_total",
+		Help: "User tokens verified with the previous JWT secret (a rotation's overlap); once it stops rising the previous secret can go."},
+		func() float64 { return float64(v.PreviousVerified()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_gateway_jwt_previous_secret",
+		Help: "1 while a previous JWT secret is accepted (SECKILL_JWT_SECRET_PREVIOUS), else 0."},
+		func() float64 {
+			if v.HasPrevious() {
+				return 1
+			}
+			return 0
+		})
+	return f.NewCounter(prometheus.CounterOpts{Name: "seckill_gateway_secret_reload_errors_total",
+		Help: "Re-reads of the JWT secret files that failed (the secrets read before stay in force)."})
 }
