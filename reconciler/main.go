@@ -56,6 +56,10 @@ var errFoundProblems = errors.New("reconcile run found problems it could not fix
 // run writes reports to stdout. Logs go to stdout too in scheduler mode (JSON lines for the
 // log pipeline) and to stderr with --once, so the report is all a cron job's stdout holds.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// The operator commands (tools.go) are words, the scheduler's options flags.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return runTool(ctx, args[0], args[1:], getenv, stdout)
+	}
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	once := fs.Bool("once", false, "run once, print the report and exit (for cron / Kubernetes CronJob)")
 	asJSON := fs.Bool("json", false, "print reports as JSON instead of a table")
@@ -65,6 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	usage := func() string {
 		var b strings.Builder
 		fmt.Fprintln(&b, "usage: reconciler [--once [--json]]")
+		fmt.Fprintln(&b, toolsUsage)
 		fs.SetOutput(&b)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)

@@ -173,6 +173,33 @@ func (a *Admin) CheckPartitions(ctx context.Context, topics ...Topic) error {
 	return nil
 }
 
+// AddPartitions raises topic's partition count to n and waits until every partition has a
+// leader. Kafka can only add partitions, never remove them, and murmur2(key) % n then names
+// another partition for most keys: run it only on a drained topic between sales
+// (docs/operators.md, Adding grab partitions). A topic that already has n partitions is left
+// as it is, so a repeated run is harmless.
+func (a *Admin) AddPartitions(ctx context.Context, topic string, n int) error {
+	have, err := a.Partitions(ctx, topic)
+	if err != nil {
+		return err
+	}
+	switch {
+	case have == n:
+		return nil
+	case have > n:
+		return fmt.Errorf("%s has %d partitions, more than %d: Kafka cannot remove partitions", topic, have, n)
+	}
+	resp, err := a.client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{
+		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: int32(n)}}})
+	if err != nil {
+		return fmt.Errorf("add partitions to %s: %w", topic, err)
+	}
+	if terr := resp.Errors[topic]; terr != nil {
+		return fmt.Errorf("add partitions to %s: %w", topic, terr)
+	}
+	return a.waitTopics(ctx, []Topic{{Name: topic, Partitions: n}})
+}
+
 // partitionIDs returns topic's partition ids from a metadata request.
 func (a *Admin) partitionIDs(ctx context.Context, topic string) ([]int, error) {
 	md, err := a.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
