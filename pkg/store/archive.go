@@ -25,12 +25,12 @@ type ArchiveSkip string
 
 // Why a session×prize ended long enough ago is kept in orders.
 const (
-	SkipNotReported      ArchiveSkip = "not_reported"      // no final session report yet (the lifecycle job writes it)
-	SkipEventsPending    ArchiveSkip = "events_pending"    // order events not on the order topic yet (the relay)
-	SkipReturnsPending   ArchiveSkip = "returns_pending"   // cancelled units whose Redis step is not done (the payment job)
-	SkipUnpaidOrders     ArchiveSkip = "unpaid_orders"     // unpaid orders the payment timeout may still cancel
-	SkipOpenCases        ArchiveSkip = "open_cases"        // exception cases of the session still open (the workbench)
-	skipNothingToArchive ArchiveSkip = "nothing"           // no orders left in the hot table
+	SkipNotReported      ArchiveSkip = "not_reported"    // no final session report yet (the lifecycle job writes it)
+	SkipEventsPending    ArchiveSkip = "events_pending"  // order events not on the order topic yet (the relay)
+	SkipReturnsPending   ArchiveSkip = "returns_pending" // cancelled units whose Redis step is not done (the payment job)
+	SkipUnpaidOrders     ArchiveSkip = "unpaid_orders"   // unpaid orders the payment timeout may still cancel
+	SkipOpenCases        ArchiveSkip = "open_cases"      // exception cases of the session still open (the workbench)
+	skipNothingToArchive ArchiveSkip = "nothing"         // no orders left in the hot table
 )
 
 // ArchiveCandidate is a session×prize whose session ended before the cutoff.
