@@ -22,12 +22,10 @@ import (
 // prints what it found and did, and exits non-zero (errFoundProblems) when it refused.
 var tools = map[string]func(ctx context.Context, t *toolEnv, args []string) error{
 	"drained":        drainedTool,
-	"add-partitions": addPartitionsTool,
 	"archive":        archiveTool,
 }
 
 const toolsUsage = `usage: reconciler drained [--json]
-       reconciler add-partitions --to N [--json]
        reconciler archive --ended-before DURATION [--batch N] [--dry-run] [--json]`
 
 // toolEnv is what the commands share: the reconciler's configuration and clients.
@@ -142,6 +140,15 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 	now := t.now()
 	var out []check
 
+	// The reconciler's own start-up check: a count on the broker other than the setting
+	// means an earlier change was not finished (SECKILL_GRAB_PARTITIONS not updated).
+	perr := t.admin.CheckPartitions(ctx, t.cfg.Topics.Grab)
+	detail := fmt.Sprintf("%s has SECKILL_GRAB_PARTITIONS=%d partitions", t.cfg.Topics.Grab.Name, t.cfg.Topics.Grab.Partitions)
+	if perr != nil {
+		detail = perr.Error()
+	}
+	out = append(out, check{"partitions_match_setting", perr == nil, detail})
+
 	// No session open or starting before the procedure is over: admissions stop only when
 	// nothing is on sale (a gateway that is up admits any open session's grabs).
 	sessions, err := t.db.SessionsOverlapping(ctx, now, now.Add(t.cfg.PreheatLead))
@@ -218,7 +225,9 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 	return out, nil
 }
 
-// drainedTool prints the drain checks; non-zero exit unless all pass.
+// drainedTool prints the drain checks; non-zero exit unless all pass. It is the gate of
+// every change that moves keys between partitions (docs/operators.md, Adding grab
+// partitions): the partitions themselves are added with Kafka's kafka-topics --alter.
 func drainedTool(ctx context.Context, t *toolEnv, args []string) error {
 	fs, asJSON := toolFlags("drained")
 	if err := parseTool(fs, args); err != nil {
@@ -233,57 +242,6 @@ func drainedTool(ctx context.Context, t *toolEnv, args []string) error {
 	}
 	if !allOK(checks) {
 		return errFoundProblems
-	}
-	return nil
-}
-
-// addPartitionsTool raises the grab topic's partition count once the pipeline is drained.
-// It does not restart anything: the operator then sets SECKILL_GRAB_PARTITIONS and starts
-// the reconcilers, consumers and gateways again (docs/operators.md, Adding grab partitions).
-func addPartitionsTool(ctx context.Context, t *toolEnv, args []string) error {
-	fs, asJSON := toolFlags("add-partitions")
-	to := fs.Int("to", 0, "the grab topic's new partition count (more than it has)")
-	if err := parseTool(fs, args); err != nil {
-		return err
-	}
-	topic := t.cfg.Topics.Grab
-	have, err := t.admin.Partitions(ctx, topic.Name)
-	if err != nil {
-		return err
-	}
-	if *to <= have {
-		return fmt.Errorf("--to %d: %s has %d partitions; Kafka can only add partitions", *to, topic.Name, have)
-	}
-	// The reconciler's own check, before anything: a count on the broker that differs from
-	// the setting means an earlier change was not finished, and the lag read below would be
-	// per partition of the wrong mapping.
-	if err := t.admin.CheckPartitions(ctx, topic); err != nil {
-		return fmt.Errorf("%w (finish the earlier change first: set SECKILL_GRAB_PARTITIONS=%d)", err, have)
-	}
-	checks, err := t.drainChecks(ctx)
-	if err != nil {
-		return err
-	}
-	extra := map[string]any{"topic": topic.Name, "from": have, "to": *to, "added": false}
-	if !allOK(checks) {
-		if err := printChecks(t.stdout, *asJSON, checks, extra); err != nil {
-			return err
-		}
-		if !*asJSON {
-			fmt.Fprintf(t.stdout, "not drained: %s keeps %d partitions\n", topic.Name, have)
-		}
-		return errFoundProblems
-	}
-	if err := t.admin.AddPartitions(ctx, topic.Name, *to); err != nil {
-		return err
-	}
-	extra["added"] = true
-	if err := printChecks(t.stdout, *asJSON, checks, extra); err != nil {
-		return err
-	}
-	if !*asJSON {
-		fmt.Fprintf(t.stdout, "%s: %d -> %d partitions. Now set SECKILL_GRAB_PARTITIONS=%d for every service and start the reconcilers, consumers, then gateways.\n",
-			topic.Name, have, *to, *to)
 	}
 	return nil
 }

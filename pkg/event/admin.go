@@ -154,7 +154,9 @@ func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
 // count PartitionOf names the wrong partition for a session×prize (the reconciler would
 // read the lag of a partition the prize is not on), and a count changed while events are
 // in flight moves a prize to a second partition (two workers on one hot row, order lost).
-// Call it at start-up.
+// Call it at start-up. Partitions are added with Kafka's own kafka-topics --alter, between
+// sales (docs/operators.md, Adding grab partitions): kafka-go's CreatePartitions was answered
+// without an error and left the count unchanged on the stack's Kafka 4.4.
 func (a *Admin) CheckPartitions(ctx context.Context, topics ...Topic) error {
 	var bad []string
 	for _, t := range topics {
@@ -171,33 +173,6 @@ func (a *Admin) CheckPartitions(ctx context.Context, topics ...Topic) error {
 			strings.Join(bad, "; "))
 	}
 	return nil
-}
-
-// AddPartitions raises topic's partition count to n and waits until every partition has a
-// leader. Kafka can only add partitions, never remove them, and murmur2(key) % n then names
-// another partition for most keys: run it only on a drained topic between sales
-// (docs/operators.md, Adding grab partitions). A topic that already has n partitions is left
-// as it is, so a repeated run is harmless.
-func (a *Admin) AddPartitions(ctx context.Context, topic string, n int) error {
-	have, err := a.Partitions(ctx, topic)
-	if err != nil {
-		return err
-	}
-	switch {
-	case have == n:
-		return nil
-	case have > n:
-		return fmt.Errorf("%s has %d partitions, more than %d: Kafka cannot remove partitions", topic, have, n)
-	}
-	resp, err := a.client.CreatePartitions(ctx, &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: int32(n)}}})
-	if err != nil {
-		return fmt.Errorf("add partitions to %s: %w", topic, err)
-	}
-	if terr := resp.Errors[topic]; terr != nil {
-		return fmt.Errorf("add partitions to %s: %w", topic, terr)
-	}
-	return a.waitTopics(ctx, []Topic{{Name: topic, Partitions: n}})
 }
 
 // partitionIDs returns topic's partition ids from a metadata request.
