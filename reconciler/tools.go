@@ -21,8 +21,8 @@ import (
 // The operator commands (docs/operators.md, Procedures): each runs once, between sales,
 // prints what it found and did, and exits non-zero (errFoundProblems) when it refused.
 var tools = map[string]func(ctx context.Context, t *toolEnv, args []string) error{
-	"drained":        drainedTool,
-	"archive":        archiveTool,
+	"drained": drainedTool,
+	"archive": archiveTool,
 }
 
 const toolsUsage = `usage: reconciler drained [--json]
