@@ -53,24 +53,12 @@ func runTool(ctx context.Context, name string, args []string, getenv func(string
 	if err != nil {
 		return err
 	}
-	db, err := store.Connect(ctx, cfg.MySQL())
+	srv, err := connect(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer store.Close(db)
-	rdb, err := stock.Dial(ctx, cfg.Redis())
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	gate, err := stock.NewGate(ctx, rdb)
-	if err != nil {
-		return err
-	}
-	admin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
-	if err != nil {
-		return err
-	}
+	defer srv.close()
+	db, gate, admin := srv.db, srv.gate, srv.admin
 	catalog := store.NewCatalog(db, time.Now)
 	t := &toolEnv{cfg: cfg, db: catalog, gate: gate, admin: admin, stdout: stdout, now: time.Now,
 		outbox: store.NewOutbox(db), gateways: store.NewUnpublished(db), archive: store.NewArchive(db),

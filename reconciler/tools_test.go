@@ -205,18 +205,7 @@ func TestAddGrabPartitionsBetweenSales(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	events, err := harness.ReadTopic(e.ctx, e.brokers, e.topics.Order)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, m := range events {
-		for _, h := range m.Headers {
-			if h.Key == "event-id" {
-				seen[string(h.Value)]++
-			}
-		}
-	}
+	seen, events := e.orderEvents()
 	for _, g := range admitted {
 		o, err := store.NewOrders(e.db).ByRequestID(e.ctx, g.RequestID)
 		if err != nil {
@@ -226,8 +215,8 @@ func TestAddGrabPartitionsBetweenSales(t *testing.T) {
 			t.Errorf("%s on the order topic %d times, want once", id, seen[id])
 		}
 	}
-	if len(events) != len(admitted) {
-		t.Errorf("%d order events for %d orders", len(events), len(admitted))
+	if events != len(admitted) {
+		t.Errorf("%d order events for %d orders", events, len(admitted))
 	}
 	grabEvents, err := harness.ReadTopic(e.ctx, e.brokers, event.Topic{Name: e.topics.Grab.Name, Partitions: 8})
 	if err != nil {
@@ -257,4 +246,23 @@ func (e *recEnv) distinct() int64 {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// orderEvents reads the whole order topic and counts its messages by event id (the event-id
+// header); it also returns how many messages it read.
+func (e *recEnv) orderEvents() (map[string]int, int) {
+	e.t.Helper()
+	msgs, err := harness.ReadTopic(e.ctx, e.brokers, e.topics.Order)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, m := range msgs {
+		for _, h := range m.Headers {
+			if h.Key == "event-id" {
+				ids[string(h.Value)]++
+			}
+		}
+	}
+	return ids, len(msgs)
 }
