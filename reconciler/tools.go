@@ -30,12 +30,12 @@ const toolsUsage = `usage: reconciler drained [--json]
 
 // toolEnv is what the commands share: the reconciler's configuration and clients.
 type toolEnv struct {
-	cfg    config.Reconciler
-	db     *store.Catalog
-	gate   *stock.Gate
-	admin  *event.Admin
-	stdout io.Writer
-	now    func() time.Time
+	cfg     config.Reconciler
+	catalog *store.Catalog
+	gate    *stock.Gate
+	admin   *event.Admin
+	stdout  io.Writer
+	now     func() time.Time
 
 	outbox   *store.Outbox
 	gateways *store.Unpublished
@@ -60,7 +60,7 @@ func runTool(ctx context.Context, name string, args []string, getenv func(string
 	defer srv.close()
 	db, gate, admin := srv.db, srv.gate, srv.admin
 	catalog := store.NewCatalog(db, time.Now)
-	t := &toolEnv{cfg: cfg, db: catalog, gate: gate, admin: admin, stdout: stdout, now: time.Now,
+	t := &toolEnv{cfg: cfg, catalog: catalog, gate: gate, admin: admin, stdout: stdout, now: time.Now,
 		outbox: store.NewOutbox(db), gateways: store.NewUnpublished(db), archive: store.NewArchive(db),
 		comp: &compensationJob{bounds: admin, offsets: catalog, topic: cfg.Topics.Compensation,
 			metrics: newCompensationMetrics(prometheus.NewRegistry())}}
@@ -139,7 +139,7 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 
 	// No session open or starting before the procedure is over: admissions stop only when
 	// nothing is on sale (a gateway that is up admits any open session's grabs).
-	sessions, err := t.db.SessionsOverlapping(ctx, now, now.Add(t.cfg.PreheatLead))
+	sessions, err := t.catalog.SessionsOverlapping(ctx, now, now.Add(t.cfg.PreheatLead))
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 
 	// Reservations of every session the stale job still looks after (up to a day and three
 	// key graces after its end): each is a grab Kafka may not have.
-	recent, err := t.db.SessionsOverlapping(ctx, now.Add(-24*time.Hour-3*t.cfg.KeyGrace), now)
+	recent, err := t.catalog.SessionsOverlapping(ctx, now.Add(-24*time.Hour-3*t.cfg.KeyGrace), now)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 		for i, s := range recent {
 			sids[i] = s.ID
 		}
-		stocks, err := t.db.Stocks(ctx, sids...)
+		stocks, err := t.catalog.Stocks(ctx, sids...)
 		if err != nil {
 			return nil, err
 		}

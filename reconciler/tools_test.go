@@ -266,3 +266,53 @@ func (e *recEnv) orderEvents() (map[string]int, int) {
 	}
 	return ids, len(msgs)
 }
+
+// `reconciler archive` refuses a cutoff younger than the reconciler's own window, keeps a
+// session with open exception cases, lists without moving on --dry-run, then moves an ended,
+// reported session's orders; their status still answers.
+func TestArchiveCommand(t *testing.T) {
+	e := newRecEnv(t, 10, 1)
+	orders := store.NewOrders(e.db)
+	var grabs []seckill.Grab
+	for i := 0; i < 12; i++ {
+		grabs = append(grabs, seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, fmt.Sprintf("key-arch-%04d", i)),
+			UserID: fmt.Sprintf("u%d", i), SessionID: e.session, PrizeID: e.prize, AdmittedAt: time.Now().UTC()})
+	}
+	if res, err := orders.Persist(e.ctx, e.session, e.prize, grabs, time.Now()); err != nil || res.Succeeded != 10 || res.Rejected != 2 {
+		t.Fatalf("persist: %+v %v", res, err)
+	}
+	for _, q := range []string{
+		"UPDATE sessions SET starts_at = NOW(3) - INTERVAL 50 HOUR, ends_at = NOW(3) - INTERVAL 49 HOUR WHERE id = ?",
+		"UPDATE orders SET event_published_at = NOW(6) WHERE session_id = ?",
+	} {
+		if err := e.db.Exec(q, e.session).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.db.Exec(`INSERT INTO session_reports (session_id, prize_id, total, sold, left_stock, rejected, drift_corrected, reported_at)
+		VALUES (?, ?, 10, 10, 0, 2, 0, NOW(6))`, e.session, e.prize).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tool(nil, "archive", "--ended-before", "2h"); err == nil || !strings.Contains(err.Error(), "at least") {
+		t.Fatalf("archive --ended-before 2h: %v, want refused (younger than a day and three key graces)", err)
+	}
+	// The two rejected grabs Redis had admitted are open cases: a person settles them first.
+	got, err := e.tool(nil, "archive", "--ended-before", "48h")
+	if err != nil || got["moved"] != float64(0) || !strings.Contains(fmt.Sprint(got["stocks"]), "skipped:open_cases") {
+		t.Fatalf("archive with open cases: %v %v", err, got)
+	}
+	if err := e.db.Exec("UPDATE exception_cases SET state = 'resolved' WHERE session_id = ?", e.session).Error; err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.tool(nil, "archive", "--ended-before", "48h", "--dry-run")
+	if err != nil || got["moved"] != float64(0) || e.orders("1=1") != 12 || strings.Contains(fmt.Sprint(got["stocks"]), "skipped") {
+		t.Fatalf("dry run: %v %v, %d orders left", err, got, e.orders("1=1"))
+	}
+	got, err = e.tool(nil, "archive", "--ended-before", "48h")
+	if err != nil || got["moved"] != float64(12) || e.orders("1=1") != 0 {
+		t.Fatalf("archive: %v %v, %d orders left", err, got, e.orders("1=1"))
+	}
+	if o, err := orders.ByRequestID(e.ctx, grabs[11].RequestID); err != nil || o.Status != seckill.OrderRejected {
+		t.Fatalf("status of an archived order: %+v %v", o, err)
+	}
+}
