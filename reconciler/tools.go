@@ -83,14 +83,14 @@ func parseTool(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// check is one condition of a procedure, as printed.
-type check struct {
+// gateCheck is one condition of a procedure, as printed.
+type gateCheck struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
 }
 
-func printChecks(w io.Writer, asJSON bool, checks []check, extra map[string]any) error {
+func printChecks(w io.Writer, asJSON bool, checks []gateCheck, extra map[string]any) error {
 	if asJSON {
 		out := map[string]any{"checks": checks}
 		for k, v := range extra {
@@ -110,7 +110,7 @@ func printChecks(w io.Writer, asJSON bool, checks []check, extra map[string]any)
 	return tw.Flush()
 }
 
-func allOK(checks []check) bool {
+func allOK(checks []gateCheck) bool {
 	for _, c := range checks {
 		if !c.OK {
 			return false
@@ -124,9 +124,9 @@ func allOK(checks []check) bool {
 // partitioner). Each check is read after the one before, in the direction grabs flow
 // (gateways, Redis, the grab topic, the compensation topic, the outbox), so a grab that moved
 // on between two reads is seen by the later one.
-func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
+func (t *toolEnv) drainChecks(ctx context.Context) ([]gateCheck, error) {
 	now := t.now()
-	var out []check
+	var out []gateCheck
 
 	// The reconciler's own start-up check: a count on the broker other than the setting
 	// means an earlier change was not finished (SECKILL_GRAB_PARTITIONS not updated).
@@ -135,7 +135,7 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 	if perr != nil {
 		detail = perr.Error()
 	}
-	out = append(out, check{"partitions_match_setting", perr == nil, detail})
+	out = append(out, gateCheck{"partitions_match_setting", perr == nil, detail})
 
 	// No session open or starting before the procedure is over: admissions stop only when
 	// nothing is on sale (a gateway that is up admits any open session's grabs).
@@ -147,14 +147,14 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 	for _, s := range sessions {
 		ids = append(ids, fmt.Sprint(s.ID))
 	}
-	out = append(out, check{"no_session_open", len(sessions) == 0,
+	out = append(out, gateCheck{"no_session_open", len(sessions) == 0,
 		fmt.Sprintf("%d sessions open or starting within SECKILL_PREHEAT_LEAD (%s) %s", len(sessions), t.cfg.PreheatLead, strings.Join(ids, " "))})
 
 	live, unpublished, err := t.gateways.Live(ctx, t.cfg.GatewayDeadAfter)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, check{"gateways_stopped", live == 0,
+	out = append(out, gateCheck{"gateways_stopped", live == 0,
 		fmt.Sprintf("%d gateways beat within SECKILL_GATEWAY_DEAD_AFTER (%s); %d grabs last reported unpublished", live, t.cfg.GatewayDeadAfter, unpublished)})
 
 	// Reservations of every session the stale job still looks after (up to a day and three
@@ -185,7 +185,7 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 			pending += s.Pending
 		}
 	}
-	out = append(out, check{"no_pending_reservations", pending == 0,
+	out = append(out, gateCheck{"no_pending_reservations", pending == 0,
 		fmt.Sprintf("%d reservations in Redis without an order (the reconciler settles or re-publishes them)", pending)})
 
 	lag, err := t.admin.Lag(ctx, t.cfg.ConsumerGroup, t.cfg.Topics.Grab)
@@ -196,20 +196,20 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]check, error) {
 	for _, n := range lag {
 		total += n
 	}
-	out = append(out, check{"consumer_lag_zero", total == 0,
+	out = append(out, gateCheck{"consumer_lag_zero", total == 0,
 		fmt.Sprintf("group %s: %d grab events unread on %d partitions of %s", t.cfg.ConsumerGroup, total, len(lag), t.cfg.Topics.Grab.Name)})
 
 	backlog, err := t.comp.Backlog(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, check{"compensation_empty", backlog == 0, fmt.Sprintf("%d compensation events not replayed", backlog)})
+	out = append(out, gateCheck{"compensation_empty", backlog == 0, fmt.Sprintf("%d compensation events not replayed", backlog)})
 
 	outbox, err := t.outbox.CountPending(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, check{"outbox_empty", outbox == 0, fmt.Sprintf("%d order events not on %s yet", outbox, t.cfg.Topics.Order.Name)})
+	out = append(out, gateCheck{"outbox_empty", outbox == 0, fmt.Sprintf("%d order events not on %s yet", outbox, t.cfg.Topics.Order.Name)})
 	return out, nil
 }
 
