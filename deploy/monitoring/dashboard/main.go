@@ -177,7 +177,8 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(series("Drift (Redis − expected)", "short",
 			"Per checked session×prize: Redis left minus (MySQL left − reservations not yet orders). 0 is right; >0 Redis would admit what MySQL refuses.",
 			q(`max by (session_id, prize_id) (seckill_reconciler_drift{`+sel+`})`, "s{{session_id}} p{{prize_id}}"),
-			q(`max by (session_id, prize_id) (seckill_reconciler_drift_uncorrected_runs{`+sel+`})`, "s{{session_id}} p{{prize_id}} uncorrected runs"))).
+			calm(`max by (session_id, prize_id) (seckill_reconciler_drift_uncorrected_runs{`+sel+`})`, "s{{session_id}} p{{prize_id}} uncorrected runs",
+				"the gauge exists only while drift stays uncorrected"))).
 		WithPanel(series("Sold and pending reservations", "short",
 			"Sold = MySQL total − left. Pending = admitted in Redis, outcome not settled yet.",
 			q(`max by (session_id, prize_id) (seckill_reconciler_stock_sold{`+sel+`})`, "s{{session_id}} p{{prize_id}} sold"),
@@ -206,7 +207,8 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(series("Transactions, conflicts and retries", "ops", "Per second, all consumers.",
 			q(`sum(rate(seckill_consumer_transactions_total[$__rate_interval]))`, "transactions"),
 			q(`sum(rate(seckill_consumer_conflicts_total[$__rate_interval]))`, "conflicts"),
-			q(`sum by (tier) (rate(seckill_consumer_retries_total[$__rate_interval]))`, "retry {{tier}}"))).
+			calm(`sum by (tier) (rate(seckill_consumer_retries_total[$__rate_interval]))`, "retry {{tier}}",
+				"a tier's series appears at its first retry (a conflict or a MySQL error)"))).
 		WithPanel(stacked("Orders written", "ops", "New orders per second by status and reason. rejected/sold_out means Redis ran ahead of MySQL.",
 			q(`sum by (status, reason) (rate(seckill_consumer_orders_total[$__rate_interval]))`, "{{status}} {{reason}}")))
 
@@ -230,18 +232,23 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(series("Dead letters and compensation", "short", "Messages dead-lettered and grab events compensated, per 5 minutes; compensation replay by result.",
 			q(`sum by (job) (increase({__name__=~"seckill_(consumer|reconciler)_dead_letters_total"}[5m]))`, "dead letters {{job}}"),
 			q(`sum(increase(seckill_consumer_compensated_total[5m]))`, "compensated"),
-			q(`sum by (result) (increase(seckill_reconciler_compensation_replayed_total[5m]))`, "replayed {{result}}"))).
+			calm(`sum by (result) (increase(seckill_reconciler_compensation_replayed_total[5m]))`, "replayed {{result}}",
+				"a result's series appears at the first compensation event replayed"))).
 		WithPanel(series("Open exception cases", "short", "Cases waiting for a person on the exceptions workbench (operator console), by kind; and operator actions on cases per 5 minutes.",
 			q(`max by (kind) (seckill_exceptions_open)`, "open {{kind}}"),
-			q(`sum by (action, result) (increase(seckill_exception_actions_total[5m]))`, "{{action}} {{result}}"))).
+			calm(`sum by (action, result) (increase(seckill_exception_actions_total[5m]))`, "{{action}} {{result}}",
+				"a series appears at an operator's first action on a case"))).
 		WithPanel(series("Drift found and corrected", "short", "Session×prizes found drifted, and corrected, per 5 minutes, by direction.",
-			q(`sum by (direction) (increase(seckill_reconciler_drift_found_total[5m]))`, "found {{direction}}"),
-			q(`sum by (direction) (increase(seckill_reconciler_drift_corrected_total[5m]))`, "corrected {{direction}}"))).
+			calm(`sum by (direction) (increase(seckill_reconciler_drift_found_total[5m]))`, "found {{direction}}",
+				"a direction's series appears at the first drift found"),
+			calm(`sum by (direction) (increase(seckill_reconciler_drift_corrected_total[5m]))`, "corrected {{direction}}",
+				"a direction's series appears at the first drift corrected"))).
 		WithPanel(series("Reconciler runs and lease", "short", "Runs by result per 5 minutes, and seconds since a run last held the lease.",
 			q(`sum by (result) (increase(seckill_reconciler_runs_total[5m]))`, "{{result}}"),
 			q(`time() - max(seckill_reconciler_last_run_timestamp_seconds)`, "s since a run held the lease"))).
 		WithPanel(series("Errors", "short", "Redis errors in the gateway, outcomes not settled in Redis, mismatched redeliveries, schedule reload failures; per 5 minutes.",
-			q(`sum by (op) (increase(seckill_gateway_redis_errors_total[5m]))`, "redis {{op}}"),
+			calm(`sum by (op) (increase(seckill_gateway_redis_errors_total[5m]))`, "redis {{op}}",
+				"an operation's series appears at its first Redis error"),
 			q(`sum(increase(seckill_consumer_settle_errors_total[5m]))`, "settle errors"),
 			q(`sum(increase(seckill_consumer_mismatched_redeliveries_total[5m]))`, "mismatched redeliveries"),
 			q(`sum(increase(seckill_gateway_schedule_reload_errors_total[5m]))`, "schedule reload errors"))).
@@ -295,7 +302,6 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(series("Replication and clients", "short", "Replicas connected to each primary, and clients connected to each node.",
 			q(`max by (instance) (redis_connected_slaves)`, "replicas of {{instance}}"),
 			q(`max by (instance) (redis_connected_clients)`, "clients {{instance}}")))
-	_ = calm
 	return d, quiet
 }
 
