@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/adminclient"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 )
 
@@ -21,10 +21,11 @@ import (
 // then distinct users grabbing at a steady rate through the public address, each admitted
 // grab polled once, and one user in ten grabbing twice (the per-user limit answers).
 type crowd struct {
-	public, admin, adminToken string
-	signer                    *auth.Signer
-	http                      *http.Client
-	rate                      int
+	public string
+	admin  *adminclient.Client
+	signer *auth.Signer
+	http   *http.Client
+	rate   int
 
 	sent, failed atomic.Int64
 	mu           sync.Mutex
@@ -49,9 +50,10 @@ func newCrowd(public, admin string, rate int) (*crowd, error) {
 	if rate < 1 {
 		return nil, fmt.Errorf("-rate %d: want at least 1", rate)
 	}
-	return &crowd{public: "http://" + public, admin: "http://" + admin, adminToken: token, rate: rate,
+	hc := &http.Client{Timeout: 10 * time.Second}
+	return &crowd{public: "http://" + public, admin: &adminclient.Client{Base: "http://" + admin, Token: token, HTTP: hc},
 		signer: auth.NewSigner([]byte(secret), env("SECKILL_JWT_ISSUER", "seckill"), env("SECKILL_JWT_AUDIENCE", "seckill-gateway")),
-		http:   &http.Client{Timeout: 10 * time.Second}, codes: map[int]int{}}, nil
+		http:   hc, rate: rate, codes: map[int]int{}}, nil
 }
 
 // sale creates an activity whose one session opens in a few seconds and lasts 20 minutes,
@@ -59,38 +61,18 @@ func newCrowd(public, admin string, rate int) (*crowd, error) {
 // until it is open.
 func (c *crowd) sale(ctx context.Context) (session int64, prizes []int64, err error) {
 	start := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second)
-	body := map[string]any{"name": "dashboard check crowd", "window_start": start.Format(time.RFC3339),
-		"window_end": start.Add(20 * time.Minute).Format(time.RFC3339), "interval": "20m", "session_length": "20m",
-		"per_user_limit": 1, "prizes": []map[string]any{{"name": "scarce", "stock": 200}, {"name": "plenty", "stock": 1_000_000}}}
-	var created struct {
-		ID       int64 `json:"id"`
-		Sessions []struct {
-			ID int64 `json:"id"`
-		} `json:"sessions"`
-		Prizes []struct {
-			ID int64 `json:"id"`
-		} `json:"prizes"`
-	}
-	if err := c.call(ctx, http.MethodPost, c.admin+"/admin/v1/activities", "Bearer "+c.adminToken, body, &created); err != nil {
+	s, err := c.admin.CreateSale(ctx, "dashboard check crowd", start, 20*time.Minute,
+		[]adminclient.Prize{{Name: "scarce", Stock: 200}, {Name: "plenty", Stock: 1_000_000}})
+	if err != nil {
 		return 0, nil, err
 	}
-	if len(created.Sessions) == 0 || len(created.Prizes) == 0 {
-		return 0, nil, fmt.Errorf("activity %d has no session or prize", created.ID)
-	}
-	session = created.Sessions[0].ID
-	for _, p := range created.Prizes {
-		prizes = append(prizes, p.ID)
-	}
-	if err := c.call(ctx, http.MethodPost, fmt.Sprintf("%s/admin/v1/sessions/%d/preheat", c.admin, session), "Bearer "+c.adminToken, nil, nil); err != nil {
-		return 0, nil, err
-	}
-	fmt.Printf("crowd: activity %d, session %d, prizes %v, opens %s\n", created.ID, session, prizes, start.Format(time.RFC3339))
+	fmt.Printf("crowd: activity %d, session %d, prizes %v, opens %s\n", s.Activity, s.Session, s.Prizes, start.Format(time.RFC3339))
 	select {
 	case <-ctx.Done():
 		return 0, nil, ctx.Err()
 	case <-time.After(time.Until(start) + 500*time.Millisecond):
 	}
-	return session, prizes, nil
+	return s.Session, s.Prizes, nil
 }
 
 // run grabs at c.rate a second until ctx ends; it returns once every request it started has
@@ -162,36 +144,6 @@ func (c *crowd) do(ctx context.Context, method, url, authz string, out any) (int
 		_ = json.Unmarshal(b, out)
 	}
 	return resp.StatusCode, nil
-}
-
-func (c *crowd) call(ctx context.Context, method, url, authz string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", authz)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
 }
 
 func (c *crowd) summary() string {
