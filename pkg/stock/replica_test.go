@@ -1,0 +1,236 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// heldLink forwards a replica's replication connection to its primary and can hold back the
+// primary's stream (Hold(true)): the replica stays connected but receives nothing, as behind
+// a congested or partitioned link.
+type heldLink struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	cond *sync.Cond
+	held bool
+}
+
+func newHeldLink(t *testing.T, primary string) *heldLink {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heldLink{ln: ln}
+	h.cond = sync.NewCond(&h.mu)
+	t.Cleanup(func() { h.Hold(false); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", primary)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					h.mu.Lock()
+					for h.held {
+						h.cond.Wait()
+					}
+					h.mu.Unlock()
+					if n > 0 {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return h
+}
+
+func (h *heldLink) Hold(on bool) {
+	h.mu.Lock()
+	h.held = on
+	h.mu.Unlock()
+	h.cond.Broadcast()
+}
+
+// privateRedis starts a redis-server of the test's own (no persistence) and returns a client.
+func privateRedis(t *testing.T, args ...string) (*redis.Client, string) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not installed")
+		}
+		t.Skip("redis-server not installed")
+	}
+	addr := stacktest.FreeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	srv := exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+		"--maxmemory-policy", "noeviction", "--dir", t.TempDir()}, args...)...)
+	var out strings.Builder
+	srv.Stdout, srv.Stderr = &out, &out
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not start:\n%s", addr, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return rdb, addr
+}
+
+// A primary and its replica, the replica's link through heldLink: AwaitReplica confirms a
+// reservation the replica has, refuses one it does not (the link held), and one the primary
+// does not know; a WAIT on a connection that did not write confirms the held one, which is the
+// trap AwaitReplica's own connection avoids.
+func TestAwaitReplicaCoversTheReservation(t *testing.T) {
+	ctx := stacktest.Context(t, 60*time.Second)
+	// No delay before a full sync, so the replica is up at once.
+	primary, paddr := privateRedis(t, "--repl-diskless-sync-delay", "0")
+	link := newHeldLink(t, paddr)
+	lhost, lport, _ := net.SplitHostPort(link.ln.Addr().String())
+	replica, _ := privateRedis(t, "--replicaof", lhost, lport)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		info := replica.Info(ctx, "replication").Val()
+		if strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never synced:\n%s", info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if has, err := stock.HasReplicas(ctx, primary); err != nil || !has {
+		t.Fatalf("HasReplicas(primary) = %v, %v; want true", has, err)
+	}
+	if has, err := stock.HasReplicas(ctx, replica); err != nil || has {
+		t.Fatalf("HasReplicas(a server without replicas) = %v, %v; want false", has, err)
+	}
+
+	gate, err := stock.NewGate(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	const sid, pid = 7, 3
+	if _, err := gate.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: 10, Left: 10, PerUserLimit: 5}}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	grab := func(rid string) {
+		t.Helper()
+		v, err := gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()})
+		if err != nil || v.Code != stock.Admitted {
+			t.Fatalf("reserve %s: %+v %v", rid, v, err)
+		}
+	}
+	onReplica := func(rid string) bool {
+		return replica.HExists(ctx, stock.KeysFor(sid, pid).Reserved, rid).Val()
+	}
+
+	grab("r1")
+	if err := gate.AwaitReplica(ctx, sid, pid, "r1", 5*time.Second); err != nil {
+		t.Fatalf("link open: %v", err)
+	}
+	if !onReplica("r1") {
+		t.Fatal("AwaitReplica confirmed r1 but the replica does not have it")
+	}
+
+	// Another connection, last used before r2 is written: a pooled connection other than the
+	// one the script ran on.
+	other := redis.NewClient(&redis.Options{Addr: paddr, PoolSize: 1})
+	defer other.Close()
+	if err := other.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	link.Hold(true)
+	grab("r2")
+	// The trap: WAIT on that connection answers at once with the connected replica, which
+	// has not received r2: it covers that connection's past, not the script's write.
+	if n, err := other.Wait(ctx, 1, 300*time.Millisecond).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT on another connection = %d, %v; the trap this test documents did not show", n, err)
+	}
+	if onReplica("r2") {
+		t.Fatal("the replica has r2 although its link is held: the test holds nothing")
+	}
+	if err := gate.AwaitReplica(ctx, sid, pid, "r2", 300*time.Millisecond); !errors.Is(err, stock.ErrNotReplicated) {
+		t.Fatalf("link held: AwaitReplica = %v, want ErrNotReplicated", err)
+	}
+	if err := gate.AwaitReplica(ctx, sid, pid, "never-admitted", 300*time.Millisecond); !errors.Is(err, stock.ErrReservationGone) {
+		t.Fatalf("unknown request id: AwaitReplica = %v, want ErrReservationGone", err)
+	}
+
+	link.Hold(false)
+	if err := gate.AwaitReplica(ctx, sid, pid, "r2", 5*time.Second); err != nil {
+		t.Fatalf("link released: %v", err)
+	}
+	if !onReplica("r2") {
+		t.Fatal("AwaitReplica confirmed r2 but the replica does not have it")
+	}
+}
+
+// On the cluster profile, AwaitReplica finds the slot's primary (MasterForKey) and its
+// replica confirms; the topology has replicas.
+func TestAwaitReplicaOnCluster(t *testing.T) {
+	cc := stacktest.ClusterRedis(t)
+	ctx := stacktest.Context(t, 30*time.Second)
+	if has, err := stock.HasReplicas(ctx, cc); err != nil || !has {
+		t.Fatalf("HasReplicas(cluster) = %v, %v; want true", has, err)
+	}
+	gate, err := stock.NewGate(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	sid := time.Now().UnixNano() % 1_000_000_000
+	pids, _ := clusterPrizes(t, cc, ctx, sid, 1)
+	cleanupPrizes(t, cc, sid, pids)
+	for _, pid := range pids {
+		if _, err := gate.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: 5, Left: 5, PerUserLimit: 1}}, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		rid := seckill.RequestID(sid, pid, "await-replica-key")
+		if v, err := gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
+			t.Fatalf("reserve: %+v %v", v, err)
+		}
+		if err := gate.AwaitReplica(ctx, sid, pid, rid, 5*time.Second); err != nil {
+			t.Fatalf("prize %d: %v", pid, err)
+		}
+		if err := gate.AwaitReplica(ctx, sid, pid, rid+"x", time.Second); !errors.Is(err, stock.ErrReservationGone) {
+			t.Fatalf("prize %d, unknown request id: %v, want ErrReservationGone", pid, err)
+		}
+	}
+}
