@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +177,7 @@ func TestAwaitReplicaCoversTheReservation(t *testing.T) {
 	if err := other.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	caughtUp(t, ctx, primary)
 	link.Hold(true)
 	grab("r2")
 	// The trap: WAIT on that connection answers at once with the connected replica, which
@@ -199,6 +201,35 @@ func TestAwaitReplicaCoversTheReservation(t *testing.T) {
 	}
 	if !onReplica("r2") {
 		t.Fatal("AwaitReplica confirmed r2 but the replica does not have it")
+	}
+}
+
+// caughtUp waits until the replica has acknowledged the primary's whole stream (it acks once
+// a second), so that what any connection did so far is covered.
+func caughtUp(t *testing.T, ctx context.Context, primary *redis.Client) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var master, acked int64 = -1, -2
+		for _, line := range strings.Split(primary.Info(ctx, "replication").Val(), "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				master, _ = strconv.ParseInt(v, 10, 64)
+			}
+			if strings.HasPrefix(line, "slave0:") {
+				for _, f := range strings.Split(line, ",") {
+					if v, ok := strings.CutPrefix(f, "offset="); ok {
+						acked, _ = strconv.ParseInt(v, 10, 64)
+					}
+				}
+			}
+		}
+		if acked >= master {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica acknowledged %d of %d after 10 s", acked, master)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
