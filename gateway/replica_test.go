@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -143,4 +144,41 @@ func clusterIfUp(t *testing.T) *redis.ClusterClient {
 	}
 	c.Close()
 	return stacktest.ClusterRedis(t)
+}
+
+// BenchmarkFailedProducePath is a grab whose produce fails at once (the relay takes it), with
+// the replica wait off and on: the difference is what the wait adds to that path (in
+// production the path has also waited SECKILL_PRODUCE_TIMEOUT for Kafka). On the cluster
+// profile (a Redis without replicas turns "on" into a timeout per grab):
+//
+//	go test -run '^$' -bench FailedProducePath -benchtime 300x ./gateway/
+func BenchmarkFailedProducePath(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "wait off"
+		if on {
+			name = "wait on"
+		}
+		b.Run(name, func(b *testing.B) {
+			kafkaDown := &flakyWriter{}
+			kafkaDown.fail.Store(true)
+			e := newGrabEnv(b, b.N+1, 1, 1, func(a *grabAPI) {
+				a.events = kafkaDown
+				if on {
+					a.replica, a.replicaWait = a.gate.(replicaWaiter), time.Second
+				}
+			})
+			toks := make([]string, b.N)
+			for i := range toks {
+				toks[i] = e.token(b, fmt.Sprintf("bench-user-%d", i))
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				a := e.request(b, "POST", fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA), toks[i],
+					fmt.Sprintf("bench-key-%06d", i), "")
+				if a.code != 202 {
+					b.Fatalf("grab %d: %d %v", i, a.code, a.body)
+				}
+			}
+		})
+	}
 }

@@ -265,3 +265,34 @@ func TestAwaitReplicaOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAwaitReplica is the cost the wait adds to a grab whose produce failed (which has
+// already waited SECKILL_PRODUCE_TIMEOUT): a connection to the slot's primary, the check and
+// marker write, and the WAIT for the replica's acknowledgement. On the cluster profile:
+//
+//	go test -run '^$' -bench AwaitReplica -benchtime 300x -benchmem ./pkg/stock/
+func BenchmarkAwaitReplica(b *testing.B) {
+	cc := stacktest.ClusterRedis(b)
+	ctx := stacktest.Context(b, 5*time.Minute)
+	gate, err := stock.NewGate(ctx, cc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gate.Close()
+	sid, pid := time.Now().UnixNano()%1_000_000_000, int64(1)
+	k := stock.KeysFor(sid, pid)
+	b.Cleanup(func() { cc.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes) })
+	if _, err := gate.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: 1, Left: 1, PerUserLimit: 1}}, time.Now().Add(time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	rid := seckill.RequestID(sid, pid, "bench-await-replica")
+	if _, err := gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := gate.AwaitReplica(ctx, sid, pid, rid, time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
