@@ -204,6 +204,62 @@ func TestAwaitReplicaCoversTheReservation(t *testing.T) {
 	}
 }
 
+// The double fault the wait closes, on a private pair: a reservation AwaitReplica confirmed
+// survives a failover, one it refused (the replica's link held) is gone from the promoted
+// replica. Before the wait, the gateway answered 202 for both.
+func TestUnconfirmedReservationIsLostInAFailover(t *testing.T) {
+	ctx := stacktest.Context(t, 60*time.Second)
+	primary, paddr := privateRedis(t, "--repl-diskless-sync-delay", "0")
+	link := newHeldLink(t, paddr)
+	lhost, lport, _ := net.SplitHostPort(link.ln.Addr().String())
+	replica, _ := privateRedis(t, "--replicaof", lhost, lport)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(replica.Info(ctx, "replication").Val(), "master_link_status:up"); {
+		if time.Now().After(deadline) {
+			t.Fatal("replica never synced")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	gate, err := stock.NewGate(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	const sid, pid = 8, 4
+	if _, err := gate.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: 10, Left: 10, PerUserLimit: 5}}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	grab := func(rid string) {
+		t.Helper()
+		if v, err := gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
+			t.Fatalf("reserve %s: %+v %v", rid, v, err)
+		}
+	}
+	grab("kept")
+	if err := gate.AwaitReplica(ctx, sid, pid, "kept", 5*time.Second); err != nil {
+		t.Fatalf("kept: %v", err)
+	}
+	link.Hold(true)
+	grab("lost")
+	if err := gate.AwaitReplica(ctx, sid, pid, "lost", 300*time.Millisecond); !errors.Is(err, stock.ErrNotReplicated) {
+		t.Fatalf("lost: %v, want ErrNotReplicated", err)
+	}
+	// Fail over: the primary dies (its unsent stream with it), the replica is promoted.
+	if err := primary.ShutdownNoSave(ctx).Err(); err != nil && !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "closed") {
+		t.Logf("shutdown: %v", err)
+	}
+	link.ln.Close()
+	if err := replica.ReplicaOf(ctx, "no", "one").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res := stock.KeysFor(sid, pid).Reserved
+	if !replica.HExists(ctx, res, "kept").Val() {
+		t.Fatal("the confirmed reservation did not survive the failover")
+	}
+	if replica.HExists(ctx, res, "lost").Val() {
+		t.Fatal("the unconfirmed reservation survived: the link was not held, the test shows nothing")
+	}
+}
+
 // caughtUp waits until the replica has acknowledged the primary's whole stream (it acks once
 // a second), so that what any connection did so far is covered.
 func caughtUp(t *testing.T, ctx context.Context, primary *redis.Client) {
