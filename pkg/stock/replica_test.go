@@ -114,19 +114,27 @@ func privateRedis(t *testing.T, args ...string) (*redis.Client, string) {
 	return rdb, addr
 }
 
-// A primary and its replica, the replica's link through heldLink: AwaitReplica confirms a
-// reservation the replica has, refuses one it does not (the link held), and one the primary
-// does not know; a WAIT on a connection that did not write confirms the held one, which is the
-// trap AwaitReplica's own connection avoids.
-func TestAwaitReplicaCoversTheReservation(t *testing.T) {
-	ctx := stacktest.Context(t, 60*time.Second)
+// pair is a private primary, its replica (linked through a heldLink) and a gate on the
+// primary with prize (pairSession, pairPrize) loaded.
+type pair struct {
+	primary, replica *redis.Client
+	paddr            string
+	link             *heldLink
+	gate             *stock.Gate
+}
+
+const pairSession, pairPrize = 7, 3
+
+func newPair(t *testing.T, ctx context.Context) *pair {
+	t.Helper()
+	p := &pair{}
 	// No delay before a full sync, so the replica is up at once.
-	primary, paddr := privateRedis(t, "--repl-diskless-sync-delay", "0")
-	link := newHeldLink(t, paddr)
-	lhost, lport, _ := net.SplitHostPort(link.ln.Addr().String())
-	replica, _ := privateRedis(t, "--replicaof", lhost, lport)
+	p.primary, p.paddr = privateRedis(t, "--repl-diskless-sync-delay", "0")
+	p.link = newHeldLink(t, p.paddr)
+	lhost, lport, _ := net.SplitHostPort(p.link.ln.Addr().String())
+	p.replica, _ = privateRedis(t, "--replicaof", lhost, lport)
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		info := replica.Info(ctx, "replication").Val()
+		info := p.replica.Info(ctx, "replication").Val()
 		if strings.Contains(info, "master_link_status:up") {
 			break
 		}
@@ -135,32 +143,47 @@ func TestAwaitReplicaCoversTheReservation(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	var err error
+	if p.gate, err = stock.NewGate(ctx, p.primary); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.gate.Close)
+	if _, err := p.gate.Load(ctx, []seckill.Stock{{SessionID: pairSession, PrizeID: pairPrize, Total: 10, Left: 10, PerUserLimit: 5}}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *pair) grab(t *testing.T, ctx context.Context, rid string) {
+	t.Helper()
+	v, err := p.gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: pairSession, PrizeID: pairPrize, AdmittedAt: time.Now()})
+	if err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve %s: %+v %v", rid, v, err)
+	}
+}
+
+func (p *pair) onReplica(ctx context.Context, rid string) bool {
+	return p.replica.HExists(ctx, stock.KeysFor(pairSession, pairPrize).Reserved, rid).Val()
+}
+
+// A primary and its replica, the replica's link through heldLink: AwaitReplica confirms a
+// reservation the replica has, refuses one it does not (the link held), and one the primary
+// does not know; a WAIT on a connection that did not write confirms the held one, which is the
+// trap AwaitReplica's own connection avoids.
+func TestAwaitReplicaCoversTheReservation(t *testing.T) {
+	ctx := stacktest.Context(t, 60*time.Second)
+	p := newPair(t, ctx)
+	primary, replica, gate := p.primary, p.replica, p.gate
 	if has, err := stock.HasReplicas(ctx, primary); err != nil || !has {
 		t.Fatalf("HasReplicas(primary) = %v, %v; want true", has, err)
 	}
 	if has, err := stock.HasReplicas(ctx, replica); err != nil || has {
 		t.Fatalf("HasReplicas(a server without replicas) = %v, %v; want false", has, err)
 	}
-
-	gate, err := stock.NewGate(ctx, primary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Close()
-	const sid, pid = 7, 3
-	if _, err := gate.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: 10, Left: 10, PerUserLimit: 5}}, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	grab := func(rid string) {
-		t.Helper()
-		v, err := gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()})
-		if err != nil || v.Code != stock.Admitted {
-			t.Fatalf("reserve %s: %+v %v", rid, v, err)
-		}
-	}
-	onReplica := func(rid string) bool {
-		return replica.HExists(ctx, stock.KeysFor(sid, pid).Reserved, rid).Val()
-	}
+	const sid, pid = pairSession, pairPrize
+	grab := func(rid string) { t.Helper(); p.grab(t, ctx, rid) }
+	onReplica := func(rid string) bool { return p.onReplica(ctx, rid) }
+	link, paddr := p.link, p.paddr
 
 	grab("r1")
 	if err := gate.AwaitReplica(ctx, sid, pid, "r1", 5*time.Second); err != nil {
@@ -209,31 +232,10 @@ func TestAwaitReplicaCoversTheReservation(t *testing.T) {
 // replica. Before the wait, the gateway answered 202 for both.
 func TestUnconfirmedReservationIsLostInAFailover(t *testing.T) {
 	ctx := stacktest.Context(t, 60*time.Second)
-	primary, paddr := privateRedis(t, "--repl-diskless-sync-delay", "0")
-	link := newHeldLink(t, paddr)
-	lhost, lport, _ := net.SplitHostPort(link.ln.Addr().String())
-	replica, _ := privateRedis(t, "--replicaof", lhost, lport)
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(replica.Info(ctx, "replication").Val(), "master_link_status:up"); {
-		if time.Now().After(deadline) {
-			t.Fatal("replica never synced")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	gate, err := stock.NewGate(ctx, primary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Close()
-	const sid, pid = 8, 4
-	if _, err := gate.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: 10, Left: 10, PerUserLimit: 5}}, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	grab := func(rid string) {
-		t.Helper()
-		if v, err := gate.Reserve(ctx, seckill.Grab{RequestID: rid, UserID: "u1", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}); err != nil || v.Code != stock.Admitted {
-			t.Fatalf("reserve %s: %+v %v", rid, v, err)
-		}
-	}
+	p := newPair(t, ctx)
+	const sid, pid = pairSession, pairPrize
+	grab := func(rid string) { t.Helper(); p.grab(t, ctx, rid) }
+	link, primary, replica, gate := p.link, p.primary, p.replica, p.gate
 	grab("kept")
 	if err := gate.AwaitReplica(ctx, sid, pid, "kept", 5*time.Second); err != nil {
 		t.Fatalf("kept: %v", err)
