@@ -60,6 +60,8 @@ func (g *Gate) AwaitReplica(ctx context.Context, sessionID, prizeID int64, reque
 	case !reserved.Val():
 		return fmt.Errorf("await replica %s: %w", requestID, ErrReservationGone)
 	}
+	// WAIT counts in milliseconds, and WAIT 1 0 would block until a replica acknowledges.
+	timeout = max(timeout, time.Millisecond)
 	// Run alone (not pipelined): go-redis gives a lone WAIT a read deadline of its timeout
 	// plus 10 s, where a pipeline reads with the client's read timeout, which may be shorter.
 	n, err := conn.Wait(ctx, 1, timeout).Result()
