@@ -18,6 +18,7 @@ type metrics struct {
 	inflight       prometheus.Gauge
 	scheduleErrors prometheus.Counter
 	caseActions    *prometheus.CounterVec
+	replicaWaits   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -54,8 +55,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		caseActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_actions_total",
 			Help: "Operator actions on exception cases, by action (replay, resolve, dismiss), kind and result (done, refused)."},
 			[]string{"action", "kind", "result"}),
+		replicaWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_replica_waits_total",
+			Help: "Waits for a Redis replica to hold a reservation after a failed produce, by result (confirmed: 202; timeout, gone, error: 503)."},
+			[]string{"result"}),
 	}
 	reg.MustRegister(m.grabs, m.responses, m.latency, m.redis, m.redisErrors, m.produce, m.produceErrors, m.relayPending,
-		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors, m.caseActions)
+		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors, m.caseActions, m.replicaWaits)
 	return m
 }
