@@ -24,6 +24,7 @@ type metrics struct {
 	inflight       prometheus.Gauge
 	scheduleErrors prometheus.Counter
 	caseActions    *prometheus.CounterVec
+	replicaWaits   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -61,6 +62,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		caseActions: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_actions_total",
 			Help: "Operator actions on exception cases, by action (replay, resolve, dismiss), kind and result (done, refused)."},
 			[]string{"action", "kind", "result"}),
+		replicaWaits: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_replica_waits_total",
+			Help: "Waits for a Redis replica to hold a reservation after a failed produce, by result (confirmed: 202; timeout, gone, error: 503)."},
+			[]string{"result"}),
 	}
 	return m
 }

@@ -19,6 +19,14 @@
 #   deploy/local/stack stop NODE --profile cluster    SIGTERM, wait until gone (30 s, then SIGKILL)
 #   deploy/local/stack start NODE --profile cluster   start it again (same data), wait ready
 # `up` starts every node that is down, so it also restarts a killed one.
+#
+# Every broker runs the Prometheus JMX exporter (the Java agent io.prometheus.jmx:
+# jmx_prometheus_javaagent from Maven Central, with deploy/monitoring/kafka-jmx.yml): node i
+# serves its metrics on 127.0.0.1:29290+i. SECKILL_MONITORING=1 (make monitor PROFILE=cluster)
+# also starts a Prometheus of the profile's own on 127.0.0.1:19091 and one
+# prometheus-redis-exporter (127.0.0.1:19122) that scrapes each Redis node through its
+# multi-target /scrape endpoint; Prometheus scrapes the brokers' agents, the Redis nodes and
+# the services of `make run PROFILE=cluster`.
 
 CLUSTER_STATE=$STATE/cluster
 CLUSTER_KAFKA_NODES=3
@@ -29,12 +37,17 @@ CLUSTER_CONTROLLER_BASE=${SECKILL_CLUSTER_CONTROLLER_BASE:-29190}
 CLUSTER_REDIS_NODES=6
 CLUSTER_REDIS_BASE=${SECKILL_CLUSTER_REDIS_BASE:-17000}
 CLUSTER_MYSQL_DB=seckill_cluster
+# Node i's JMX exporter (metrics of the broker) on METRICS_BASE+i.
+CLUSTER_KAFKA_METRICS_BASE=${SECKILL_CLUSTER_KAFKA_METRICS_BASE:-29290}
+JMX_EXPORTER_VERSION=1.0.1
+JMX_EXPORTER_JAR=$CACHE/jmx-exporter-$JMX_EXPORTER_VERSION/jmx_prometheus_javaagent-$JMX_EXPORTER_VERSION.jar
 # Three JVMs share the machine with everything else: small heaps (the brokers hold little).
 CLUSTER_KAFKA_HEAP=${SECKILL_CLUSTER_KAFKA_HEAP:--Xms256m -Xmx512m}
 
 cluster_kafka_port() { echo $((CLUSTER_KAFKA_BASE + $1)); }
 cluster_controller_port() { echo $((CLUSTER_CONTROLLER_BASE + $1)); }
 cluster_redis_port() { echo $((CLUSTER_REDIS_BASE + $1)); }
+cluster_kafka_metrics_port() { echo $((CLUSTER_KAFKA_METRICS_BASE + $1)); }
 
 cluster_kafka_brokers() {
 	local i out=()
@@ -190,6 +203,22 @@ cluster_kafka_configure() {
 	fi
 }
 
+# fetch_jmx_exporter: the JMX exporter's Java agent (one jar) from Maven Central into the cache.
+fetch_jmx_exporter() {
+	[[ -f $JMX_EXPORTER_JAR ]] && return
+	log "fetching the Prometheus JMX exporter $JMX_EXPORTER_VERSION (Java agent) from Maven Central"
+	mkdir -p "$CACHE"
+	local tmp
+	tmp=$(mktemp -d "$CACHE/.jmx-fetch.XXXXXX")
+	(cd "$tmp" && mvn -B -q dependency:copy -Dartifact="io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_EXPORTER_VERSION" \
+		-DoutputDirectory="$tmp/out" >"$tmp/mvn.log" 2>&1) ||
+		{ tail -n 40 "$tmp/mvn.log" >&2; die "maven could not fetch the JMX exporter"; }
+	mkdir -p "$(dirname "$JMX_EXPORTER_JAR")"
+	# Moved last so an interrupted fetch never leaves a half-written jar behind.
+	mv "$tmp/out/jmx_prometheus_javaagent-$JMX_EXPORTER_VERSION.jar" "$JMX_EXPORTER_JAR"
+	rm -rf "$tmp"
+}
+
 # cluster_kafka_launch I: starts node I unless it runs and answers (no waiting: a node
 # answers only once a quorum of controllers is up, so all three are launched first).
 cluster_kafka_launch() {
@@ -203,9 +232,15 @@ cluster_kafka_launch() {
 		return # started, not answering yet: cluster_kafka_wait waits for it
 	fi
 	cluster_kafka_configure "$i"
+	fetch_jmx_exporter
 	local opts
 	mapfile -t opts < <(cluster_kafka_java_opts "$i")
-	log "starting kafka-$i on 127.0.0.1:$(cluster_kafka_port "$i") (controller $(cluster_controller_port "$i"))"
+	# The JMX exporter's agent, with a copy of its configuration that the node keeps (the
+	# agent reloads the file when it changes; a checkout moving under a running broker must
+	# not change what it exports).
+	cp "$ROOT/deploy/monitoring/kafka-jmx.yml" "$dir/kafka-jmx.yml"
+	opts+=("-javaagent:$JMX_EXPORTER_JAR=127.0.0.1:$(cluster_kafka_metrics_port "$i"):$dir/kafka-jmx.yml")
+	log "starting kafka-$i on 127.0.0.1:$(cluster_kafka_port "$i") (controller $(cluster_controller_port "$i"), metrics $(cluster_kafka_metrics_port "$i"))"
 	setsid java "${opts[@]}" kafka.Kafka "$dir/server.properties" >>"$dir/kafka.out" 2>&1 </dev/null &
 	echo $! >"$dir/kafka.pid"
 }
@@ -255,6 +290,112 @@ cluster_mariadb_up() {
 	mysql_root -e "CREATE DATABASE IF NOT EXISTS \`$CLUSTER_MYSQL_DB\`"
 }
 
+# ---------------------------------------------------------------- monitoring (opt-in)
+# SECKILL_MONITORING=1 deploy/local/stack up --profile cluster (make monitor PROFILE=cluster):
+# a Prometheus of the profile's own (beside the single stack's, which it does not touch) with
+# deploy/monitoring/alerts.yml, scraping every instance of `make run PROFILE=cluster` on the
+# ports deploy/local/run gives them (gateway i's admin listener 8190+i, consumer i 8290+i,
+# reconciler i 8390+i; as many as SECKILL_GATEWAYS, SECKILL_CONSUMERS and SECKILL_RECONCILERS
+# say, 2, 3 and 2 by default), the brokers' JMX exporters and each Redis node through one
+# prometheus-redis-exporter.
+
+CLUSTER_PROMETHEUS_PORT=${SECKILL_CLUSTER_PROMETHEUS_PORT:-19091}
+CLUSTER_REDIS_EXPORTER_PORT=${SECKILL_CLUSTER_REDIS_EXPORTER_PORT:-19122}
+
+# cluster_targets N BASE: the YAML list of 127.0.0.1:BASE+1 .. BASE+N.
+cluster_targets() {
+	local n=$1 base=$2 i out=()
+	for ((i = 1; i <= n; i++)); do out+=("'127.0.0.1:$((base + i))'"); done
+	(
+		IFS=,
+		echo "[${out[*]// /}]"
+	)
+}
+
+# cluster_prometheus_config FILE TOKEN_FILE: the cluster profile's Prometheus configuration.
+cluster_prometheus_config() {
+	local file=$1 token=$2 i
+	local gateways=${SECKILL_GATEWAYS:-2} consumers=${SECKILL_CONSUMERS:-3} reconcilers=${SECKILL_RECONCILERS:-2}
+	{
+		cat <<-EOF
+			# Written by deploy/local/cluster.sh (cluster_prometheus_config); edit the script, not this file.
+			global:
+			  scrape_interval: 5s
+			  evaluation_interval: 15s
+			  external_labels:
+			    profile: cluster
+			rule_files:
+			  - $ROOT/deploy/monitoring/alerts.yml
+			scrape_configs:
+			  - job_name: seckill-gateway
+			    authorization:
+			      credentials_file: $token
+			    static_configs:
+			      - targets: $(cluster_targets "$gateways" 8190)
+			  - job_name: seckill-consumer
+			    static_configs:
+			      - targets: $(cluster_targets "$consumers" 8290)
+			  - job_name: seckill-reconciler
+			    static_configs:
+			      - targets: $(cluster_targets "$reconcilers" 8390)
+			  # Every Redis node through the exporter's /scrape?target=...: instance is the node.
+			  - job_name: redis
+			    metrics_path: /scrape
+			    relabel_configs:
+			      - source_labels: [__address__]
+			        target_label: __param_target
+			        replacement: redis://\$1
+			      - source_labels: [__address__]
+			        target_label: instance
+			      - target_label: __address__
+			        replacement: 127.0.0.1:$CLUSTER_REDIS_EXPORTER_PORT
+			    static_configs:
+		EOF
+		for ((i = 1; i <= CLUSTER_REDIS_NODES; i++)); do
+			printf "      - targets: ['127.0.0.1:%s']\n        labels: {node: redis-%s}\n" "$(cluster_redis_port "$i")" "$i"
+		done
+		cat <<-EOF
+			  # The brokers' JMX exporter agents (deploy/monitoring/kafka-jmx.yml).
+			  - job_name: kafka
+			    static_configs:
+		EOF
+		for ((i = 1; i <= CLUSTER_KAFKA_NODES; i++)); do
+			printf "      - targets: ['127.0.0.1:%s']\n        labels: {node: kafka-%s}\n" "$(cluster_kafka_metrics_port "$i")" "$i"
+		done
+		cat <<-EOF
+			  - job_name: prometheus
+			    static_configs:
+			      - targets: ['127.0.0.1:$CLUSTER_PROMETHEUS_PORT']
+		EOF
+	} >"$file"
+}
+
+cluster_monitoring_up() {
+	install_monitoring_packages
+	local dir=$CLUSTER_STATE/prometheus
+	mkdir -p "$dir/data"
+	admin_token_file "$dir/admin-token"
+	cluster_prometheus_config "$dir/prometheus.yml" "$dir/admin-token"
+	redis_exporter_start "$dir" "$CLUSTER_REDIS_EXPORTER_PORT" "redis://127.0.0.1:$(cluster_redis_port 1)" \
+		"redis://127.0.0.1:$(cluster_redis_port 1)"
+	prometheus_start "$dir" "$CLUSTER_PROMETHEUS_PORT"
+}
+
+cluster_monitoring_down() {
+	stop_pid prometheus "$CLUSTER_STATE/prometheus/prometheus.pid"
+	stop_pid redis_exporter "$CLUSTER_STATE/prometheus/redis_exporter.pid"
+}
+
+# cluster_monitoring_status: a line per monitoring process, only once monitoring was started.
+cluster_monitoring_status() {
+	local dir=$CLUSTER_STATE/prometheus rc=0
+	[[ -f $dir/prometheus.pid || -f $dir/redis_exporter.pid ]] || return 0
+	status_line prometheus "$dir/prometheus.pid" prometheus_probe "$CLUSTER_PROMETHEUS_PORT" || rc=1
+	status_line redis_exporter "$dir/redis_exporter.pid" redis_exporter_probe "$CLUSTER_REDIS_EXPORTER_PORT" \
+		"redis://127.0.0.1:$(cluster_redis_port 1)" || rc=1
+	return $rc
+}
+
 # ---------------------------------------------------------------- commands
 
 cluster_print_env() {
@@ -276,6 +417,9 @@ cluster_up() {
 	cluster_redis_up
 	cluster_mariadb_up
 	cluster_kafka_up
+	if [[ ${SECKILL_MONITORING:-0} == 1 ]]; then
+		cluster_monitoring_up
+	fi
 	cluster_print_env >"$CLUSTER_STATE/env"
 	log "cluster ready in $((SECONDS - start))s; variables in $CLUSTER_STATE/env"
 }
@@ -284,6 +428,7 @@ cluster_up() {
 # stops it).
 cluster_down() {
 	local i
+	cluster_monitoring_down
 	# The brokers at once: one after another, the last waits in its controlled shutdown for a
 	# quorum that is already gone (and is killed after 30 s).
 	for ((i = 1; i <= CLUSTER_KAFKA_NODES; i++)); do stop_pid "kafka-$i" "$CLUSTER_STATE/kafka-$i/kafka.pid" & done
@@ -319,7 +464,9 @@ cluster_status() {
 	for ((i = 1; i <= CLUSTER_KAFKA_NODES; i++)); do
 		if [[ -x $STATE/bin/kafkainit ]]; then
 			if status_line "kafka-$i" "$CLUSTER_STATE/kafka-$i/kafka.pid" cluster_kafka_probe "$i" >"$CLUSTER_STATE/.status" 2>&1; then
-				printf '%s  127.0.0.1:%s\n' "$(<"$CLUSTER_STATE/.status")" "$(cluster_kafka_port "$i")"
+				printf '%s  127.0.0.1:%s  metrics %s\n' "$(<"$CLUSTER_STATE/.status")" "$(cluster_kafka_port "$i")" \
+					"$(curl -fsS -o /dev/null "http://127.0.0.1:$(cluster_kafka_metrics_port "$i")/metrics" 2>/dev/null &&
+						echo "127.0.0.1:$(cluster_kafka_metrics_port "$i")" || echo "not served (started without the JMX exporter: stop and start it)")"
 			else
 				cat "$CLUSTER_STATE/.status"
 				rc=1
@@ -338,6 +485,7 @@ cluster_status() {
 		"$STATE/bin/kafkainit" -brokers "$(cluster_kafka_brokers)" -describe -timeout 10s 2>&1 |
 			awk '/^topic/ {t=$2} t ~ /seckill.grab$/ {print}' || rc=1
 	fi
+	cluster_monitoring_status || rc=1
 	return $rc
 }
 

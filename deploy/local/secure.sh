@@ -102,8 +102,9 @@ SECURE_REDIS_SCRIPTS='+eval +evalsha +script|load +script|exists +del +exists +g
 secure_redis_acl() {
 	case $1 in
 	# Grabs (reserve script), lookups and stock snapshots; the admin API loads and adjusts
-	# stock with the same scripts.
-	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
+	# stock with the same scripts. HEXISTS and WAIT: a grab whose produce failed waits for a
+	# replica to hold its reservation (stock.Gate.AwaitReplica; off without replicas).
+	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hexists +wait" ;;
 	# Settles outcomes and returns units (scripts), reads reservations.
 	consumer) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
 	# Reconciles the gate with MySQL: snapshot, correct, rebuild and remove scripts, and

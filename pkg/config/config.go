@@ -65,6 +65,10 @@ func readCommon(r *reader) Common {
 		ShutdownTimeout:      r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
 		KeyGrace:             r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
 	}
+	// The grab topic's partition count is a setting because it can be raised between sales
+	// (docs/operators.md, Adding grab partitions): the reconciler maps a prize to its
+	// partition by hashing over this count and refuses to start when the broker disagrees.
+	c.Topics.Grab.Partitions = r.integer("SECKILL_GRAB_PARTITIONS", c.Topics.Grab.Partitions, 1, 1024)
 	if c.MySQLDSN == "" {
 		c.MySQLDSN = DefaultMySQLDSN
 	}
@@ -180,6 +184,10 @@ type Gateway struct {
 	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
+	// ReplicaWait is how long a grab whose produce failed waits for a Redis replica to
+	// acknowledge its reservation before the 202 (WAIT); without one, the answer is a 503
+	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
+	ReplicaWait time.Duration
 
 	// ConsumerGroup is the order consumers' group, whose lag the operator console shows.
 	ConsumerGroup string
@@ -229,6 +237,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		SoldOutRecheck:   r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
 		ScheduleRefresh:  r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
 		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+		ReplicaWait:      r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
