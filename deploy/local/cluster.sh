@@ -307,6 +307,14 @@ cluster_mysql() { # node args...: root over the node's own socket
 }
 cluster_mysql_probe() { cluster_mysql "$1" -N -e 'SELECT 1' >/dev/null 2>&1; }
 cluster_mysql_other() { echo $((3 - $1)); }
+cluster_mysql_nodes() { # the pair's own addresses (chaos rows reach each node directly)
+	local i out=()
+	for ((i = 1; i <= CLUSTER_MYSQL_NODES; i++)); do out+=("127.0.0.1:$(cluster_mysql_port "$i")"); done
+	(
+		IFS=,
+		echo "${out[*]}"
+	)
+}
 
 # cluster_mysql_primary: the node recorded as the primary (1 until a failover moves it).
 cluster_mysql_primary() {
@@ -593,6 +601,7 @@ cluster_print_env() {
 		export SECKILL_CLUSTER=1
 		export SECKILL_CLUSTER_REDIS_ADDR=$(cluster_redis_addrs)
 		export SECKILL_CLUSTER_KAFKA_BROKERS=$(cluster_kafka_brokers)
+		export SECKILL_CLUSTER_MYSQL_NODES=$(cluster_mysql_nodes)
 	EOF
 }
 
