@@ -584,7 +584,16 @@ cluster_mysql_failover() {
 		((SECONDS < deadline)) || die "the writer address does not reach mariadb-$new after 30s (see $(cluster_writer_dir)/haproxy.log)"
 		sleep 0.1
 	done
-	log "the writer address reaches mariadb-$new ($((SECONDS - start))s after the fence)"
+	if cluster_mysql_probe "$old"; then
+		# The address's check marks the fenced server down and cuts the sessions still open to
+		# it (they got 1290 meanwhile); done only once no service session is left there.
+		deadline=$((SECONDS + 30))
+		until [[ $(cluster_mysql "$old" -N -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '$MYSQL_USER'") == 0 ]]; do
+			((SECONDS < deadline)) || die "sessions of $MYSQL_USER still open on the fenced mariadb-$old after 30s (see $(cluster_writer_dir)/haproxy.log)"
+			sleep 0.1
+		done
+	fi
+	log "the writer address reaches mariadb-$new, none reaches mariadb-$old ($((SECONDS - start))s after the fence)"
 	if cluster_mysql_probe "$old"; then
 		cluster_mysql_follow "$old" "$new"
 	else

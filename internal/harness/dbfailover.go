@@ -47,10 +47,15 @@ func (c *Cluster) nodeDB(n int) (*sql.DB, error) {
 	return sql.Open("mysql", cfg.FormatDSN())
 }
 
-// nodeRoot runs SQL as root on node n over its socket (the stack's state folder).
+// nodeRoot runs SQL as root on node n over its socket (the stack's state folder); the
+// output has no column names, but a vertical (\G) one keeps its field names.
 func nodeRoot(ctx context.Context, e *Env, n int, query string) (string, error) {
 	sock := filepath.Join(e.Servers.State, "cluster", fmt.Sprintf("mariadb-%d", n), "mysqld.sock")
-	out, err := exec.CommandContext(ctx, "mariadb", "--no-defaults", "-uroot", "-S", sock, "-N", "-e", query).CombinedOutput()
+	args := []string{"--no-defaults", "-uroot", "-S", sock, "-e", query}
+	if !strings.HasSuffix(query, `\G`) {
+		args = append(args, "-N")
+	}
+	out, err := exec.CommandContext(ctx, "mariadb", args...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("mariadb-%d: %s: %v: %s", n, query, err, out)
 	}
