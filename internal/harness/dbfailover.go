@@ -186,14 +186,23 @@ func stopReplicaSQL(ctx context.Context, e *Env) error {
 	case <-time.After(20 * time.Second):
 	case <-ctx.Done():
 	}
-	behind, err := slaveField(ctx, e, r, "Seconds_Behind_Master")
+	// Seconds_Behind_Master is NULL while the SQL thread is stopped: compare what the replica
+	// received with what it applied instead.
+	received, err := slaveField(ctx, e, r, "Gtid_IO_Pos")
+	if err != nil {
+		return err
+	}
+	applied, err := nodeRoot(ctx, e, r, "SELECT @@gtid_slave_pos")
 	if err != nil {
 		return err
 	}
 	if _, err := nodeRoot(ctx, e, r, "START SLAVE SQL_THREAD"); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Log, "  SQL thread started again (%s s behind)\n", behind)
+	fmt.Fprintf(e.Log, "  SQL thread started again: it had received up to GTID %s and applied up to %s\n", received, applied)
+	if received == applied {
+		return fmt.Errorf("mariadb-%d applied everything it received while stopped: the row tested nothing", r)
+	}
 	for t := time.Now(); ; {
 		running, err1 := slaveField(ctx, e, r, "Slave_SQL_Running")
 		lag, err2 := slaveField(ctx, e, r, "Seconds_Behind_Master")
