@@ -612,6 +612,7 @@ cluster_print_env() {
 		export SECKILL_CLUSTER_REDIS_ADDR=$(cluster_redis_addrs)
 		export SECKILL_CLUSTER_KAFKA_BROKERS=$(cluster_kafka_brokers)
 		export SECKILL_CLUSTER_MYSQL_NODES=$(cluster_mysql_nodes)
+		export SECKILL_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp(127.0.0.1:$(cluster_mysql_port 2))/$CLUSTER_MYSQL_DB?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4&interpolateParams=true'
 	EOF
 }
 
