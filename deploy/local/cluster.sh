@@ -337,12 +337,7 @@ cluster_mysql_start() {
 		log "mariadb-$i already running on 127.0.0.1:$port"
 		return
 	fi
-	if [[ ! -d $dir/data/mysql ]]; then
-		log "initialising mariadb-$i datadir $dir/data"
-		mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
-			--auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 ||
-			{ tail -n 40 "$dir/install.log" >&2; die "mariadb-install-db failed for mariadb-$i"; }
-	fi
+	mariadb_datadir "$dir" "mariadb-$i"
 	log "starting mariadb-$i on 127.0.0.1:$port (read-only until the stack gives it a role)"
 	# rpl_semi_sync_slave_enabled at start-up also makes a crashed primary, when it
 	# recovers, roll back and truncate from its binary log the transactions no replica
