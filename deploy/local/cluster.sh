@@ -337,22 +337,40 @@ cluster_mysql_start() {
 		log "mariadb-$i already running on 127.0.0.1:$port"
 		return
 	fi
+	if [[ ! -d $dir/data/mysql ]]; then
+		# A new datadir gets a server_id never used before in the pair: a replica skips events
+		# carrying its own server_id, so a node copied afresh from the primary's binary log
+		# under its old id would skip everything it once wrote as a primary.
+		local id=$i
+		if [[ -s $dir/server-id ]]; then id=$(($(<"$dir/server-id") + CLUSTER_MYSQL_NODES)); fi
+		echo "$id" >"$dir/server-id"
+	fi
+	[[ -s $dir/server-id ]] || echo "$i" >"$dir/server-id"
 	mariadb_datadir "$dir" "mariadb-$i"
-	log "starting mariadb-$i on 127.0.0.1:$port (read-only until the stack gives it a role)"
-	# rpl_semi_sync_slave_enabled at start-up also makes a crashed primary, when it
-	# recovers, roll back and truncate from its binary log the transactions no replica
-	# acknowledged (they were never answered), so it can rejoin as a replica of the server
-	# promoted meanwhile. The primary side of semi-sync is switched on with the role
-	# (cluster_mysql_roles, failover): on a replica it would make the replication thread
-	# wait for acknowledgements from replicas of its own, which it does not have.
+	# A server that is not the recorded primary starts with init_rpl_role=SLAVE: if it crashed
+	# as a primary (killed, then failed over), its recovery rolls back and truncates from its
+	# binary log the transactions no replica acknowledged (semi-sync AFTER_SYNC: they were
+	# never answered), so it can rejoin as a replica of the server promoted meanwhile. Without
+	# it a killed primary kept such a transaction and could not rejoin ("GTID ... not in the
+	# master's binlog"; MariaDB 10.11.9 moved this truncation from rpl_semi_sync_slave_enabled
+	# to init_rpl_role). The recorded primary restarting keeps everything: its replica may
+	# already have applied those transactions. The primary side of semi-sync is switched on
+	# with the role (cluster_mysql_roles, failover): on a replica it would make the replication
+	# thread wait for acknowledgements from replicas of its own, which it does not have.
+	local role=() note=""
+	if [[ $i != "$(cluster_mysql_primary)" ]]; then
+		role=(--init-rpl-role=SLAVE)
+		note="; init_rpl_role=SLAVE"
+	fi
+	log "starting mariadb-$i on 127.0.0.1:$port (read-only until the stack gives it a role$note)"
 	setsid "$(command -v mariadbd)" --no-defaults --datadir="$dir/data" --user="$(id -un)" \
 		--bind-address=127.0.0.1 --port="$port" --socket="$dir/mysqld.sock" \
 		--pid-file="$dir/mariadbd.pid" --log-error="$dir/mariadb.log" \
-		--server-id="$i" --log-bin="$dir/data/binlog" --relay-log="$dir/data/relay" \
+		--server-id="$(<"$dir/server-id")" --log-bin="$dir/data/binlog" --relay-log="$dir/data/relay" \
 		--log-slave-updates=ON --sync-binlog=1 --read-only=ON \
 		--rpl-semi-sync-slave-enabled=ON \
 		--rpl-semi-sync-master-wait-point=AFTER_SYNC \
-		--rpl-semi-sync-master-timeout="$CLUSTER_MYSQL_SEMISYNC_TIMEOUT_MS" \
+		--rpl-semi-sync-master-timeout="$CLUSTER_MYSQL_SEMISYNC_TIMEOUT_MS" "${role[@]}" \
 		>>"$dir/mariadb.out" 2>&1 </dev/null &
 	echo $! >"$dir/mysqld.pid"
 	wait_ready "mariadb-$i" "$dir/mysqld.pid" "$dir/mariadb.log" cluster_mysql_probe "$i"
@@ -400,7 +418,7 @@ cluster_mysql_follow() {
 	until [[ $(cluster_mysql_slave_field "$r" Slave_IO_Running) == Yes && $(cluster_mysql_slave_field "$r" Slave_SQL_Running) == Yes ]]; do
 		if ((SECONDS > deadline)); then
 			cluster_mysql "$r" -e 'SHOW SLAVE STATUS\G' | grep -E 'Running|Error' >&2 || true
-			die "mariadb-$r does not replicate from mariadb-$p (a diverged former primary: remove $(cluster_mysql_dir "$r") and 'stack start mariadb-$r --profile cluster' to copy it afresh)"
+			die "mariadb-$r does not replicate from mariadb-$p (a diverged former primary: 'stack stop mariadb-$r --profile cluster', remove $(cluster_mysql_dir "$r")/data, 'stack start mariadb-$r --profile cluster' copies it afresh from mariadb-$p's binary log)"
 		fi
 		sleep 0.2
 	done
@@ -429,10 +447,12 @@ cluster_writer_probe() { # the address reaches a writable server
 	[[ $(mariadb --no-defaults -h 127.0.0.1 -P "$CLUSTER_MYSQL_BASE" -u"$CLUSTER_MYSQL_CHECK_USER" \
 		-p"$CLUSTER_MYSQL_CHECK_PASSWORD" --connect-timeout=2 -N -e 'SELECT @@read_only' 2>/dev/null) == 0 ]]
 }
-# cluster_writer_node: the node the writer address reaches now (server_id is the node number).
+# cluster_writer_node: the node the writer address reaches now (by the server's port).
 cluster_writer_node() {
-	mariadb --no-defaults -h 127.0.0.1 -P "$CLUSTER_MYSQL_BASE" -u"$CLUSTER_MYSQL_CHECK_USER" \
-		-p"$CLUSTER_MYSQL_CHECK_PASSWORD" --connect-timeout=2 -N -e 'SELECT @@server_id' 2>/dev/null
+	local port
+	port=$(mariadb --no-defaults -h 127.0.0.1 -P "$CLUSTER_MYSQL_BASE" -u"$CLUSTER_MYSQL_CHECK_USER" \
+		-p"$CLUSTER_MYSQL_CHECK_PASSWORD" --connect-timeout=2 -N -e 'SELECT @@port' 2>/dev/null) || return 0
+	[[ -n $port ]] && echo $((port - CLUSTER_MYSQL_BASE))
 }
 
 cluster_writer_up() {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,17 +21,20 @@ import (
 // defaultMySQLNodes are the pair's own addresses as deploy/local/cluster.sh places them.
 const defaultMySQLNodes = "127.0.0.1:27307,127.0.0.1:27308"
 
-// MySQLWriter returns the node (1 or 2) the writer address reaches now: the stack gives
-// mariadb-N server_id N.
+// MySQLWriter returns the node (1 or 2) the writer address reaches now, by the port the
+// server listens on (SECKILL_CLUSTER_MYSQL_NODES lists mariadb-1's, then mariadb-2's).
 func (c *Cluster) MySQLWriter(ctx context.Context) (int, error) {
-	var id int
-	if err := c.DB.WithContext(ctx).Raw("SELECT @@server_id").Row().Scan(&id); err != nil {
-		return 0, fmt.Errorf("ask the writer its server_id: %w", err)
+	var port string
+	if err := c.DB.WithContext(ctx).Raw("SELECT @@port").Row().Scan(&port); err != nil {
+		return 0, fmt.Errorf("ask the writer its port: %w", err)
 	}
-	if id != 1 && id != 2 {
-		return 0, fmt.Errorf("the writer has server_id %d: not the cluster profile's MariaDB pair", id)
+	nodes := splitAddrs(env("SECKILL_CLUSTER_MYSQL_NODES", defaultMySQLNodes))
+	for i, n := range nodes {
+		if _, p, err := net.SplitHostPort(n); err == nil && p == port {
+			return i + 1, nil
+		}
 	}
-	return id, nil
+	return 0, fmt.Errorf("the writer listens on port %s, none of %v: not the cluster profile's MariaDB pair", port, nodes)
 }
 
 // nodeDB opens the cluster's database on node n itself, not through the writer address.
