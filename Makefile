@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSIO
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
 .PHONY: run test lint contract-fuzz chaos chaos-cluster-short secure-test hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
-	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs help
+	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs backup help
 
 # Every target's line carries a "## " note: make help lists them, one line each.
 help: ## list the targets with one line each
@@ -160,6 +160,12 @@ RUNS ?= 10
 FRESH_PACKAGES ?= ./consumer ./reconciler
 fresh-runs: ## the consumer and reconciler tests RUNS times, each on a brand-new stack
 	deploy/local/fresh-runs -n $(RUNS) $(FRESH_PACKAGES)
+
+# A hot backup of the local stack's MariaDB (deploy/local/backup take, mariadb-backup), prepared
+# and ready to restore with deploy/local/backup restore; docs/operators.md, Backup and restore.
+BACKUP_DIR ?= $(STATE)/backups/$(shell date -u +%Y%m%dT%H%M%SZ)
+backup: stack-up ## hot backup of the stack's MariaDB into BACKUP_DIR (default .state/backups/<time>)
+	deploy/local/backup take $(BACKUP_DIR)
 
 # Tests that need no servers (integration tests skip when the stack is absent and CI unset).
 unit: ## tests that need no servers (integration tests skip without the stack)

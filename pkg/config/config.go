@@ -65,6 +65,10 @@ func readCommon(r *reader) Common {
 		ShutdownTimeout:      r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
 		KeyGrace:             r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
 	}
+	// The grab topic's partition count is a setting because it can be raised between sales
+	// (docs/operators.md, Adding grab partitions): the reconciler maps a prize to its
+	// partition by hashing over this count and refuses to start when the broker disagrees.
+	c.Topics.Grab.Partitions = r.integer("SECKILL_GRAB_PARTITIONS", c.Topics.Grab.Partitions, 1, 1024)
 	if c.MySQLDSN == "" {
 		c.MySQLDSN = DefaultMySQLDSN
 	}

@@ -49,6 +49,7 @@ func Settings() []Setting {
 		{"SECKILL_KAFKA_KEY_FILE", false, "(empty)", nil, "client key for Kafka"},
 		{"SECKILL_KAFKA_TLS_SERVER_NAME", false, "(empty: each broker's host)", nil, "name the brokers' certificates carry"},
 		{"SECKILL_TOPIC_PREFIX", false, "(empty)", nil, "prefix for topic names (<prefix>.seckill.grab)"},
+		{"SECKILL_GRAB_PARTITIONS", false, "6", nil, "partitions of the grab topic; the reconciler refuses a topic with another count"},
 		{"SECKILL_LOG_LEVEL", false, "info", nil, "debug, info, warn or error (JSON logs)"},
 		{"SECKILL_SHUTDOWN_TIMEOUT", false, "15s", nil, "graceful shutdown budget after SIGTERM"},
 		{"SECKILL_KEY_GRACE", false, "1h", nil, "Redis keys live until the session's end plus this"},
