@@ -241,3 +241,20 @@ func newDeadLettersCounter(reg prometheus.Registerer) prometheus.Counter {
 	return promauto.With(reg).NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_dead_letters_total",
 		Help: "Events the reconciler sent to the dead-letter topic (undecodable, or no such stock row)."})
 }
+
+// replicaMetrics are the MySQL replica gauges every instance samples (replica.go).
+type replicaMetrics struct {
+	lag, running, semiSync prometheus.Gauge
+}
+
+func newReplicaMetrics(reg prometheus.Registerer) replicaMetrics {
+	f := promauto.With(reg)
+	return replicaMetrics{
+		lag: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_replica_lag_seconds",
+			Help: "Seconds_Behind_Master of the replica SECKILL_MYSQL_REPLICA_DSN names; -1 while it cannot say (a replication thread stopped, or not a replica)."}),
+		running: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_replica_running",
+			Help: "1 while that replica's I/O and SQL threads both run, else 0 (stopped, broken, or the server is not a replica: after a failover it may be the primary)."}),
+		semiSync: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_semi_sync_active",
+			Help: "1 while the writer waits for a replica's acknowledgement before a commit returns (Rpl_semi_sync_master_status ON); 0 after rpl_semi_sync_master_timeout made it asynchronous."}),
+	}
+}
