@@ -1,0 +1,446 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"hash"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// This file verifies a token without golang-jwt's parser: in a flash crowd every user is new,
+// the verdict cache never hits, and the parser's reflective JSON decoding of the claims was
+// most of a grab's allocations. It keeps every check the parser made with the options the
+// gateway used (HS256 only, expiry required, issuer, audience, issued-at, 5 s leeway), and
+// the differential and fuzz tests hold it to the parser's verdicts. Tokens in the shape an
+// identity provider writes (plain ASCII strings, numeric dates) take the scanner below; any
+// other shape (escapes, nested values, odd key case) is decoded by encoding/json into the
+// parser's own claims type, exactly as the parser did, so unusual input is judged the same.
+
+// leeway is the clock skew allowed on exp, iat and nbf.
+const leeway = 5 * time.Second
+
+var (
+	errSignature = errors.New("signature is invalid")
+	errMalformed = errors.New("token is malformed")
+)
+
+// claims are what the gateway reads from a token.
+type claims struct {
+	sub, iss               string
+	aud                    []string
+	exp, nbf, iat          time.Time
+	hasExp, hasNbf, hasIat bool
+}
+
+// macState is one reusable HMAC and scratch space (pooled per secret: a hash is not safe for
+// concurrent use, and building one per token allocates).
+type macState struct {
+	mac     hash.Hash
+	scratch []byte
+	sum     [sha256.Size]byte
+}
+
+// hmacKey is one HMAC key with its pool of states.
+type hmacKey struct {
+	key  []byte
+	pool sync.Pool
+}
+
+func newHMACKey(key []byte) *hmacKey {
+	s := &hmacKey{key: key}
+	s.pool.New = func() any { return &macState{mac: hmac.New(sha256.New, key)} }
+	return s
+}
+
+// matches reports whether sig is the HMAC-SHA256 of input under the secret.
+func (s *hmacKey) matches(input string, sig []byte) bool {
+	st := s.pool.Get().(*macState)
+	defer s.pool.Put(st)
+	st.mac.Reset()
+	st.scratch = append(st.scratch[:0], input...)
+	st.mac.Write(st.scratch)
+	return hmac.Equal(st.mac.Sum(st.sum[:0]), sig)
+}
+
+// token is a split, decoded token whose signature is still to be checked.
+type token struct {
+	input  string // header.payload, the signed text
+	sig    []byte
+	claims claims
+}
+
+// decodeToken splits and decodes tok, checking everything but the signature and the claims'
+// values. buf is scratch space for the decoded segments.
+func decodeToken(tok string, buf []byte) (token, []byte, error) {
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return token{}, buf, errMalformed
+	}
+	p, s, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(s, ".") {
+		return token{}, buf, errMalformed
+	}
+	enc := base64.RawURLEncoding
+	need := enc.DecodedLen(len(h)) + enc.DecodedLen(len(p)) + enc.DecodedLen(len(s))
+	if cap(buf) < need {
+		buf = make([]byte, need)
+	}
+	buf = buf[:need]
+	hn, err := enc.Decode(buf, []byte(h))
+	if err != nil {
+		return token{}, buf, errMalformed
+	}
+	header := buf[:hn]
+	rem := buf[hn:]
+	pn, err := enc.Decode(rem, []byte(p))
+	if err != nil {
+		return token{}, buf, errMalformed
+	}
+	payload := rem[:pn]
+	rem = rem[pn:]
+	if !headerOK(header) {
+		return token{}, buf, errMalformed
+	}
+	t := token{input: tok[:len(h)+1+len(p)]}
+	if t.claims, err = decodeClaims(payload); err != nil {
+		return token{}, buf, err
+	}
+	sn, err := enc.Decode(rem, []byte(s))
+	if err != nil {
+		return token{}, buf, errMalformed
+	}
+	t.sig = rem[:sn]
+	return t, buf, nil
+}
+
+// headerOK reports whether a decoded header is a JSON object naming HS256 as its "alg".
+func headerOK(h []byte) bool {
+	switch string(h) {
+	case `{"alg":"HS256","typ":"JWT"}`, `{"typ":"JWT","alg":"HS256"}`, `{"alg":"HS256"}`:
+		return true
+	}
+	var m map[string]any
+	if json.Unmarshal(h, &m) != nil {
+		return false
+	}
+	alg, ok := m["alg"].(string)
+	return ok && alg == method
+}
+
+// validate checks the claims' values at now.
+func (c *claims) validate(now time.Time, issuer, audience string) error {
+	if !c.hasExp {
+		return errors.New("exp claim is required")
+	}
+	if !now.Before(c.exp.Add(leeway)) {
+		return errors.New("token is expired")
+	}
+	if c.hasNbf && now.Before(c.nbf.Add(-leeway)) {
+		return errors.New("token is not valid yet")
+	}
+	if c.hasIat && now.Before(c.iat.Add(-leeway)) {
+		return errors.New("token used before issued")
+	}
+	if len(c.aud) == 0 || len(c.aud) == 1 && c.aud[0] == "" {
+		return errors.New("aud claim is required")
+	}
+	if !slices.Contains(c.aud, audience) {
+		return errors.New("token has invalid audience")
+	}
+	if issuer != "" {
+		if c.iss == "" {
+			return errors.New("iss claim is required")
+		}
+		if c.iss != issuer {
+			return errors.New("token has invalid issuer")
+		}
+	}
+	return nil
+}
+
+// dateOf is a NumericDate's time from its seconds, as golang-jwt computes it.
+func dateOf(f float64) time.Time {
+	round, frac := math.Modf(f)
+	return time.Unix(int64(round), int64(frac*1e9)).Truncate(time.Second)
+}
+
+// decodeClaims reads the claims from a decoded payload: the scanner for the usual shape,
+// else encoding/json into golang-jwt's claims type.
+func decodeClaims(p []byte) (claims, error) {
+	if c, ok := scanClaims(p); ok {
+		return c, nil
+	}
+	var rc jwt.Claims = &jwt.RegisteredClaims{}
+	if err := json.Unmarshal(p, &rc); err != nil {
+		return claims{}, errMalformed
+	}
+	r, ok := rc.(*jwt.RegisteredClaims)
+	if !ok || r == nil {
+		return claims{}, errMalformed
+	}
+	c := claims{sub: r.Subject, iss: r.Issuer, aud: r.Audience}
+	if r.ExpiresAt != nil {
+		c.exp, c.hasExp = r.ExpiresAt.Time, true
+	}
+	if r.NotBefore != nil {
+		c.nbf, c.hasNbf = r.NotBefore.Time, true
+	}
+	if r.IssuedAt != nil {
+		c.iat, c.hasIat = r.IssuedAt.Time, true
+	}
+	return c, nil
+}
+
+// scanner reads the usual shape of a claims object. ok false means "not the usual shape",
+// never "invalid": the caller then decodes it with encoding/json.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// str reads a string of printable ASCII without escapes.
+func (s *scanner) str() (string, bool) {
+	if s.peek() != '"' {
+		return "", false
+	}
+	start := s.i + 1
+	for j := start; j < len(s.b); j++ {
+		c := s.b[j]
+		if c == '"' {
+			s.i = j + 1
+			return string(s.b[start:j]), true
+		}
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// num reads a JSON number's text.
+func (s *scanner) num() ([]byte, bool) {
+	start, j := s.i, s.i
+	b := s.b
+	digits := func() bool {
+		k := j
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j > k
+	}
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && b[j] >= '1' && b[j] <= '9':
+		digits()
+	default:
+		return nil, false
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if !digits() {
+			return nil, false
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if !digits() {
+			return nil, false
+		}
+	}
+	s.i = j
+	return b[start:j], true
+}
+
+func (s *scanner) lit(word string) bool {
+	if len(s.b)-s.i >= len(word) && string(s.b[s.i:s.i+len(word)]) == word {
+		s.i += len(word)
+		return true
+	}
+	return false
+}
+
+// date reads a NumericDate: a number, or null (no date).
+func (s *scanner) date() (t time.Time, set, ok bool) {
+	if s.lit("null") {
+		return time.Time{}, false, true
+	}
+	n, ok := s.num()
+	if !ok {
+		return time.Time{}, false, false
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		return time.Time{}, false, false
+	}
+	return dateOf(f), true, true
+}
+
+// scalar skips a value of a claim the gateway does not read.
+func (s *scanner) scalar() bool {
+	switch c := s.peek(); {
+	case c == '"':
+		_, ok := s.str()
+		return ok
+	case c == '-' || c >= '0' && c <= '9':
+		_, ok := s.num()
+		return ok
+	}
+	return s.lit("true") || s.lit("false") || s.lit("null")
+}
+
+// known are the claims golang-jwt's type has; encoding/json matches them ignoring case.
+var known = [...]string{"sub", "iss", "aud", "exp", "nbf", "iat", "jti"}
+
+func scanClaims(p []byte) (c claims, ok bool) {
+	s := scanner{b: p}
+	s.ws()
+	if s.peek() != '{' {
+		return c, false
+	}
+	s.i++
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+		s.ws()
+		return c, s.i == len(s.b)
+	}
+	for {
+		s.ws()
+		key, ok := s.str()
+		if !ok {
+			return c, false
+		}
+		s.ws()
+		if s.peek() != ':' {
+			return c, false
+		}
+		s.i++
+		s.ws()
+		switch key {
+		case "sub", "iss", "jti":
+			var v string
+			if s.lit("null") {
+				break // null leaves a string as it was
+			}
+			if v, ok = s.str(); !ok {
+				return c, false
+			}
+			switch key {
+			case "sub":
+				c.sub = v
+			case "iss":
+				c.iss = v
+			}
+		case "exp":
+			if c.exp, c.hasExp, ok = s.date(); !ok {
+				return c, false
+			}
+		case "nbf":
+			if c.nbf, c.hasNbf, ok = s.date(); !ok {
+				return c, false
+			}
+		case "iat":
+			if c.iat, c.hasIat, ok = s.date(); !ok {
+				return c, false
+			}
+		case "aud":
+			if s.lit("null") {
+				break // null leaves the audience as it was
+			}
+			if c.aud, ok = s.audience(); !ok {
+				return c, false
+			}
+		default:
+			for _, k := range known {
+				if strings.EqualFold(key, k) {
+					return c, false
+				}
+			}
+			if !s.scalar() {
+				return c, false
+			}
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			s.ws()
+			return c, s.i == len(s.b)
+		default:
+			return c, false
+		}
+	}
+}
+
+// audience reads "aud": a string or an array of strings.
+func (s *scanner) audience() ([]string, bool) {
+	if s.peek() == '"' {
+		v, ok := s.str()
+		return []string{v}, ok
+	}
+	if s.peek() != '[' {
+		return nil, false
+	}
+	s.i++
+	s.ws()
+	aud := []string{}
+	if s.peek() == ']' {
+		s.i++
+		return aud, true
+	}
+	for {
+		s.ws()
+		v, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		aud = append(aud, v)
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return aud, true
+		default:
+			return nil, false
+		}
+	}
+}
