@@ -84,7 +84,8 @@ var ErrInvalid = errors.New("invalid token")
 // secrets that verified them.
 func (v *Verifier) User(token string) (string, error) {
 	k := v.keys.Load()
-	if user, ok := v.cache.get(token, k, v.now()); ok {
+	key := sha256.Sum256([]byte(token)) // hashed once for the lookup and the entry
+	if user, ok := v.cache.getKey(key, k, v.now()); ok {
 		return user, nil
 	}
 	c, err := v.verify(token, k)
@@ -94,14 +95,14 @@ func (v *Verifier) User(token string) (string, error) {
 	if !seckill.ValidUserID(c.sub) {
 		return "", fmt.Errorf("%w: subject is not a valid user id", ErrInvalid)
 	}
-	v.cache.put(token, k, c.sub, c.exp)
+	v.cache.putKey(key, k, c.sub, c.exp)
 	return c.sub, nil
 }
 
 // verify checks a token's form, signature and claims (see verify.go).
 func (v *Verifier) verify(tok string, k *keyPair) (claims, error) {
 	var scratch [768]byte
-	t, _, err := decodeToken(tok, scratch[:0])
+	t, _, err := decodeToken(tok, scratch[:0], v.issuer, v.audience)
 	if err != nil {
 		return claims{}, err
 	}
@@ -114,7 +115,7 @@ func (v *Verifier) verify(tok string, k *keyPair) (claims, error) {
 		}
 		previous = true
 	}
-	if err := t.claims.validate(v.now(), v.issuer, v.audience); err != nil {
+	if err := t.claims.validate(v.now(), v.issuer); err != nil {
 		return claims{}, err
 	}
 	if previous {
@@ -143,7 +144,11 @@ func newTokenCache(max int) *tokenCache {
 }
 
 func (c *tokenCache) get(token string, keys *keyPair, now time.Time) (string, bool) {
-	k := sha256.Sum256([]byte(token))
+	return c.getKey(sha256.Sum256([]byte(token)), keys, now)
+}
+
+// getKey is get with the token's hash already computed.
+func (c *tokenCache) getKey(k [sha256.Size]byte, keys *keyPair, now time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.cur[k]
@@ -159,7 +164,11 @@ func (c *tokenCache) get(token string, keys *keyPair, now time.Time) (string, bo
 }
 
 func (c *tokenCache) put(token string, keys *keyPair, user string, exp time.Time) {
-	k := sha256.Sum256([]byte(token))
+	c.putKey(sha256.Sum256([]byte(token)), keys, user, exp)
+}
+
+// putKey is put with the token's hash already computed.
+func (c *tokenCache) putKey(k [sha256.Size]byte, keys *keyPair, user string, exp time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.cur) >= c.max {

@@ -36,8 +36,9 @@ var (
 
 // claims are what the gateway reads from a token.
 type claims struct {
-	sub, iss               string
-	aud                    []string
+	sub, iss string
+	// audMissing: no audience (none, or one empty); audMatch: the expected one is among them.
+	audMissing, audMatch   bool
 	exp, nbf, iat          time.Time
 	hasExp, hasNbf, hasIat bool
 }
@@ -81,7 +82,7 @@ type token struct {
 
 // decodeToken splits and decodes tok, checking everything but the signature and the claims'
 // values. buf is scratch space for the decoded segments.
-func decodeToken(tok string, buf []byte) (token, []byte, error) {
+func decodeToken(tok string, buf []byte, issuer, audience string) (token, []byte, error) {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
 		return token{}, buf, errMalformed
@@ -112,7 +113,7 @@ func decodeToken(tok string, buf []byte) (token, []byte, error) {
 		return token{}, buf, errMalformed
 	}
 	t := token{input: tok[:len(h)+1+len(p)]}
-	if t.claims, err = decodeClaims(payload); err != nil {
+	if t.claims, err = decodeClaims(payload, issuer, audience); err != nil {
 		return token{}, buf, err
 	}
 	sn, err := enc.Decode(rem, []byte(s))
@@ -138,7 +139,7 @@ func headerOK(h []byte) bool {
 }
 
 // validate checks the claims' values at now.
-func (c *claims) validate(now time.Time, issuer, audience string) error {
+func (c *claims) validate(now time.Time, issuer string) error {
 	if !c.hasExp {
 		return errors.New("exp claim is required")
 	}
@@ -151,10 +152,10 @@ func (c *claims) validate(now time.Time, issuer, audience string) error {
 	if c.hasIat && now.Before(c.iat.Add(-leeway)) {
 		return errors.New("token used before issued")
 	}
-	if len(c.aud) == 0 || len(c.aud) == 1 && c.aud[0] == "" {
+	if c.audMissing {
 		return errors.New("aud claim is required")
 	}
-	if !slices.Contains(c.aud, audience) {
+	if !c.audMatch {
 		return errors.New("token has invalid audience")
 	}
 	if issuer != "" {
@@ -176,8 +177,8 @@ func dateOf(f float64) time.Time {
 
 // decodeClaims reads the claims from a decoded payload: the scanner for the usual shape,
 // else encoding/json into golang-jwt's claims type.
-func decodeClaims(p []byte) (claims, error) {
-	if c, ok := scanClaims(p); ok {
+func decodeClaims(p []byte, issuer, audience string) (claims, error) {
+	if c, ok := scanClaims(p, issuer, audience); ok {
 		return c, nil
 	}
 	var rc jwt.Claims = &jwt.RegisteredClaims{}
@@ -188,7 +189,8 @@ func decodeClaims(p []byte) (claims, error) {
 	if !ok || r == nil {
 		return claims{}, errMalformed
 	}
-	c := claims{sub: r.Subject, iss: r.Issuer, aud: r.Audience}
+	c := claims{sub: r.Subject, iss: r.Issuer, audMissing: len(r.Audience) == 0 || len(r.Audience) == 1 && r.Audience[0] == "",
+		audMatch: slices.Contains(r.Audience, audience)}
 	if r.ExpiresAt != nil {
 		c.exp, c.hasExp = r.ExpiresAt.Time, true
 	}
@@ -226,23 +228,23 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
-// str reads a string of printable ASCII without escapes.
-func (s *scanner) str() (string, bool) {
+// str reads a string of printable ASCII without escapes, returning its text in place.
+func (s *scanner) str() ([]byte, bool) {
 	if s.peek() != '"' {
-		return "", false
+		return nil, false
 	}
 	start := s.i + 1
 	for j := start; j < len(s.b); j++ {
 		c := s.b[j]
 		if c == '"' {
 			s.i = j + 1
-			return string(s.b[start:j]), true
+			return s.b[start:j], true
 		}
 		if c < 0x20 || c > 0x7e || c == '\\' {
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 // num reads a JSON number's text.
@@ -326,7 +328,9 @@ func (s *scanner) scalar() bool {
 // known are the claims golang-jwt's type has; encoding/json matches them ignoring case.
 var known = [...]string{"sub", "iss", "aud", "exp", "nbf", "iat", "jti"}
 
-func scanClaims(p []byte) (c claims, ok bool) {
+// scanClaims reads the usual shape; issuer and audience are the expected values, so a
+// matching claim is kept without copying it.
+func scanClaims(p []byte, issuer, audience string) (c claims, ok bool) {
 	s := scanner{b: p}
 	s.ws()
 	if s.peek() != '{' {
@@ -351,20 +355,24 @@ func scanClaims(p []byte) (c claims, ok bool) {
 		}
 		s.i++
 		s.ws()
-		switch key {
+		switch string(key) {
 		case "sub", "iss", "jti":
-			var v string
+			var v []byte
 			if s.lit("null") {
 				break // null leaves a string as it was
 			}
 			if v, ok = s.str(); !ok {
 				return c, false
 			}
-			switch key {
+			switch string(key) {
 			case "sub":
-				c.sub = v
+				c.sub = string(v)
 			case "iss":
-				c.iss = v
+				if string(v) == issuer {
+					c.iss = issuer
+				} else {
+					c.iss = string(v)
+				}
 			}
 		case "exp":
 			if c.exp, c.hasExp, ok = s.date(); !ok {
@@ -382,12 +390,12 @@ func scanClaims(p []byte) (c claims, ok bool) {
 			if s.lit("null") {
 				break // null leaves the audience as it was
 			}
-			if c.aud, ok = s.audience(); !ok {
+			if c.audMissing, c.audMatch, ok = s.audience(audience); !ok {
 				return c, false
 			}
 		default:
 			for _, k := range known {
-				if strings.EqualFold(key, k) {
+				if strings.EqualFold(string(key), k) {
 					return c, false
 				}
 			}
@@ -409,38 +417,43 @@ func scanClaims(p []byte) (c claims, ok bool) {
 	}
 }
 
-// audience reads "aud": a string or an array of strings.
-func (s *scanner) audience() ([]string, bool) {
+// audience reads "aud", a string or an array of strings: whether it is missing (none, or
+// one empty) and whether want is among them.
+func (s *scanner) audience(want string) (missing, match, ok bool) {
 	if s.peek() == '"' {
 		v, ok := s.str()
-		return []string{v}, ok
+		return len(v) == 0, string(v) == want, ok
 	}
 	if s.peek() != '[' {
-		return nil, false
+		return false, false, false
 	}
 	s.i++
 	s.ws()
-	aud := []string{}
 	if s.peek() == ']' {
 		s.i++
-		return aud, true
+		return true, false, true
 	}
+	n, first := 0, false
 	for {
 		s.ws()
 		v, ok := s.str()
 		if !ok {
-			return nil, false
+			return false, false, false
 		}
-		aud = append(aud, v)
+		if n == 0 {
+			first = len(v) == 0
+		}
+		n++
+		match = match || string(v) == want
 		s.ws()
 		switch s.peek() {
 		case ',':
 			s.i++
 		case ']':
 			s.i++
-			return aud, true
+			return n == 1 && first, match, true
 		default:
-			return nil, false
+			return false, false, false
 		}
 	}
 }
