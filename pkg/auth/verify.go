@@ -66,11 +66,15 @@ func newHMACKey(key []byte) *hmacKey {
 // matches reports whether sig is the HMAC-SHA256 of input under the secret.
 func (s *hmacKey) matches(input string, sig []byte) bool {
 	st := s.pool.Get().(*macState)
-	defer s.pool.Put(st)
 	st.mac.Reset()
 	st.scratch = append(st.scratch[:0], input...)
 	st.mac.Write(st.scratch)
-	return hmac.Equal(st.mac.Sum(st.sum[:0]), sig)
+	ok := hmac.Equal(st.mac.Sum(st.sum[:0]), sig)
+	if cap(st.scratch) > 4096 {
+		st.scratch = nil // one oversized token must not pin its size in every pooled state
+	}
+	s.pool.Put(st)
+	return ok
 }
 
 // token is a split, decoded token whose signature is still to be checked.
