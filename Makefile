@@ -124,8 +124,9 @@ ENV_FILE := $(if $(filter cluster,$(PROFILE)),$(STATE)/cluster/env,$(STATE)/env)
 chaos: stack-up ## the whole failure matrix against the stack (about 5 min; PROFILE=cluster for the cluster's)
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
-# The cluster profile's short set (one broker kill, one Redis primary kill, small crowd): its
-# own target and CI step, not part of make test (see docs/developers.md, Tests).
+# The cluster profile's short set (one broker kill, one Redis primary kill, one MariaDB primary
+# kill and failover, small crowd): its own target and CI step, not part of make test (see
+# docs/developers.md, Tests).
 chaos-cluster-short: ## the cluster profile's short chaos set
 	$(STACK) up --profile cluster
 	set -a && source $(STATE)/cluster/env && set +a && $(GO) run ./cmd/chaos -cluster -short $(CHAOS_FLAGS)

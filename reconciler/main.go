@@ -206,6 +206,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	stockGauge := &stockGauges{catalog: catalog, gate: gate, lead: cfg.PreheatLead, grace: cfg.KeyGrace,
 		every: cfg.Interval, metrics: newStockMetrics(reg), log: log, now: time.Now}
 	openCases := newOpenCasesGauge(reg, cases, cfg.Interval, log)
+	var replica *replicaGauges
+	if cfg.MySQLReplicaDSN != "" {
+		// Not at start-up: a replica that is down must not keep the reconciler from running
+		// (it only shows up in the gauges); the pool dials on each sample.
+		replicaDB, err := store.Sampler(store.Conn{DSN: cfg.MySQLReplicaDSN, TLS: cfg.MySQLTLS})
+		if err != nil {
+			return fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err)
+		}
+		defer replicaDB.Close()
+		writer, err := db.DB()
+		if err != nil {
+			return err
+		}
+		replica = newReplicaGauges(reg, func(ctx context.Context) (replicaStatus, error) {
+			return readReplication(ctx, writer, replicaDB)
+		}, cfg.Interval, log)
+	}
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -224,6 +241,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
 	g.Go(func() error { return stockGauge.Run(gctx) })
 	g.Go(func() error { return openCases.Run(gctx) })
+	if replica != nil {
+		g.Go(func() error { return replica.Run(gctx) })
+	}
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

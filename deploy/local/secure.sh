@@ -178,12 +178,7 @@ secure_mariadb_up() {
 	if pid_alive "$dir/mysqld.pid" && secure_mysql_probe >/dev/null 2>&1; then
 		log "secure mariadb already running on 127.0.0.1:$SECURE_MYSQL_PORT"
 	else
-		if [[ ! -d $dir/data/mysql ]]; then
-			log "initialising the secure mariadb datadir $dir/data"
-			mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
-				--auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 ||
-				{ tail -n 40 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
-		fi
+		mariadb_datadir "$dir" "the secure mariadb"
 		log "starting secure mariadb on 127.0.0.1:$SECURE_MYSQL_PORT (require_secure_transport)"
 		# The root's local socket counts as secure transport; TCP clients must use TLS.
 		setsid "$(command -v mariadbd)" --no-defaults --datadir="$dir/data" --user="$(id -un)" \

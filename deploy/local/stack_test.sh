@@ -169,5 +169,34 @@ if ((RC != 2)); then fail "$case_name" "exit $RC"
 elif ! grep -q '^usage: .*up|down|status|env' "$CASE/out"; then fail "$case_name" "message"
 else ok "$case_name"; fi
 
+case_name="failover-db is the cluster profile's: without it, the usage and exit 2"
+CASE=$TMP/failover-usage
+mkdir -p "$CASE"
+RC=0
+"$STACK" failover-db >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 2)); then fail "$case_name" "exit $RC"
+elif ! grep -q 'failover-db --profile cluster' "$CASE/out"; then fail "$case_name" "message"
+else ok "$case_name"; fi
+
+case_name="cluster nodes: mariadb-1..2 known, mariadb-3 refused with the list"
+CASE=$TMP/nodes
+mkdir -p "$CASE"
+RC=0
+# shellcheck disable=SC2016
+SECKILL_STATE_DIR=$CASE/state bash -c 'source "$1"; cluster_node_pidfile mariadb-2; cluster_node_pidfile mariadb-3' _ "$STACK" >"$CASE/out" 2>&1 || RC=$?
+if ((RC == 0)); then fail "$case_name" "exit 0"
+elif ! grep -q "^$CASE/state/cluster/mariadb-2/mysqld.pid$" "$CASE/out"; then fail "$case_name" "mariadb-2's PID file"
+elif ! grep -q "unknown cluster node 'mariadb-3' (kafka-1..3, redis-1..6, mariadb-1..2)" "$CASE/out"; then fail "$case_name" "message"
+else ok "$case_name"; fi
+
+case_name="a descriptor the caller holds (a flock) is closed before any server starts"
+CASE=$TMP/fds
+mkdir -p "$CASE"
+RC=0
+# shellcheck disable=SC2016
+bash -c 'exec 7>"$2/lock"; source "$1"; close_inherited_fds; [[ ! -e /proc/$$/fd/7 ]]' _ "$STACK" "$CASE" >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 0)); then fail "$case_name" "fd 7 still open (exit $RC)"
+else ok "$case_name"; fi
+
 echo "stack: $passed passed, $failed failed"
 ((failed == 0))

@@ -171,6 +171,11 @@ func ClusterScenarios() []Scenario {
 			}}),
 		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2,
 			During: func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Cluster.hotPrize()) }}),
+		// MariaDB: a primary and a semi-synchronous replica behind one writer address
+		// (dbfailover.go).
+		fleet(Scenario{Name: "cluster: kill -9 the MariaDB primary, fail over", Short: true, At: 0.3, During: killMySQLPrimary}),
+		fleet(Scenario{Name: "cluster: MariaDB switchover mid-crowd", At: 0.3, During: switchoverMySQL}),
+		fleet(Scenario{Name: "cluster: MariaDB replica's SQL thread stopped", At: 0.1, During: stopReplicaSQL}),
 		fleet(Scenario{Name: "cluster: kill -9 one gateway behind the proxy", At: 0.4,
 			During: func(ctx context.Context, e *Env) error {
 				c := e.Cluster

@@ -300,6 +300,10 @@ type Reconciler struct {
 	// When automation hands over to a person (an exception case on the workbench).
 	StaleCaseAfter time.Duration // a reservation still without an order this long after admission
 	DriftCaseRuns  int           // drift left uncorrected by this many consecutive runs
+
+	// MySQLReplicaDSN names a replica of the writer whose replication the reconciler exports
+	// (seckill_mysql_replica_* gauges; empty: none). Nothing in the pipeline reads from it.
+	MySQLReplicaDSN string
 }
 
 // LoadReconciler reads the reconciler's configuration.
@@ -322,6 +326,12 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		ReplayBudget:     r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
 		StaleCaseAfter:   r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
 		DriftCaseRuns:    r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
+		MySQLReplicaDSN:  strings.TrimSpace(r.secretValue("SECKILL_MYSQL_REPLICA_DSN", "SECKILL_MYSQL_REPLICA_DSN_FILE")),
+	}
+	if c.MySQLReplicaDSN != "" {
+		if err := store.CheckDSN(c.MySQLReplicaDSN, c.MySQLTLS != nil); err != nil {
+			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err))
+		}
 	}
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))
