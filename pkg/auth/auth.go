@@ -24,10 +24,10 @@ const method = "HS256"
 // previous one (SetSecrets): a token signed with either is accepted, so tokens issued before
 // the identity provider switched keep working for the overlap; it signs nothing.
 type Verifier struct {
-	keys   atomic.Pointer[keyPair]
-	parser *jwt.Parser
-	now    func() time.Time
-	cache  *tokenCache
+	keys             atomic.Pointer[keyPair]
+	issuer, audience string
+	now              func() time.Time
+	cache            *tokenCache
 	// previousUsed counts tokens verified with the previous secret (not cache hits): when
 	// it stops moving, nothing presents the old tokens any more and the previous secret can go.
 	previousUsed atomic.Uint64
@@ -36,7 +36,7 @@ type Verifier struct {
 // keyPair is one generation of secrets; cached verdicts belong to the generation that made
 // them, so a secret taken away stops its tokens at once, cached or not.
 type keyPair struct {
-	current, previous []byte
+	current, previous *hmacKey
 }
 
 // minSecret is the shortest HS256 secret accepted (the hash's size).
@@ -44,19 +44,7 @@ const minSecret = 32
 
 // NewVerifier returns a Verifier for tokens signed with secret by issuer for audience.
 func NewVerifier(secret []byte, issuer, audience string, now func() time.Time) (*Verifier, error) {
-	v := &Verifier{
-		now:   now,
-		cache: newTokenCache(50_000),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{method}),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuer(issuer),
-			jwt.WithAudience(audience),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(5*time.Second),
-			jwt.WithTimeFunc(now),
-		),
-	}
+	v := &Verifier{now: now, cache: newTokenCache(50_000), issuer: issuer, audience: audience}
 	if err := v.SetSecrets(secret, nil); err != nil {
 		return nil, err
 	}
@@ -72,9 +60,9 @@ func (v *Verifier) SetSecrets(current, previous []byte) error {
 	if len(previous) > 0 && len(previous) < minSecret {
 		return fmt.Errorf("previous jwt secret must be at least %d bytes", minSecret)
 	}
-	k := &keyPair{current: bytes.Clone(current)}
+	k := &keyPair{current: newHMACKey(bytes.Clone(current))}
 	if len(previous) > 0 {
-		k.previous = bytes.Clone(previous)
+		k.previous = newHMACKey(bytes.Clone(previous))
 	}
 	v.keys.Store(k)
 	return nil
@@ -96,31 +84,44 @@ var ErrInvalid = errors.New("invalid token")
 // secrets that verified them.
 func (v *Verifier) User(token string) (string, error) {
 	k := v.keys.Load()
-	if user, ok := v.cache.get(token, k, v.now()); ok {
+	key := sha256.Sum256([]byte(token)) // hashed once for the lookup and the entry
+	if user, ok := v.cache.getKey(key, k, v.now()); ok {
 		return user, nil
 	}
-	claims, err := v.parse(token, k.current)
-	if err != nil && k.previous != nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) {
-		// Only a signature that does not match the current secret is tried with the
-		// previous one; an expired or misaddressed token is refused as it is.
-		if claims, err = v.parse(token, k.previous); err == nil {
-			v.previousUsed.Add(1)
-		}
-	}
+	c, err := v.verify(token, k)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if !seckill.ValidUserID(claims.Subject) {
+	if !seckill.ValidUserID(c.sub) {
 		return "", fmt.Errorf("%w: subject is not a valid user id", ErrInvalid)
 	}
-	v.cache.put(token, k, claims.Subject, claims.ExpiresAt.Time)
-	return claims.Subject, nil
+	v.cache.putKey(key, k, c.sub, c.exp)
+	return c.sub, nil
 }
 
-func (v *Verifier) parse(token string, secret []byte) (*jwt.RegisteredClaims, error) {
-	claims := &jwt.RegisteredClaims{}
-	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return secret, nil })
-	return claims, err
+// verify checks a token's form, signature and claims (see verify.go).
+func (v *Verifier) verify(tok string, k *keyPair) (claims, error) {
+	var scratch [768]byte
+	t, _, err := decodeToken(tok, scratch[:0], v.issuer, v.audience)
+	if err != nil {
+		return claims{}, err
+	}
+	previous := false
+	if !k.current.matches(t.input, t.sig) {
+		// Only a signature that does not match the current secret is tried with the
+		// previous one; an expired or misaddressed token is refused as it is.
+		if k.previous == nil || !k.previous.matches(t.input, t.sig) {
+			return claims{}, errSignature
+		}
+		previous = true
+	}
+	if err := t.claims.validate(v.now(), v.issuer); err != nil {
+		return claims{}, err
+	}
+	if previous {
+		v.previousUsed.Add(1)
+	}
+	return t.claims, nil
 }
 
 // tokenCache remembers verified tokens in two generations of at most max entries each:
@@ -143,7 +144,11 @@ func newTokenCache(max int) *tokenCache {
 }
 
 func (c *tokenCache) get(token string, keys *keyPair, now time.Time) (string, bool) {
-	k := sha256.Sum256([]byte(token))
+	return c.getKey(sha256.Sum256([]byte(token)), keys, now)
+}
+
+// getKey is get with the token's hash already computed.
+func (c *tokenCache) getKey(k [sha256.Size]byte, keys *keyPair, now time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.cur[k]
@@ -159,7 +164,11 @@ func (c *tokenCache) get(token string, keys *keyPair, now time.Time) (string, bo
 }
 
 func (c *tokenCache) put(token string, keys *keyPair, user string, exp time.Time) {
-	k := sha256.Sum256([]byte(token))
+	c.putKey(sha256.Sum256([]byte(token)), keys, user, exp)
+}
+
+// putKey is put with the token's hash already computed.
+func (c *tokenCache) putKey(k [sha256.Size]byte, keys *keyPair, user string, exp time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.cur) >= c.max {

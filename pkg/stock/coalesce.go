@@ -105,16 +105,15 @@ func WithCoalescing(max, workers int) Option {
 }
 
 func (g *Gate) reserveCall(ctx context.Context, gr seckill.Grab) ([]any, error) {
-	k := KeysFor(gr.SessionID, gr.PrizeID)
-	args := []any{gr.RequestID, gr.UserID, gr.AdmittedAt.UnixMilli()}
+	keys, args := reserveArgs(gr)
 	if g.coalesce != nil {
-		res, err := g.coalesce.call(ctx, k.all(), args...)
+		res, err := g.coalesce.call(ctx, keys, args...)
 		if err != nil {
 			return nil, fmt.Errorf("reserve %s: %w", gr.RequestID, err)
 		}
 		return res, nil
 	}
-	res, err := g.reserve.Run(ctx, g.rdb, k.all(), args...).Slice()
+	res, err := g.reserve.Run(ctx, g.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("reserve %s: %w", gr.RequestID, err)
 	}

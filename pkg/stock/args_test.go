@@ -1,0 +1,39 @@
+package stock
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// BenchmarkGrabAdmissionArgs counts the allocations of building one grab's admission
+// script call (keys and arguments), part of the gateway's grab hot path:
+//
+//	go test -run '^$' -bench Grab -benchmem ./pkg/stock/
+func BenchmarkGrabAdmissionArgs(b *testing.B) {
+	g := seckill.Grab{RequestID: seckill.RequestID(12, 34, "bench-key-000001"), UserID: "bench-user-1",
+		SessionID: 12, PrizeID: 34, AdmittedAt: time.Now()}
+	b.ReportAllocs()
+	for range b.N {
+		keys, args := reserveArgs(g)
+		if len(keys) != 4 || len(args) != 3 {
+			b.Fatal(keys, args)
+		}
+	}
+}
+
+// The script's keys built on the hot path are exactly those of KeysFor.
+func TestReserveArgsKeysAreKeysFor(t *testing.T) {
+	for _, ids := range [][2]int64{{1, 1}, {12, 34}, {9007199254740993, 7}} {
+		g := seckill.Grab{RequestID: "r", UserID: "u", SessionID: ids[0], PrizeID: ids[1], AdmittedAt: time.UnixMilli(1234)}
+		keys, args := reserveArgs(g)
+		if want := KeysFor(ids[0], ids[1]).all(); !slices.Equal(keys, want) {
+			t.Fatalf("keys %v, want %v", keys, want)
+		}
+		if !slices.Equal(args, []any{"r", "u", int64(1234)}) {
+			t.Fatalf("args %v", args)
+		}
+	}
+}
