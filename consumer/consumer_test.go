@@ -168,7 +168,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 		t.Fatalf("%d order events to publish, want 6 (one per order, none for redeliveries)", pending)
 	}
 	// Redis: every reservation settled into an outcome.
-	snap, _ := e.gate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}})
+	snap, _ := e.gate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: e.session, Prize: e.prize}})
 	if snap[0].Pending != 0 || snap[0].Settled != 6 {
 		t.Fatalf("redis after settle: %+v", snap[0])
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -20,7 +21,7 @@ import (
 
 // feedbackStore applies reports to orders in one transaction per session×prize.
 type feedbackStore interface {
-	ApplyFeedback(ctx context.Context, f *store.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
+	ApplyFeedback(ctx context.Context, f *lease.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
 }
 
 // unitReturner gives cancelled orders' units back in Redis: the stock gate.
@@ -52,43 +53,15 @@ type feedbackProcessor struct {
 	onApplied   func() // wakes the outbox relay (new order events)
 }
 
-type feedbackMetrics struct {
-	reports    *prometheus.CounterVec
-	exceptions *prometheus.CounterVec
-	returned   *prometheus.CounterVec
-	stepErrors prometheus.Counter
-}
-
-func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
-	m := &feedbackMetrics{
-		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_feedback_total",
-			Help: "Order feedback reports consumed, by kind (paid, cancelled) and result (applied, duplicate, refund, exception)."},
-			[]string{"kind", "result"}),
-		exceptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_cases_total",
-			Help: "Reports recorded as exception cases (MySQL exception_cases), by kind (unknown_order, cancel_after_paid, paid_after_cancel, feedback_for_rejected)."},
-			[]string{"kind"}),
-		returned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_units_returned_total",
-			Help: "Cancelled orders' Redis steps, by result (returned: back on sale; already: done before; marked: outcome only, after the session)."},
-			[]string{"result"}),
-		stepErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_return_errors_total",
-			Help: "Redis returns that failed or found no keys after the cancellation committed (the reconciler's sweep completes them)."}),
-	}
-	for _, r := range []string{"returned", "already", "marked"} {
-		m.returned.WithLabelValues(r)
-	}
-	reg.MustRegister(m.reports, m.exceptions, m.returned, m.stepErrors)
-	return m
-}
-
 type feedbackGroup = writepath.Batch[seckill.Feedback]
 
-func decodeFeedback(b []byte) (seckill.Feedback, writepath.Key, error) {
+func decodeFeedback(b []byte) (seckill.Feedback, seckill.SessionPrize, error) {
 	f, err := event.DecodeFeedback(b)
 	if err != nil {
-		return f, writepath.Key{}, err
+		return f, seckill.SessionPrize{}, err
 	}
 	sid, pid, _, _ := seckill.ParseRequestID(f.RequestID) // DecodeFeedback checked it
-	return f, writepath.Key{Session: sid, Prize: pid}, nil
+	return f, seckill.SessionPrize{Session: sid, Prize: pid}, nil
 }
 
 // Process handles msgs, from one partition in offset order. It returns an error only when
@@ -165,7 +138,7 @@ func (p *feedbackProcessor) apply(ctx context.Context, g *feedbackGroup) (*store
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("stopped while applying feedback of session %d prize %d: %w", g.Key.Session, g.Key.Prize, err)
+			return nil, fmt.Errorf("stopped while applying feedback of %s: %w", g.Key, err)
 		case <-time.After(delay):
 		}
 	}

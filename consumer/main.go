@@ -100,7 +100,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer orders.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("consumer"))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildinfo.Register(reg, "consumer")
 	m := newMetrics(reg)
 	dlWriter, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters)
 	if err != nil {

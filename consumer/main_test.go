@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -99,7 +100,7 @@ func TestConsumerEndToEnd(t *testing.T) {
 	if n := len(readAll(t, e.brokers, e.topics.Order)); n != 6 {
 		t.Fatalf("%d order events, want 6", n)
 	}
-	if snap, _ := e.gate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}}); snap[0].Pending != 0 {
+	if snap, _ := e.gate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: e.session, Prize: e.prize}}); snap[0].Pending != 0 {
 		t.Fatalf("%d reservations still pending in redis", snap[0].Pending)
 	}
 }

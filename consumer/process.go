@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
-	"github.com/seckill-pipeline/seckill/pkg/store"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -79,42 +77,6 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 	return nil
 }
 
-// The processor's metrics observe the write path (writepath.Observer).
-
-func (m *metrics) Attempted(took time.Duration) {
-	m.transactions.Inc()
-	m.txLatency.Observe(took.Seconds())
-}
-
-// Persisted records a committed group; committed is when its transaction committed.
-func (m *metrics) Persisted(_ writepath.Key, events int, res store.PersistResult, committed time.Time) {
-	m.batchSize.Observe(float64(events))
-	m.redeliveries.Add(float64(res.Existing))
-	for _, o := range res.Outcomes {
-		if !o.Before {
-			m.orders.WithLabelValues(string(o.Status), string(o.Reason)).Inc()
-			// Clocks of two hosts: a gateway ahead of this one must not make a negative wait.
-			m.admitToOrder.Observe(max(0, committed.Sub(o.Grab.AdmittedAt).Seconds()))
-		}
-	}
-}
-
-// Failed counts a failed attempt: contention as a conflict, and the retry it leads to.
-func (m *metrics) Failed(act retry.Action) {
-	switch act {
-	case retry.Now, retry.Later:
-		m.conflicts.Inc()
-		m.retries.WithLabelValues(act.String()).Inc()
-	case retry.WaitForDB:
-		m.retries.WithLabelValues(act.String()).Inc()
-	case retry.Compensate:
-		m.conflicts.Inc()
-	}
-}
-
-func (m *metrics) Mismatched()   { m.mismatched.Inc() }
-func (m *metrics) SettleFailed() { m.settleErrors.Inc() }
-
 // sendDeadLetters publishes messages that can never be processed, each in the one
 // dead-letter envelope (pkg/event), in one produce. It retries until Kafka acknowledges or
 // ctx ends (then the batch is not committed and comes back).
@@ -139,7 +101,7 @@ func (p *processor) sendCompensation(ctx context.Context, cause error, attempts 
 	}
 	err := produce(ctx, p.log, func(wctx context.Context) error { return p.compensation.WriteMessages(wctx, out...) })
 	if err != nil {
-		return fmt.Errorf("compensate session %d prize %d: %w", g.Key.Session, g.Key.Prize, err)
+		return fmt.Errorf("compensate %s: %w", g.Key, err)
 	}
 	p.metrics.compensated.Add(float64(len(out)))
 	p.log.Warn("retries exhausted; compensating", "session_id", g.Key.Session, "prize_id", g.Key.Prize,

@@ -84,7 +84,7 @@ func (e *adjustEnv) adjust(t *testing.T, sid, pid int64, total int) (int, map[st
 // redisStock reads the gate's left and total (-1, -1 when the key is absent).
 func (e *adjustEnv) redisStock(t *testing.T, sid, pid int64) (left, total int64) {
 	t.Helper()
-	snaps, err := e.gate.Snapshots(e.ctx, [][2]int64{{sid, pid}})
+	snaps, err := e.gate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: sid, Prize: pid}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ type adminCatalog interface {
 
 // adminGate is what the admin API needs from the Redis gate.
 type adminGate interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 }
 
 type sessionPreheater interface {
@@ -271,9 +271,9 @@ func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([
 	if err != nil {
 		return nil, err
 	}
-	pairs := make([][2]int64, len(stocks))
+	pairs := make([]seckill.SessionPrize, len(stocks))
 	for i, s := range stocks {
-		pairs[i] = [2]int64{s.SessionID, s.PrizeID}
+		pairs[i] = s.SessionPrize()
 	}
 	snaps, err := a.gate.Snapshots(ctx, pairs)
 	if err != nil {

@@ -201,7 +201,7 @@ func TestGrabAnswers(t *testing.T) {
 	expect(t, "bad session id", e.request(t, "POST", "/api/v1/sessions/x/prizes/1/grab", tok, "", ""), 400, "invalid_input")
 
 	// Nothing the refused requests did moved the stock.
-	snap, _ := e.gate.Snapshots(context.Background(), [][2]int64{{e.open.ID, e.prizeA}})
+	snap, _ := e.gate.Snapshots(context.Background(), []seckill.SessionPrize{{Session: e.open.ID, Prize: e.prizeA}})
 	if snap[0].Left != 0 || snap[0].Pending != 2 {
 		t.Fatalf("stock after the matrix: %+v, want left 0 with 2 reservations", snap[0])
 	}
@@ -270,7 +270,7 @@ func TestConcurrentGrabsExactlyStockAndEvents(t *testing.T) {
 	if codes[202] != 100 || codes[409] != 400 {
 		t.Fatalf("answers %v, want 100×202 and 400×409", codes)
 	}
-	snap, _ := e.gate.Snapshots(context.Background(), [][2]int64{{e.open.ID, e.prizeA}})
+	snap, _ := e.gate.Snapshots(context.Background(), []seckill.SessionPrize{{Session: e.open.ID, Prize: e.prizeA}})
 	if snap[0].Left != 0 {
 		t.Fatalf("redis left %d, want 0", snap[0].Left)
 	}
@@ -460,7 +460,7 @@ func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
 			}
 		})
 	}
-	snap, _ := e.gate.Snapshots(context.Background(), [][2]int64{{e.open.ID, e.prizeA}})
+	snap, _ := e.gate.Snapshots(context.Background(), []seckill.SessionPrize{{Session: e.open.ID, Prize: e.prizeA}})
 	if snap[0].Pending != 1 {
 		t.Fatalf("%d reservations, want only the one-user request's", snap[0].Pending)
 	}

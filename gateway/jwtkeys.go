@@ -40,21 +40,7 @@ type jwtSecrets struct {
 // newJWTSecrets returns the reloader of cfg's secret files (nil when neither is a file) and
 // registers the rotation's metrics.
 func newJWTSecrets(cfg config.Gateway, v *auth.Verifier, reg prometheus.Registerer, log *slog.Logger) *jwtSecrets {
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_gateway_jwt_previous_verified_total",
-			Help: "User tokens verified with the previous JWT secret (a rotation's overlap); once it stops rising the previous secret can go."},
-			func() float64 { return float64(v.PreviousVerified()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_gateway_jwt_previous_secret",
-			Help: "1 while a previous JWT secret is accepted (SECKILL_JWT_SECRET_PREVIOUS), else 0."},
-			func() float64 {
-				if v.HasPrevious() {
-					return 1
-				}
-				return 0
-			}))
-	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_gateway_secret_reload_errors_total",
-		Help: "Re-reads of the JWT secret files that failed (the secrets read before stay in force)."})
-	reg.MustRegister(failures)
+	failures := newJWTMetrics(reg, v)
 	if cfg.JWTSecretFile == "" && cfg.JWTSecretPreviousFile == "" {
 		return nil
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
 // keyedLimiter is a token bucket per key (user or IP bucket) with bounded memory: at most
@@ -124,15 +126,15 @@ func ipBucket(addr string) string {
 type soldOutFlags struct {
 	recheck time.Duration
 	mu      sync.Mutex
-	until   map[[2]int64]time.Time
+	until   map[seckill.SessionPrize]time.Time
 }
 
 func newSoldOutFlags(recheck time.Duration) *soldOutFlags {
-	return &soldOutFlags{recheck: recheck, until: map[[2]int64]time.Time{}}
+	return &soldOutFlags{recheck: recheck, until: map[seckill.SessionPrize]time.Time{}}
 }
 
 func (f *soldOutFlags) Flagged(sessionID, prizeID int64, now time.Time) bool {
-	k := [2]int64{sessionID, prizeID}
+	k := seckill.SessionPrize{Session: sessionID, Prize: prizeID}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.until[k]
@@ -145,7 +147,7 @@ func (f *soldOutFlags) Flagged(sessionID, prizeID int64, now time.Time) bool {
 
 func (f *soldOutFlags) Set(sessionID, prizeID int64, now time.Time) {
 	f.mu.Lock()
-	f.until[[2]int64{sessionID, prizeID}] = now.Add(f.recheck)
+	f.until[seckill.SessionPrize{Session: sessionID, Prize: prizeID}] = now.Add(f.recheck)
 	f.mu.Unlock()
 }
 

@@ -184,7 +184,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("gateway"))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildinfo.Register(reg, "gateway")
 	m := newMetrics(reg)
 	jwtFiles := newJWTSecrets(cfg, verifier, reg, log)
 	checks := map[string]ops.Check{

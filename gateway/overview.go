@@ -181,9 +181,9 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	pairs := make([][2]int64, len(stocks))
+	pairs := make([]seckill.SessionPrize, len(stocks))
 	for i, s := range stocks {
-		pairs[i] = [2]int64{s.SessionID, s.PrizeID}
+		pairs[i] = s.SessionPrize()
 	}
 	snaps, err := o.gate.Snapshots(ctx, pairs)
 	if err != nil {

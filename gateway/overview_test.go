@@ -46,7 +46,7 @@ func (f fakeOverviewSources) ReplayOffsets(context.Context, string) (map[int]int
 	return nil, nil
 }
 
-func (f fakeOverviewSources) Snapshots(_ context.Context, ids [][2]int64) ([]stock.Snapshot, error) {
+func (f fakeOverviewSources) Snapshots(_ context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error) {
 	return make([]stock.Snapshot, len(ids)), nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
@@ -33,7 +32,7 @@ type deadLetterWriter interface {
 // replayOffsets stores how far the compensation topic was replayed, fenced by the lease.
 type replayOffsets interface {
 	ReplayOffsets(ctx context.Context, topic string) (map[int]int64, error)
-	SaveReplayOffset(ctx context.Context, f store.Fence, topic string, partition int, next int64) error
+	SaveReplayOffset(ctx context.Context, f lease.Fence, topic string, partition int, next int64) error
 }
 
 type producer interface {
@@ -69,22 +68,6 @@ type compensationJob struct {
 	metrics     compensationMetrics
 	log         *slog.Logger
 	now         func() time.Time
-}
-
-type compensationMetrics struct {
-	replayed *prometheus.CounterVec
-	backlog  prometheus.Gauge
-}
-
-func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
-	m := compensationMetrics{
-		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_compensation_replayed_total",
-			Help: "Compensation events replayed, by result (succeeded, rejected, existing)."}, []string{"result"}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_compensation_backlog",
-			Help: "Compensation events not replayed yet."}),
-	}
-	reg.MustRegister(m.replayed, m.backlog)
-	return m
 }
 
 func (compensationJob) Name() string { return "compensation" }
@@ -177,7 +160,7 @@ func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence
 		if err := j.replay(ctx, batch, sum); err != nil {
 			return done, err
 		}
-		if err := j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, next); err != nil {
+		if err := j.offsets.SaveReplayOffset(ctx, fence, j.topic.Name, part, next); err != nil {
 			return done, err
 		}
 		done += int64(len(batch))
@@ -206,7 +189,7 @@ func (j *compensationJob) gap(ctx context.Context, fence lease.Fence, part int, 
 	}
 	j.log.Error("compensation replay position lost; exception case recorded", "topic", j.topic.Name, "partition", part,
 		"stored_offset", p.Stored, "first_offset", p.Next, "end_offset", p.End, "reason", string(p.Clamped))
-	return j.offsets.SaveReplayOffset(ctx, store.Fence{Lease: fence.Name, Number: fence.Number}, j.topic.Name, part, p.Next)
+	return j.offsets.SaveReplayOffset(ctx, fence, j.topic.Name, part, p.Next)
 }
 
 func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum map[string]int64) error {
@@ -222,7 +205,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 			continue
 		}
 		if err != nil {
-			err = fmt.Errorf("replay session %d prize %d: %w (offset not saved; the next run retries)", g.Key.Session, g.Key.Prize, err)
+			err = fmt.Errorf("replay %s: %w (offset not saved; the next run retries)", g.Key, err)
 			if cerr := j.cases.Record(ctx, j.now(), compensationCase(g.Key, g.Msgs, err)); cerr != nil {
 				j.log.Warn("record the failing compensation as an exception case failed", "error", cerr.Error())
 			}
@@ -252,7 +235,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 // compensationCase is the exception case of a compensation group that failed to replay. It
 // is keyed by where the group starts, so the same stuck group is one case however many runs
 // fail on it; the job retries it every run, and a person fixes the cause (nothing to replay).
-func compensationCase(k writepath.Key, msgs []kafka.Message, cause error) store.CaseReport {
+func compensationCase(k seckill.SessionPrize, msgs []kafka.Message, cause error) store.CaseReport {
 	first := msgs[0]
 	rids := make([]string, 0, min(len(msgs), 20))
 	for _, m := range msgs[:min(len(msgs), 20)] {

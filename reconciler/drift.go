@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -66,75 +63,6 @@ type driftJob struct {
 	now      func() time.Time
 }
 
-type driftMetrics struct {
-	found     *prometheus.CounterVec
-	corrected *prometheus.CounterVec
-	drift     *prometheus.GaugeVec
-	series    map[[2]string]bool // drift series set by the last run, to drop those out of scope
-	// uncorrected counts, per session×prize, the consecutive runs that found drift and
-	// left it in place (Redis moved under the compare-and-set, or the run failed first);
-	// a series exists only while the count is above 0, so it is bounded by the drifted.
-	uncorrected *prometheus.GaugeVec
-	streaks     map[[2]string]int
-}
-
-func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
-	m := &driftMetrics{
-		found: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_drift_found_total",
-			Help: "Session×prizes whose Redis stock differed from MySQL's, by direction (redis_high, redis_low)."}, []string{"direction"}),
-		corrected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_drift_corrected_total",
-			Help: "Drift corrections applied to Redis, by direction."}, []string{"direction"}),
-		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift",
-			Help: "Redis left minus expected left, per session×prize in scope (open or ended within the key grace), at the last check."},
-			[]string{"session_id", "prize_id"}),
-		series: map[[2]string]bool{},
-		uncorrected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_drift_uncorrected_runs",
-			Help: "Consecutive reconciler runs that found this session×prize's Redis stock drifted and did not correct it; absent when 0."},
-			[]string{"session_id", "prize_id"}),
-		streaks: map[[2]string]int{},
-	}
-	reg.MustRegister(m.found, m.corrected, m.drift, m.uncorrected)
-	return m
-}
-
-// keep sets the drift series of the session×prizes checked this run and deletes the
-// others, so ended sessions do not stay on dashboards forever (bounded cardinality).
-func (m *driftMetrics) keep(values map[[2]string]float64) {
-	for k := range m.series {
-		if _, ok := values[k]; !ok {
-			m.drift.DeleteLabelValues(k[0], k[1])
-			delete(m.series, k)
-		}
-	}
-	for k, v := range values {
-		m.drift.WithLabelValues(k[0], k[1]).Set(v)
-		m.series[k] = true
-	}
-}
-
-// track updates the uncorrected-run counts: left[k] is true when this run found k drifted
-// and did not correct it, false when k was checked and is right (or was corrected). A
-// session×prize not checked this run (events in flight, not loaded) keeps its count; one
-// out of scope loses it.
-func (m *driftMetrics) track(inScope map[[2]string]bool, left map[[2]string]bool) {
-	for k, drifted := range left {
-		if drifted {
-			m.streaks[k]++
-		} else {
-			delete(m.streaks, k)
-		}
-	}
-	for k := range m.streaks {
-		if !inScope[k] {
-			delete(m.streaks, k)
-		}
-	}
-	m.uncorrected.Reset()
-	for k, n := range m.streaks {
-		m.uncorrected.WithLabelValues(k[0], k[1]).Set(float64(n))
-	}
-}
-
 func (driftJob) Name() string { return "drift" }
 
 // errUncorrected makes the run fail (and --once exit non-zero) so a scheduler alerts.
@@ -152,10 +80,10 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	if err != nil {
 		return result{Summary: sum}, err
 	}
-	values := map[[2]string]float64{}
-	inScope, left := map[[2]string]bool{}, map[[2]string]bool{}
+	values := map[seckill.SessionPrize]float64{}
+	inScope, left := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for _, s := range sc {
-		inScope[[2]string{strconv.FormatInt(s.stock.SessionID, 10), strconv.FormatInt(s.stock.PrizeID, 10)}] = true
+		inScope[s.stock.SessionPrize()] = true
 	}
 	defer func() {
 		j.metrics.keep(values)
@@ -201,7 +129,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		pending := int64(len(rids) - len(existing))
 		notReturned := max(0, int64(cancelled)-v.Returned)
 		expected := max(0, int64(st.Left)-pending-notReturned)
-		key := [2]string{strconv.FormatInt(sid, 10), strconv.FormatInt(pid, 10)}
+		key := s.stock.SessionPrize()
 		values[key] = float64(v.Left - expected)
 		// Drifted until corrected: a return before the correction leaves it counted.
 		left[key] = v.Left != expected
@@ -238,7 +166,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 			dir, st.Left, pending, notReturned, v.Left)
 		if err := j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "correct_redis_stock",
 			SessionID: &sid, PrizeID: &pid, Before: &before, After: &after, Detail: detail,
-			Fence: &store.Fence{Lease: fence.Name, Number: fence.Number}}); err != nil {
+			Fence: &fence}); err != nil {
 			return result{Summary: sum}, err
 		}
 		details = append(details, map[string]any{"session_id": sid, "prize_id": pid, "redis_before": before, "redis_after": after, "why": detail})

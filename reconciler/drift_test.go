@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
 // The drift gauge keeps series only for the session×prizes the last run checked: those of
@@ -13,11 +15,11 @@ import (
 func TestDriftSeriesOfEndedSessionsAreRemoved(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newDriftMetrics(reg)
-	m.keep(map[[2]string]float64{{"1", "10"}: 0, {"1", "11"}: 3})
+	m.keep(map[seckill.SessionPrize]float64{{Session: 1, Prize: 10}: 0, {Session: 1, Prize: 11}: 3})
 	if n := testutil.CollectAndCount(m.drift); n != 2 {
 		t.Fatalf("%d series after the first run, want 2", n)
 	}
-	m.keep(map[[2]string]float64{{"2", "10"}: -1}) // session 1 left the scope
+	m.keep(map[seckill.SessionPrize]float64{{Session: 2, Prize: 10}: -1}) // session 1 left the scope
 	if n := testutil.CollectAndCount(m.drift); n != 1 {
 		t.Fatalf("%d series after session 1 ended, want 1", n)
 	}

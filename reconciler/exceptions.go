@@ -55,10 +55,7 @@ type openCasesGauge struct {
 }
 
 func newOpenCasesGauge(reg prometheus.Registerer, cases openCases, every time.Duration, log *slog.Logger) *openCasesGauge {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_exceptions_open",
-		Help: "Open exception cases on the workbench (MySQL exception_cases), by kind."}, []string{"kind"})
-	reg.MustRegister(g)
-	return &openCasesGauge{cases: cases, open: g, every: every, log: log}
+	return &openCasesGauge{cases: cases, open: newOpenCasesMetric(reg), every: every, log: log}
 }
 
 func (g *openCasesGauge) sample(ctx context.Context) error {

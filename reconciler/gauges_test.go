@@ -17,21 +17,21 @@ import (
 
 func TestDriftUncorrectedRunsCountConsecutiveRuns(t *testing.T) {
 	m := newDriftMetrics(prometheus.NewRegistry())
-	a, b := [2]string{"1", "10"}, [2]string{"1", "11"}
-	scope := map[[2]string]bool{a: true, b: true}
-	m.track(scope, map[[2]string]bool{a: true, b: true}) // both drifted, neither corrected
-	m.track(scope, map[[2]string]bool{a: true})          // a again; b in flight: keeps its count
+	a, b := seckill.SessionPrize{Session: 1, Prize: 10}, seckill.SessionPrize{Session: 1, Prize: 11}
+	scope := map[seckill.SessionPrize]bool{a: true, b: true}
+	m.track(scope, map[seckill.SessionPrize]bool{a: true, b: true}) // both drifted, neither corrected
+	m.track(scope, map[seckill.SessionPrize]bool{a: true})          // a again; b in flight: keeps its count
 	if v := testutil.ToFloat64(m.uncorrected.WithLabelValues("1", "10")); v != 2 {
 		t.Fatalf("a: %v uncorrected runs, want 2", v)
 	}
 	if v := testutil.ToFloat64(m.uncorrected.WithLabelValues("1", "11")); v != 1 {
 		t.Fatalf("b: %v uncorrected runs, want 1 (not checked this run)", v)
 	}
-	m.track(scope, map[[2]string]bool{a: false}) // a corrected
+	m.track(scope, map[seckill.SessionPrize]bool{a: false}) // a corrected
 	if n := testutil.CollectAndCount(m.uncorrected); n != 1 {
 		t.Fatalf("%d series after a was corrected, want 1 (b)", n)
 	}
-	m.track(map[[2]string]bool{a: true}, nil) // b's session left the scope
+	m.track(map[seckill.SessionPrize]bool{a: true}, nil) // b's session left the scope
 	if n := testutil.CollectAndCount(m.uncorrected); n != 0 {
 		t.Fatalf("%d series after b left the scope, want 0", n)
 	}
@@ -58,9 +58,9 @@ func (f *fakeStockCatalog) Stocks(_ context.Context, ids ...int64) ([]seckill.St
 	return out, nil
 }
 
-type fakeSnapshots map[[2]int64]stock.Snapshot
+type fakeSnapshots map[seckill.SessionPrize]stock.Snapshot
 
-func (f fakeSnapshots) Snapshots(_ context.Context, ids [][2]int64) ([]stock.Snapshot, error) {
+func (f fakeSnapshots) Snapshots(_ context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error) {
 	out := make([]stock.Snapshot, len(ids))
 	for i, id := range ids {
 		out[i] = f[id]
@@ -74,7 +74,7 @@ func TestStockGaugesSideBySideAndRemovedWhenSessionsLeave(t *testing.T) {
 		stocks: []seckill.Stock{{SessionID: 1, PrizeID: 10, Total: 100, Left: 40},
 			{SessionID: 2, PrizeID: 10, Total: 50, Left: 50}},
 	}
-	snaps := fakeSnapshots{{1, 10}: {Loaded: true, Left: 35, Pending: 5}} // session 2 not preheated
+	snaps := fakeSnapshots{{Session: 1, Prize: 10}: {Loaded: true, Left: 35, Pending: 5}} // session 2 not preheated
 	g := &stockGauges{catalog: cat, gate: snaps, every: time.Second, metrics: newStockMetrics(prometheus.NewRegistry()),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
 	if err := g.sample(context.Background()); err != nil {

@@ -137,7 +137,7 @@ func (e *recEnv) waitSettled() {
 	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		s, _ := e.gate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}})
+		s, _ := e.gate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: e.session, Prize: e.prize}})
 		if s[0].Pending == 0 {
 			return
 		}

@@ -15,14 +15,14 @@ import (
 type lifecycleCatalog interface {
 	sessionLister
 	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
-	SaveReport(ctx context.Context, f store.Fence, r store.SessionReport) (bool, error)
+	SaveReport(ctx context.Context, f lease.Fence, r store.SessionReport) (bool, error)
 	Reported(ctx context.Context, sessionID, prizeID int64) (bool, error)
 	DriftCorrections(ctx context.Context, sessionID, prizeID int64) (int, error)
 	PaymentTimeouts(ctx context.Context, sessionIDs ...int64) (map[int64]time.Duration, error)
 }
 
 type lifecycleGate interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
 	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
 }
@@ -88,7 +88,6 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 	if err != nil {
 		return result{Summary: sum}, err
 	}
-	f := store.Fence{Lease: fence.Name, Number: fence.Number}
 	var details []any
 	for _, st := range stocks {
 		done, err := j.catalog.Reported(ctx, st.SessionID, st.PrizeID)
@@ -96,7 +95,7 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 			return result{Summary: sum}, err
 		}
 		if !done {
-			snap, err := j.gate.Snapshots(ctx, [][2]int64{{st.SessionID, st.PrizeID}})
+			snap, err := j.gate.Snapshots(ctx, []seckill.SessionPrize{st.SessionPrize()})
 			if err != nil {
 				return result{Summary: sum}, err
 			}
@@ -120,7 +119,7 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 			if err != nil {
 				return result{Summary: sum}, err
 			}
-			if ok, err := j.catalog.SaveReport(ctx, f, r); err != nil {
+			if ok, err := j.catalog.SaveReport(ctx, fence, r); err != nil {
 				return result{Summary: sum}, err
 			} else if ok {
 				sum["reports"]++
@@ -165,9 +164,9 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 	if err != nil || len(stocks) == 0 {
 		return err
 	}
-	pairs := make([][2]int64, len(stocks))
+	pairs := make([]seckill.SessionPrize, len(stocks))
 	for i, st := range stocks {
-		pairs[i] = [2]int64{st.SessionID, st.PrizeID}
+		pairs[i] = st.SessionPrize()
 	}
 	snaps, err := j.gate.Snapshots(ctx, pairs)
 	if err != nil {

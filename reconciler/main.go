@@ -137,10 +137,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer deadLetterWriter.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector("reconciler"))
-	deadLettersWritten := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_dead_letters_total",
-		Help: "Events the reconciler sent to the dead-letter topic (undecodable, or no such stock row)."})
-	reg.MustRegister(deadLettersWritten)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildinfo.Register(reg, "reconciler")
+	deadLettersWritten := newDeadLettersCounter(reg)
 	dlWriter, err := event.NewDeadLetters(deadLetterWriter, deadLettersWritten)
 	if err != nil {
 		return err

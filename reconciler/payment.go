@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -27,7 +25,7 @@ type paymentCatalog interface {
 type paymentOrders interface {
 	DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]store.DueOrder, error)
 	CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error)
-	ApplyFeedback(ctx context.Context, f *store.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
+	ApplyFeedback(ctx context.Context, f *lease.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (store.FeedbackBatch, error)
 }
 
 // redisReturns lists and stamps the cancellations whose Redis step is still to make.
@@ -88,37 +86,11 @@ type paymentJob struct {
 	feedback grabLag
 }
 
-type paymentMetrics struct {
-	cancelled prometheus.Counter
-	deferred  *prometheus.CounterVec
-	swept     *prometheus.CounterVec
-}
-
 // Why a due payment timeout waits for a later run (the deferred metric's reasons).
 const (
 	deferFeedbackBehind = "feedback_behind" // the feedback group has unread reports on the order's partition
 	deferRelayBehind    = "relay_behind"    // order.created not published yet: downstream cannot collect payment
 )
-
-func newPaymentMetrics(reg prometheus.Registerer) *paymentMetrics {
-	m := &paymentMetrics{
-		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_payment_timeouts_total",
-			Help: "Orders cancelled by the reconciler because they were not paid within their activity's payment timeout."}),
-		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_payment_timeouts_deferred_total",
-			Help: "Unpaid orders a run did not time out because evidence may be unread, by reason: feedback_behind (unread reports on the order's feedback partition), relay_behind (order.created not published, counted from created_at). Each run counts them again while they wait."},
-			[]string{"reason"}),
-		swept: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_returns_swept_total",
-			Help: "Cancellations whose Redis step the reconciler completed, by result (returned, already, marked, expired)."}, []string{"result"}),
-	}
-	for _, r := range []string{"returned", "already", "marked", "expired"} {
-		m.swept.WithLabelValues(r)
-	}
-	for _, r := range []string{deferFeedbackBehind, deferRelayBehind} {
-		m.deferred.WithLabelValues(r)
-	}
-	reg.MustRegister(m.cancelled, m.deferred, m.swept)
-	return m
-}
 
 func (paymentJob) Name() string { return "payment" }
 
@@ -164,7 +136,6 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 	if err != nil {
 		return err
 	}
-	f := &store.Fence{Lease: fence.Name, Number: fence.Number}
 	budget := j.perRun
 	// The feedback lag is read once, when the first candidate is found: after now, so after
 	// every candidate's due time.
@@ -204,7 +175,7 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 					Reason: seckill.ReasonPaymentTimeout, At: now, DueBefore: cutoff})
 			}
 			if len(items) > 0 {
-				if err := j.cancel(ctx, fence, f, st, items, now, timeouts[st.SessionID], sum); err != nil {
+				if err := j.cancel(ctx, fence, st, items, now, timeouts[st.SessionID], sum); err != nil {
 					return err
 				}
 				budget -= len(items)
@@ -230,10 +201,10 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 }
 
 // cancel times out one batch of a session×prize's due orders and gives their units back.
-func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, f *store.Fence, st seckill.Stock, items []seckill.Feedback,
+func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, st seckill.Stock, items []seckill.Feedback,
 	now time.Time, timeout time.Duration, sum map[string]int64) error {
 	sum["due"] += int64(len(items))
-	res, err := j.orders.ApplyFeedback(ctx, f, st.SessionID, st.PrizeID, items, now)
+	res, err := j.orders.ApplyFeedback(ctx, &fence, st.SessionID, st.PrizeID, items, now)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func (o *payOrders) CountUnpublishedUnpaid(context.Context, int64, int64, time.T
 	return o.unpublished, nil
 }
 
-func (o *payOrders) ApplyFeedback(_ context.Context, _ *store.Fence, _, _ int64, items []seckill.Feedback, _ time.Time) (store.FeedbackBatch, error) {
+func (o *payOrders) ApplyFeedback(_ context.Context, _ *lease.Fence, _, _ int64, items []seckill.Feedback, _ time.Time) (store.FeedbackBatch, error) {
 	for _, it := range items {
 		if it.Reason != seckill.ReasonPaymentTimeout || it.DueBefore.IsZero() {
 			return store.FeedbackBatch{}, fmt.Errorf("not a payment timeout: %+v", it)

@@ -22,7 +22,7 @@ type rebuildCatalog interface {
 }
 
 type rebuildGate interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []stock.Settlement, returned []string, expireAt time.Time, fence int64) (bool, error)
 }
 
@@ -65,13 +65,6 @@ type rebuildJob struct {
 	now          func() time.Time
 }
 
-func newRebuiltCounter(reg prometheus.Registerer) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_keys_rebuilt_total",
-		Help: "Session×prize keys rebuilt in Redis from MySQL after a loss."})
-	reg.MustRegister(c)
-	return c
-}
-
 func (rebuildJob) Name() string { return "rebuild" }
 
 func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
@@ -82,11 +75,11 @@ func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) 
 		return result{Summary: sum}, err
 	}
 	var open []scope
-	ids := [][2]int64{}
+	ids := []seckill.SessionPrize{}
 	for _, s := range sc {
 		if s.session.OpenAt(now) {
 			open = append(open, s)
-			ids = append(ids, [2]int64{s.stock.SessionID, s.stock.PrizeID})
+			ids = append(ids, s.stock.SessionPrize())
 		}
 	}
 	snaps, err := j.gate.Snapshots(ctx, ids)
@@ -224,5 +217,5 @@ func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) err
 	j.log.Warn("redis keys rebuilt from mysql", "session_id", sid, "prize_id", pid, "left", st.Left, "orders", len(orders))
 	return j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "rebuild_redis_stock", SessionID: &sid,
 		PrizeID: &pid, After: &after, Detail: fmt.Sprintf("keys missing; rebuilt from %d orders after consumers caught up", len(orders)),
-		Fence: &store.Fence{Lease: fence.Name, Number: fence.Number}})
+		Fence: &fence})
 }

@@ -65,7 +65,7 @@ func (m memOffsets) ReplayOffsets(context.Context, string) (map[int]int64, error
 	return out, nil
 }
 
-func (m memOffsets) SaveReplayOffset(_ context.Context, _ store.Fence, _ string, partition int, next int64) error {
+func (m memOffsets) SaveReplayOffset(_ context.Context, _ lease.Fence, _ string, partition int, next int64) error {
 	m[partition] = next
 	return nil
 }

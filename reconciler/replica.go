@@ -30,21 +30,11 @@ type replicaGauges struct {
 	read  func(ctx context.Context) (replicaStatus, error)
 	every time.Duration
 	log   *slog.Logger
-
-	lag, running, semiSync prometheus.Gauge
+	replicaMetrics
 }
 
 func newReplicaGauges(reg prometheus.Registerer, read func(context.Context) (replicaStatus, error), every time.Duration, log *slog.Logger) *replicaGauges {
-	g := &replicaGauges{read: read, every: every, log: log,
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_replica_lag_seconds",
-			Help: "Seconds_Behind_Master of the replica SECKILL_MYSQL_REPLICA_DSN names; -1 while it cannot say (a replication thread stopped, or not a replica)."}),
-		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_replica_running",
-			Help: "1 while that replica's I/O and SQL threads both run, else 0 (stopped, broken, or the server is not a replica: after a failover it may be the primary)."}),
-		semiSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_semi_sync_active",
-			Help: "1 while the writer waits for a replica's acknowledgement before a commit returns (Rpl_semi_sync_master_status ON); 0 after rpl_semi_sync_master_timeout made it asynchronous."}),
-	}
-	reg.MustRegister(g.lag, g.running, g.semiSync)
-	return g
+	return &replicaGauges{read: read, every: every, log: log, replicaMetrics: newReplicaMetrics(reg)}
 }
 
 func (g *replicaGauges) Run(ctx context.Context) error {

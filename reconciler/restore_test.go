@@ -275,7 +275,7 @@ func TestRestoreFromHotBackupDuringASale(t *testing.T) {
 		t.Fatal(err)
 	}
 	redisLeft := func() int64 {
-		snaps, err := freshGate.Snapshots(e.ctx, [][2]int64{{e.session, e.prize}})
+		snaps, err := freshGate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: e.session, Prize: e.prize}})
 		if err != nil || !snaps[0].Loaded {
 			t.Fatalf("fresh redis: %+v %v", snaps, err)
 		}

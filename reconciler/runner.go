@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 )
 
@@ -61,36 +59,6 @@ func (r report) Failed() bool {
 		}
 	}
 	return false
-}
-
-type runnerMetrics struct {
-	runs     *prometheus.CounterVec
-	duration prometheus.Histogram
-	held     prometheus.Gauge
-	lastRun  prometheus.Gauge
-	fence    prometheus.Gauge
-}
-
-func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
-	m := runnerMetrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_runs_total",
-			Help: "Reconciler runs by result (ok, failed, busy: another instance held the lease)."}, []string{"result"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_reconciler_run_duration_seconds",
-			Help: "Duration of reconciler runs that held the lease.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_held",
-			Help: "1 while this instance holds the reconciler lease."}),
-		// lease_held is 1 only during a run (milliseconds every interval), so "is anyone
-		// reconciling?" is answered by when a run last held the lease: max over instances.
-		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_last_run_timestamp_seconds",
-			Help: "Unix time at which this instance's last run that held the lease ended (ok or failed); 0 before its first."}),
-		fence: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_fence",
-			Help: "Fencing number of this instance's last lease acquisition (it grows by one per acquisition by any instance)."}),
-	}
-	for _, result := range []string{"ok", "failed", "busy"} {
-		m.runs.WithLabelValues(result) // at 0 from the start, so increase() sees the first
-	}
-	reg.MustRegister(m.runs, m.duration, m.held, m.lastRun, m.fence)
-	return m
 }
 
 // reportSaver keeps run reports for the operator console: a *store.RunReports.

@@ -20,7 +20,7 @@ import (
 type reservationGate interface {
 	Reservations(ctx context.Context, sessionID, prizeID int64) ([]stock.Reservation, error)
 	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 }
 
 type existingOrders interface {
@@ -68,15 +68,6 @@ const maxStaleCases = 200
 // caseRecorder records exception cases for the workbench: a *store.Exceptions.
 type caseRecorder interface {
 	Record(ctx context.Context, at time.Time, reports ...store.CaseReport) error
-}
-
-func newStaleMetrics(reg prometheus.Registerer) (republished, settled prometheus.Counter) {
-	republished = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_stale_republished_total",
-		Help: "Stale reservations re-published to the grab topic."})
-	settled = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_stale_settled_total",
-		Help: "Reservations whose order existed, settled in Redis by the reconciler."})
-	reg.MustRegister(republished, settled)
-	return republished, settled
 }
 
 func (staleJob) Name() string { return "stale" }
@@ -148,9 +139,9 @@ func (j staleJob) keptScope(ctx context.Context, now time.Time) ([]scope, error)
 	if err != nil || len(stocks) == 0 {
 		return nil, err
 	}
-	pairs := make([][2]int64, len(stocks))
+	pairs := make([]seckill.SessionPrize, len(stocks))
 	for i, st := range stocks {
-		pairs[i] = [2]int64{st.SessionID, st.PrizeID}
+		pairs[i] = st.SessionPrize()
 	}
 	snaps, err := j.gate.Snapshots(ctx, pairs)
 	if err != nil {

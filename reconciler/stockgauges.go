@@ -3,18 +3,16 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
 // snapshotter is what the stock gauges need from the Redis gate: an O(1) read per
 // session×prize (HMGET and HLEN, pipelined), never a walk over the reservations.
 type snapshotter interface {
-	Snapshots(ctx context.Context, ids [][2]int64) ([]stock.Snapshot, error)
+	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 }
 
 // stockGauges exports, per session×prize, the stock as MySQL and as Redis see it side by
@@ -32,34 +30,6 @@ type stockGauges struct {
 	metrics *stockMetrics
 	log     *slog.Logger
 	now     func() time.Time
-}
-
-type stockMetrics struct {
-	left    *prometheus.GaugeVec // session_id, prize_id, source
-	total   *prometheus.GaugeVec
-	sold    *prometheus.GaugeVec
-	pending *prometheus.GaugeVec
-	series  map[[2]string]bool // session×prizes exported by the last sample
-	redis   map[[2]string]bool // ... of which Redis had the keys
-}
-
-func newStockMetrics(reg prometheus.Registerer) *stockMetrics {
-	labels := []string{"session_id", "prize_id"}
-	m := &stockMetrics{
-		left: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_left",
-			Help: "Stock left per session×prize as each source sees it (source=mysql: left_stock; source=redis: the admission gate's left, absent while not loaded). Redis runs ahead of MySQL by the reservations pending."},
-			append(labels, "source")),
-		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_units",
-			Help: "Stock offered per session×prize (MySQL)."}, labels),
-		sold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_stock_sold",
-			Help: "Stock sold per session×prize: MySQL total minus left_stock (the succeeded orders)."}, labels),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_reservations_pending",
-			Help: "Reservations admitted in Redis whose order outcome is not settled yet, per session×prize."}, labels),
-		series: map[[2]string]bool{},
-		redis:  map[[2]string]bool{},
-	}
-	reg.MustRegister(m.left, m.total, m.sold, m.pending)
-	return m
 }
 
 // Run samples at once and then every g.every until ctx ends.
@@ -106,9 +76,9 @@ func (g *stockGauges) sample(ctx context.Context) error {
 		g.metrics.clear()
 		return err
 	}
-	keys := make([][2]int64, len(stocks))
+	keys := make([]seckill.SessionPrize, len(stocks))
 	for i, st := range stocks {
-		keys[i] = [2]int64{st.SessionID, st.PrizeID}
+		keys[i] = st.SessionPrize()
 	}
 	var snaps []stock.Snapshot
 	if len(keys) > 0 {
@@ -117,40 +87,19 @@ func (g *stockGauges) sample(ctx context.Context) error {
 			return err
 		}
 	}
-	seen, loaded := map[[2]string]bool{}, map[[2]string]bool{}
+	seen, loaded := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for i, st := range stocks {
-		k := [2]string{strconv.FormatInt(st.SessionID, 10), strconv.FormatInt(st.PrizeID, 10)}
+		k := st.SessionPrize()
 		seen[k] = true
-		g.metrics.left.WithLabelValues(k[0], k[1], "mysql").Set(float64(st.Left))
-		g.metrics.total.WithLabelValues(k[0], k[1]).Set(float64(st.Total))
-		g.metrics.sold.WithLabelValues(k[0], k[1]).Set(float64(st.Total - st.Left))
-		g.metrics.pending.WithLabelValues(k[0], k[1]).Set(float64(snaps[i].Pending))
+		g.metrics.left.WithLabelValues(labels(k, "mysql")...).Set(float64(st.Left))
+		g.metrics.total.WithLabelValues(labels(k)...).Set(float64(st.Total))
+		g.metrics.sold.WithLabelValues(labels(k)...).Set(float64(st.Total - st.Left))
+		g.metrics.pending.WithLabelValues(labels(k)...).Set(float64(snaps[i].Pending))
 		if snaps[i].Loaded {
 			loaded[k] = true
-			g.metrics.left.WithLabelValues(k[0], k[1], "redis").Set(float64(snaps[i].Left))
+			g.metrics.left.WithLabelValues(labels(k, "redis")...).Set(float64(snaps[i].Left))
 		}
 	}
 	g.metrics.keep(seen, loaded)
 	return nil
 }
-
-// keep deletes the series of session×prizes no longer in the window (and Redis's of those
-// whose keys are gone), so ended sessions leave the dashboards.
-func (m *stockMetrics) keep(seen, loaded map[[2]string]bool) {
-	for k := range m.series {
-		if !seen[k] {
-			m.left.DeleteLabelValues(k[0], k[1], "mysql")
-			m.total.DeleteLabelValues(k[0], k[1])
-			m.sold.DeleteLabelValues(k[0], k[1])
-			m.pending.DeleteLabelValues(k[0], k[1])
-		}
-	}
-	for k := range m.redis {
-		if !loaded[k] {
-			m.left.DeleteLabelValues(k[0], k[1], "redis")
-		}
-	}
-	m.series, m.redis = seen, loaded
-}
-
-func (m *stockMetrics) clear() { m.keep(nil, nil) }

@@ -41,9 +41,9 @@ func (f *fakeReturns) PendingRedis(_ context.Context, limit int) ([]store.StockR
 
 func (f *fakeReturns) PendingRedisPrizes(context.Context) ([]store.PendingPrize, error) {
 	var out []store.PendingPrize
-	idx := map[[2]int64]int{}
+	idx := map[seckill.SessionPrize]int{}
 	for _, r := range f.pending() {
-		k := [2]int64{r.SessionID, r.PrizeID}
+		k := seckill.SessionPrize{Session: r.SessionID, Prize: r.PrizeID}
 		if i, ok := idx[k]; ok {
 			out[i].Pending++
 			continue

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -173,9 +174,9 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]gateCheck, error) {
 		if err != nil {
 			return nil, err
 		}
-		keys := make([][2]int64, len(stocks))
+		keys := make([]seckill.SessionPrize, len(stocks))
 		for i, s := range stocks {
-			keys[i] = [2]int64{s.SessionID, s.PrizeID}
+			keys[i] = s.SessionPrize()
 		}
 		snaps, err := t.gate.Snapshots(ctx, keys)
 		if err != nil {

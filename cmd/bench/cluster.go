@@ -49,7 +49,7 @@ func clusterBench(ctx context.Context, out io.Writer, quick bool) error {
 	var rates []float64
 	for _, r := range rows {
 		repl := r.repl
-		c, err := harness.NewCluster(ctx, harness.Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: 3,
+		c, err := harness.NewPipeline(ctx, harness.Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: 3,
 			Gateways: r.gateways, BehindProxy: true, Reconcilers: 1, Replication: &repl})
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.name, err)
@@ -65,7 +65,7 @@ func clusterBench(ctx context.Context, out io.Writer, quick bool) error {
 	return nil
 }
 
-func clusterRun(ctx context.Context, c *harness.Cluster, size harness.Size, seed uint64, name string, out io.Writer) (float64, error) {
+func clusterRun(ctx context.Context, c *harness.Pipeline, size harness.Size, seed uint64, name string, out io.Writer) (float64, error) {
 	tokens := make([]string, size.Users)
 	for i := range tokens {
 		var err error

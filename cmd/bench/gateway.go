@@ -32,7 +32,7 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0,
+	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0,
 		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
 			"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}})
 	if err != nil {

@@ -133,7 +133,7 @@ func restartMariaDB(ctx context.Context, out io.Writer, binlog string) error {
 // consumer and measures orders/s from the first order committed to the last.
 func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) {
 	n := b.n(40_000)
-	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{n}, Limit: 1, Consumers: 0})
+	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{n}, Limit: 1, Consumers: 0})
 	if err != nil {
 		return nil, err
 	}

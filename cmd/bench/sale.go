@@ -25,7 +25,7 @@ func (b *bench) sale(ctx context.Context, rep int) ([]measured, error) {
 		stockN = 1000
 	}
 	// One unit more than the crowd's stock, for the warm-up grab.
-	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{stockN + 1}, Limit: 1, Consumers: 0,
+	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{stockN + 1}, Limit: 1, Consumers: 0,
 		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_JWT_SECRET": b.secret}})
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (b *bench) sale(ctx context.Context, rep int) ([]measured, error) {
 }
 
 // warmUp grabs one unit as a user outside the crowd and waits for its order in MySQL.
-func (b *bench) warmUp(ctx context.Context, c *harness.Cluster, url string) error {
+func (b *bench) warmUp(ctx context.Context, c *harness.Pipeline, url string) error {
 	tok, err := b.signer.Token("bench-warm-up", time.Now(), time.Hour)
 	if err != nil {
 		return err

@@ -394,7 +394,7 @@ func (b *bench) strategyWindow() time.Duration {
 func (b *bench) strategies(ctx context.Context, rep int) ([]measured, error) {
 	const stockN = 2000
 	requests := b.n(20_000)
-	c, err := harness.NewCluster(ctx, harness.Options{Bin: b.bin, Stocks: []int{stockN}, Limit: 1, Consumers: 2,
+	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{stockN}, Limit: 1, Consumers: 2,
 		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_JWT_SECRET": b.secret}})
 	if err != nil {
 		return nil, err

@@ -196,20 +196,7 @@ cluster_kafka_configure() {
 		share.coordinator.state.topic.replication.factor=3
 		share.coordinator.state.topic.min.isr=2
 	EOF
-	cat >"$dir/log4j2.properties" <<-EOF
-		status = warn
-		appender.file.type = File
-		appender.file.name = FILE
-		appender.file.fileName = $dir/server.log
-		appender.file.layout.type = PatternLayout
-		appender.file.layout.pattern = [%d] %p %m (%c)%n
-		rootLogger.level = INFO
-		rootLogger.appenderRef.file.ref = FILE
-		logger.kafka.name = kafka
-		logger.kafka.level = INFO
-		logger.apache.name = org.apache.kafka
-		logger.apache.level = INFO
-	EOF
+	kafka_log4j2 "$dir"
 	if [[ ! -f $dir/data/meta.properties ]]; then
 		local opts
 		mapfile -t opts < <(cluster_kafka_java_opts "$i")

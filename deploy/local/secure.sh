@@ -294,20 +294,7 @@ secure_kafka_up() {
 				share.coordinator.state.topic.min.isr=1
 			EOF
 		)
-		cat >"$dir/log4j2.properties" <<-EOF
-			status = warn
-			appender.file.type = File
-			appender.file.name = FILE
-			appender.file.fileName = $dir/server.log
-			appender.file.layout.type = PatternLayout
-			appender.file.layout.pattern = [%d] %p %m (%c)%n
-			rootLogger.level = INFO
-			rootLogger.appenderRef.file.ref = FILE
-			logger.kafka.name = kafka
-			logger.kafka.level = INFO
-			logger.apache.name = org.apache.kafka
-			logger.apache.level = INFO
-		EOF
+		kafka_log4j2 "$dir"
 		local java_opts=(-Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true
 			-Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KAFKA_LIBS/*")
 		if [[ ! -f $dir/data/meta.properties ]]; then

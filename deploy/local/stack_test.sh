@@ -160,6 +160,18 @@ if ((RC == 0)); then fail "$case_name" "exit 0"
 elif ! grep -q "^\[stack\] ERROR: line 1: 'false' exited 1$" "$CASE/out"; then fail "$case_name" "message"
 else ok "$case_name"; fi
 
+case_name="kafka_log4j2 (every profile's brokers): the logging file, into the broker's folder"
+CASE=$TMP/log4j2
+mkdir -p "$CASE/kafka"
+RC=0
+bash -c 'source "$1"; kafka_log4j2 "$2"' _ "$STACK" "$CASE/kafka" >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 0)); then fail "$case_name" "exit $RC"
+elif ! grep -qx "appender.file.fileName = $CASE/kafka/server.log" "$CASE/kafka/log4j2.properties"; then
+	fail "$case_name" "no server.log in $CASE/kafka"
+elif grep -q $'^[\t ]' "$CASE/kafka/log4j2.properties" || [[ $(grep -c ' = ' "$CASE/kafka/log4j2.properties") != 12 ]]; then
+	fail "$case_name" "not the 12 unindented settings"
+else ok "$case_name"; fi
+
 case_name="an unknown command prints the usage and exits 2"
 CASE=$TMP/usage
 mkdir -p "$CASE"

@@ -1,7 +1,9 @@
 // Package doccheck holds the documentation to the code: every make target, SECKILL_*
 // variable, seckill_* metric, HTTP route and Kafka topic a Markdown page names must exist in
 // the tree, and every relative link must resolve to a file (and its anchor to a heading). It
-// reads text only; the test in this package runs it on README.md and docs/.
+// also holds the metric definitions those pages, the alert rules and the dashboard read to
+// their conventions (MetricProblems). It reads text only; the tests in this package run it on
+// README.md, docs/ and the Go sources.
 package doccheck
 
 import (

@@ -25,7 +25,8 @@ func TestDocsMatchTheCode(t *testing.T) {
 	if len(docs) < 5 {
 		t.Fatalf("found %d Markdown pages; want README.md and docs/", len(docs))
 	}
-	for _, p := range Check(docs, repoFacts(t)) {
+	f, _ := repoFacts(t)
+	for _, p := range Check(docs, f) {
 		t.Error(p)
 	}
 }
@@ -64,8 +65,8 @@ var (
 	recordRE   = regexp.MustCompile(`(?m)^\s*-?\s*record:\s*(\S+)`)
 )
 
-// repoFacts reads what the tree defines.
-func repoFacts(t *testing.T) Facts {
+// repoFacts reads what the tree defines, and returns the non-test Go sources by path too.
+func repoFacts(t *testing.T) (Facts, map[string]string) {
 	t.Helper()
 	f := Facts{
 		MakeTargets: map[string]bool{},
@@ -104,6 +105,7 @@ func repoFacts(t *testing.T) Facts {
 	}
 
 	var vars, metrics strings.Builder
+	sources := map[string]string{}
 	skip := []string{".git", ".state", "bin", "results", "node_modules", "internal/doccheck"}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -144,6 +146,7 @@ func repoFacts(t *testing.T) Facts {
 		if goFile && !strings.HasSuffix(rel, "_test.go") && !strings.HasPrefix(rel, "deploy/monitoring/") {
 			metrics.Write(b)
 			metrics.WriteByte('\n')
+			sources[rel] = string(b)
 			for _, m := range registerRE.FindAllStringSubmatch(string(b), -1) {
 				f.Routes = append(f.Routes, m[1])
 			}
@@ -162,7 +165,7 @@ func repoFacts(t *testing.T) Facts {
 	if len(f.Routes) == 0 || len(f.Recorded) == 0 || !f.MakeTargets["run"] || !f.MakeTargets["test"] {
 		t.Fatalf("facts look empty: %d routes, %d recorded series, targets %v", len(f.Routes), len(f.Recorded), f.MakeTargets)
 	}
-	return f
+	return f, sources
 }
 
 // facts is a small tree for the checker's own tests.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -51,7 +52,7 @@ func (r *Result) problem(format string, args ...any) {
 
 // Drain waits until nothing is in flight: consumer and compensation lag 0, no pending
 // reservation in Redis, no unpublished order event.
-func (c *Cluster) Drain(ctx context.Context, d time.Duration) error {
+func (c *Pipeline) Drain(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	var last string
 	for {
@@ -75,20 +76,17 @@ func (c *Cluster) Drain(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (c *Cluster) inFlight(ctx context.Context) (string, error) {
+func (c *Pipeline) inFlight(ctx context.Context) (string, error) {
 	var parts []string
-	lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab)
+	n, err := c.lag(ctx, c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab)
 	if err != nil {
 		return "", err
-	}
-	var n int64
-	for _, l := range lag {
-		n += l
 	}
 	if n > 0 {
 		parts = append(parts, fmt.Sprintf("%s lag %d", c.Topics.Grab.Name, n))
 	}
-	// The reconciler keeps its compensation replay position in MySQL, not in a group.
+	// The reconciler keeps its compensation replay position in MySQL, not in a group; the
+	// backlog is counted as the reconciler counts it (stored offsets read before the bounds).
 	replayed, err := store.NewCatalog(c.DB, time.Now).ReplayOffsets(ctx, c.Topics.Compensation.Name)
 	if err != nil {
 		return "", err
@@ -97,15 +95,7 @@ func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var backlog int64
-	for p, o := range offs {
-		next, ok := replayed[p]
-		if !ok || next < o.First {
-			next = o.First
-		}
-		backlog += max(0, o.End-next)
-	}
-	if backlog > 0 {
+	if backlog := event.Backlog(event.Positions(offs, replayed)); backlog > 0 {
 		parts = append(parts, fmt.Sprintf("%s backlog %d", c.Topics.Compensation.Name, backlog))
 	}
 	snaps, err := c.snapshots(ctx)
@@ -126,13 +116,9 @@ func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 	}
 	// Downstream feedback consumed, and every cancellation's unit back in Redis.
 	if group := c.Env["SECKILL_FEEDBACK_GROUP"]; group != "" {
-		flag, err := c.Admin.Lag(ctx, group, c.Topics.Feedback)
+		n, err := c.lag(ctx, group, c.Topics.Feedback)
 		if err != nil {
 			return "", err
-		}
-		var n int64
-		for _, l := range flag {
-			n += l
 		}
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%s lag %d", c.Topics.Feedback.Name, n))
@@ -148,54 +134,86 @@ func (c *Cluster) inFlight(ctx context.Context) (string, error) {
 	return strings.Join(parts, "; "), nil
 }
 
-func (c *Cluster) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
-	ids := make([][2]int64, len(c.Prizes))
+// lag is group's lag on t, all partitions together.
+func (c *Pipeline) lag(ctx context.Context, group string, t event.Topic) (int64, error) {
+	lag, err := c.Admin.Lag(ctx, group, t)
+	return sum(lag), err
+}
+
+func (c *Pipeline) snapshots(ctx context.Context) ([]stock.Snapshot, error) {
+	ids := make([]seckill.SessionPrize, len(c.Prizes))
 	for i, p := range c.Prizes {
-		ids[i] = [2]int64{c.Session.ID, p.ID}
+		ids[i] = seckill.SessionPrize{Session: c.Session.ID, Prize: p.ID}
 	}
 	return c.Gate.Snapshots(ctx, ids)
 }
 
-// Verify checks I1–I4 and the order topic against the recorded answers.
-func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) error {
+// Verify checks I1–I4, the cancellations' returns and the order topic against the recorded
+// answers, one invariant after the other, and adds what it finds to res.
+func (c *Pipeline) Verify(ctx context.Context, answers []Answer, res *Result) error {
 	res.Requests = len(answers)
 	for _, a := range answers {
 		if a.Attempts > 1 {
 			res.Retried++
 		}
 	}
-	limit := c.opts.Limit
+	prizes, err := c.verifyNoOversell(ctx, res)
+	if err != nil {
+		return err
+	}
+	if err := c.verifyNoDuplicates(ctx, res); err != nil {
+		return err
+	}
+	if err := c.verifyAccepted(ctx, answers, res); err != nil {
+		return err
+	}
+	if err := c.verifyNoDrift(ctx, res, prizes); err != nil {
+		return err
+	}
+	if err := c.verifyReturns(ctx, res, prizes); err != nil {
+		return err
+	}
+	return c.verifyOrderEvents(ctx, res)
+}
 
-	// I1: per session×prize, orders ≤ stock and total = left + succeeded (a cancelled order's
-	// unit is back in left, so this stays exact through cancellations).
-	dbLeft := map[int64]int{}
-	afterEnd := map[int64]int{}
-	resale := map[int64]int{}
+// prizeStock is one prize's stock in MySQL after the run.
+type prizeStock struct {
+	left     int // left_stock
+	resale   int // units returned while the session was open: back on sale in Redis
+	afterEnd int // units returned after it ended: in left_stock, never for sale again
+}
+
+// verifyNoOversell checks I1: per session×prize, orders ≤ stock and total = left +
+// succeeded (a cancelled order's unit is back in left, so this stays exact through
+// cancellations), and a returned unit is sold at most once. It returns each prize's stock.
+func (c *Pipeline) verifyNoOversell(ctx context.Context, res *Result) (map[int64]prizeStock, error) {
+	prizes := map[int64]prizeStock{}
 	for _, p := range c.Prizes {
 		var row struct {
 			Total, LeftStock int
 		}
 		if err := c.DB.WithContext(ctx).Raw("SELECT total, left_stock FROM session_stocks WHERE session_id = ? AND prize_id = ?",
 			c.Session.ID, p.ID).Scan(&row).Error; err != nil {
-			return err
+			return nil, err
 		}
 		counts, err := store.NewOrders(c.DB).CountsFor(ctx, c.Session.ID, p.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		res.Orders += counts.Succeeded
 		res.Rejected += counts.Rejected
 		res.Cancelled += counts.Cancelled
 		res.Resold += max(0, counts.Succeeded+counts.Cancelled-row.Total)
-		dbLeft[p.ID] = row.LeftStock
-		if resale[p.ID], afterEnd[p.ID], err = store.NewReturns(c.DB).CountsFor(ctx, c.Session.ID, p.ID); err != nil {
-			return err
+		ps := prizeStock{left: row.LeftStock}
+		if ps.resale, ps.afterEnd, err = store.NewReturns(c.DB).CountsFor(ctx, c.Session.ID, p.ID); err != nil {
+			return nil, err
 		}
+		prizes[p.ID] = ps
 		// A returned unit is sold at most once: whatever was sold beyond the stock is at
 		// most what came back.
-		if over := counts.Succeeded + counts.Cancelled - row.Total - resale[p.ID] - afterEnd[p.ID]; over > 0 {
+		if over := counts.Succeeded + counts.Cancelled - row.Total - ps.resale - ps.afterEnd; over > 0 {
 			res.Oversold += over
-			res.problem("I1 prize %d: %d sold beyond stock %d and the %d units returned", p.ID, over, row.Total, resale[p.ID]+afterEnd[p.ID])
+			res.problem("I1 prize %d: %d sold beyond stock %d and the %d units returned", p.ID, over, row.Total, ps.resale+ps.afterEnd)
 		}
 		if counts.Succeeded > row.Total {
 			res.Oversold += counts.Succeeded - row.Total
@@ -205,8 +223,12 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 			res.problem("I1 prize %d: total %d != left %d + succeeded %d", p.ID, row.Total, row.LeftStock, counts.Succeeded)
 		}
 	}
+	return prizes, nil
+}
 
-	// I2: no request id twice, no user over the limit.
+// verifyNoDuplicates checks I2: no request id stored twice, no user over the limit.
+func (c *Pipeline) verifyNoDuplicates(ctx context.Context, res *Result) error {
+	limit := c.opts.Limit
 	var dupIDs []string
 	if err := c.DB.WithContext(ctx).Raw("SELECT request_id FROM orders GROUP BY request_id HAVING COUNT(*) > 1").Scan(&dupIDs).Error; err != nil {
 		return err
@@ -231,8 +253,12 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 		}
 		res.problem("I2 user %s holds %d orders of prize %d (limit %d)", o.UserID, o.N, o.PrizeID, limit)
 	}
+	return nil
+}
 
-	// I3: every 202 ended succeeded or rejected-with-reason, in MySQL and through the API.
+// verifyAccepted checks I3: every 202 ended succeeded or rejected-with-reason (or was
+// cancelled with one), in MySQL and through the status API.
+func (c *Pipeline) verifyAccepted(ctx context.Context, answers []Answer, res *Result) error {
 	accepted := map[string]Answer{}
 	for _, a := range answers {
 		if a.Code == 202 && a.RequestID != "" {
@@ -240,11 +266,7 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 		}
 	}
 	res.Accepted = len(accepted)
-	rids := make([]string, 0, len(accepted))
-	for rid := range accepted {
-		rids = append(rids, rid)
-	}
-	sort.Strings(rids)
+	rids := slices.Sorted(maps.Keys(accepted))
 	orders, err := store.NewOrders(c.DB).Existing(ctx, rids)
 	if err != nil {
 		return err
@@ -287,35 +309,38 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 	if len(lost) > 0 {
 		res.problem("I3 accepted but not final: %v", first(lost, 10))
 	}
+	return nil
+}
 
-	// I4: Redis equals MySQL, nothing pending.
+// verifyNoDrift checks I4: Redis's left equals MySQL's (less the units returned after the
+// session, which are never for sale again), and nothing is pending.
+func (c *Pipeline) verifyNoDrift(ctx context.Context, res *Result, prizes map[int64]prizeStock) error {
 	snaps, err := c.snapshots(ctx)
 	if err != nil {
 		return err
 	}
 	for _, s := range snaps {
-		// A unit returned after the session is in MySQL's left, never for sale in Redis.
-		d := int(s.Left) - (dbLeft[s.PrizeID] - afterEnd[s.PrizeID])
+		ps := prizes[s.PrizeID]
+		d := int(s.Left) - (ps.left - ps.afterEnd)
 		if !s.Loaded {
-			d = dbLeft[s.PrizeID] + 1
+			d = ps.left + 1
 			res.problem("I4 prize %d: keys missing in Redis", s.PrizeID)
 		}
 		if d != 0 {
 			res.Drift += abs(d)
-			res.problem("I4 prize %d: redis left %d, mysql left %d", s.PrizeID, s.Left, dbLeft[s.PrizeID])
+			res.problem("I4 prize %d: redis left %d, mysql left %d", s.PrizeID, s.Left, ps.left)
 		}
 		if s.Pending != 0 {
 			res.problem("I4 prize %d: %d reservations still pending", s.PrizeID, s.Pending)
 		}
 	}
+	return nil
+}
 
-	if err := c.verifyReturns(ctx, res, resale); err != nil {
-		return err
-	}
-
-	// Exactly one creation event per order on the order topic, one order.cancelled per
-	// cancellation, at most one order.refund_required per cancelled order. The last
-	// reconciler run may have just cancelled orders: their events are given a moment.
+// verifyOrderEvents checks the order topic: exactly one creation event per order, and the
+// events that follow creations (verifyFollowEvents). The last reconciler run may have just
+// cancelled orders: their events are given a moment to be published.
+func (c *Pipeline) verifyOrderEvents(ctx context.Context, res *Result) error {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if n, err := store.NewOutbox(c.DB).CountPending(ctx); err == nil && n == 0 {
 			break
@@ -369,7 +394,7 @@ func (c *Cluster) Verify(ctx context.Context, answers []Answer, res *Result) err
 // cancelled order and none for any other, never paid and cancelled, each unit for resale in
 // Redis's returned set exactly once (not twice, not lost), and, when anything was cancelled,
 // the per-user counts Redis admits with match the slots MySQL holds.
-func (c *Cluster) verifyReturns(ctx context.Context, res *Result, resale map[int64]int) error {
+func (c *Pipeline) verifyReturns(ctx context.Context, res *Result, prizes map[int64]prizeStock) error {
 	var n struct {
 		Cancelled, Returns, Stray, PaidCancelled, Paid int
 	}
@@ -400,9 +425,10 @@ func (c *Cluster) verifyReturns(ctx context.Context, res *Result, resale map[int
 		if err != nil {
 			return err
 		}
-		if int(returned) != resale[p.ID] {
-			res.Drift += abs(int(returned) - resale[p.ID])
-			res.problem("prize %d: redis holds %d returned units, mysql returned %d for resale", p.ID, returned, resale[p.ID])
+		resale := prizes[p.ID].resale
+		if int(returned) != resale {
+			res.Drift += abs(int(returned) - resale)
+			res.problem("prize %d: redis holds %d returned units, mysql returned %d for resale", p.ID, returned, resale)
 		}
 		var slots []struct {
 			UserID string
@@ -436,7 +462,7 @@ func (c *Cluster) verifyReturns(ctx context.Context, res *Result, resale map[int
 // verifyFollowEvents checks the events that follow creations: one order.cancelled per
 // cancelled order and none for others; refunds only for cancelled orders, at most one each,
 // and one per paid_after_cancel exception case.
-func (c *Cluster) verifyFollowEvents(ctx context.Context, res *Result, cancelledEvents, refundEvents map[int64]int) error {
+func (c *Pipeline) verifyFollowEvents(ctx context.Context, res *Result, cancelledEvents, refundEvents map[int64]int) error {
 	var cancelled []int64
 	if err := c.DB.WithContext(ctx).Raw("SELECT id FROM orders WHERE status = 'cancelled'").Scan(&cancelled).Error; err != nil {
 		return err

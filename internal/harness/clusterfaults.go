@@ -39,7 +39,7 @@ func clusterStack(ctx context.Context, args ...string) (string, error) {
 }
 
 // hotPrize is the prize with the most stock: the one the crowd is still buying mid-crowd.
-func (c *Cluster) hotPrize() int {
+func (c *Pipeline) hotPrize() int {
 	hot := 0
 	for i, p := range c.Prizes {
 		if p.StockPerSession > c.Prizes[hot].StockPerSession {
@@ -50,7 +50,7 @@ func (c *Cluster) hotPrize() int {
 }
 
 // GrabLeader returns the broker (kafka-N) leading the grab partition of prize i.
-func (c *Cluster) GrabLeader(ctx context.Context, i int) (string, error) {
+func (c *Pipeline) GrabLeader(ctx context.Context, i int) (string, error) {
 	var d kafka.Dialer
 	for _, b := range c.Brokers {
 		conn, err := d.DialContext(ctx, "tcp", b)
@@ -89,7 +89,7 @@ func ActiveController(ctx context.Context) (string, error) {
 }
 
 // RedisPrimary returns the Redis node (redis-N) holding prize i's keys.
-func (c *Cluster) RedisPrimary(ctx context.Context, i int) (string, error) {
+func (c *Pipeline) RedisPrimary(ctx context.Context, i int) (string, error) {
 	cc, ok := c.Redis.(*redis.ClusterClient)
 	if !ok {
 		return "", errors.New("not a Redis Cluster")
@@ -155,7 +155,7 @@ func ClusterScenarios() []Scenario {
 		fleet(Scenario{Name: "cluster: happy path"}),
 		fleet(Scenario{Name: "cluster: kill -9 the broker leading the hot grab partition", Short: true, At: 0.3,
 			During: func(ctx context.Context, e *Env) error {
-				node, err := e.Cluster.GrabLeader(ctx, e.Cluster.hotPrize())
+				node, err := e.Pipeline.GrabLeader(ctx, e.Pipeline.hotPrize())
 				if err != nil {
 					return err
 				}
@@ -170,7 +170,7 @@ func ClusterScenarios() []Scenario {
 				return killNode(ctx, e, node, "active controller", 8*time.Second)
 			}}),
 		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2,
-			During: func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Cluster.hotPrize()) }}),
+			During: func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Pipeline.hotPrize()) }}),
 		// MariaDB: a primary and a semi-synchronous replica behind one writer address
 		// (dbfailover.go).
 		fleet(Scenario{Name: "cluster: kill -9 the MariaDB primary, fail over", Short: true, At: 0.3, During: killMySQLPrimary}),
@@ -178,14 +178,14 @@ func ClusterScenarios() []Scenario {
 		fleet(Scenario{Name: "cluster: MariaDB replica's SQL thread stopped", At: 0.1, During: stopReplicaSQL}),
 		fleet(Scenario{Name: "cluster: kill -9 one gateway behind the proxy", At: 0.4,
 			During: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
+				c := e.Pipeline
 				c.Gateways[0].Kill()
 				sleepCtx(ctx, 3*time.Second)
 				return c.StartGatewayN(ctx, 0)
 			}}),
 		fleet(Scenario{Name: "cluster: consumers rolling restart (3 -> 2 -> 3, each)", At: 0.2,
 			During: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
+				c := e.Pipeline
 				for i := range c.Consumers {
 					if err := c.Consumers[i].Stop(20 * time.Second); err != nil && !c.Consumers[i].Exited() {
 						return err
@@ -200,7 +200,7 @@ func ClusterScenarios() []Scenario {
 		fleet(Scenario{Name: "cluster: consumers scaled out 1 -> 3 mid-crowd", Consumers: 1, At: 0.3,
 			During: func(ctx context.Context, e *Env) error {
 				for range 2 {
-					if err := e.Cluster.AddConsumer(ctx); err != nil {
+					if err := e.Pipeline.AddConsumer(ctx); err != nil {
 						return err
 					}
 					sleepCtx(ctx, 500*time.Millisecond)
@@ -219,7 +219,7 @@ func ClusterScenarios() []Scenario {
 // replica is promoted and serves the keys, and starts the old primary again (it rejoins as a
 // replica of the new one, its own data discarded).
 func failOverRedisPrimary(ctx context.Context, e *Env, i int) error {
-	c := e.Cluster
+	c := e.Pipeline
 	node, err := c.RedisPrimary(ctx, i)
 	if err != nil {
 		return err
@@ -261,11 +261,11 @@ func relayAndPrimaryLost() Scenario {
 		Repeats: 0.1, Consumers: 3, Gateways: 2, Reconcilers: 2,
 		Before: func(ctx context.Context, e *Env) error {
 			var err error
-			iso, err = e.Cluster.IsolateGateway(ctx, 0)
+			iso, err = e.Pipeline.IsolateGateway(ctx, 0)
 			return err
 		},
 		During: func(ctx context.Context, e *Env) error {
-			c := e.Cluster
+			c := e.Pipeline
 			series := `seckill_gateway_replica_waits_total{result="confirmed"}`
 			if w := env("SECKILL_GATEWAY_REPLICA_WAIT", ""); w == "0" || w == "0s" {
 				series = "seckill_gateway_kafka_produce_errors_total"
@@ -335,7 +335,7 @@ func cutGatewayFromRedis() Scenario {
 		Consumers: 3, Gateways: 2, Reconcilers: 2,
 		Before: func(ctx context.Context, e *Env) error {
 			var err error
-			iso, err = e.Cluster.IsolateGateway(ctx, 0)
+			iso, err = e.Pipeline.IsolateGateway(ctx, 0)
 			return err
 		},
 		During: func(ctx context.Context, e *Env) error {
@@ -353,7 +353,7 @@ func cutGatewayFromRedis() Scenario {
 // the other to take the lease (its fencing number moves in MySQL: only the other can move it
 // now) within one lease TTL plus one reconcile interval (the next time it tries).
 func reconcilerTakeover(ctx context.Context, e *Env) error {
-	c := e.Cluster
+	c := e.Pipeline
 	ttl, err := time.ParseDuration(c.Env["SECKILL_LEASE_TTL"])
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 // Repeat clicks reuse an earlier click's key (a double click or a client retry).
 type Click struct {
 	User  int
-	Prize int // index into the cluster's prizes
+	Prize int // index into the pipeline's prizes
 	Key   string
 }
 

@@ -23,7 +23,7 @@ const defaultMySQLNodes = "127.0.0.1:27307,127.0.0.1:27308"
 
 // MySQLWriter returns the node (1 or 2) the writer address reaches now, by the port the
 // server listens on (SECKILL_CLUSTER_MYSQL_NODES lists mariadb-1's, then mariadb-2's).
-func (c *Cluster) MySQLWriter(ctx context.Context) (int, error) {
+func (c *Pipeline) MySQLWriter(ctx context.Context) (int, error) {
 	var port string
 	if err := c.DB.WithContext(ctx).Raw("SELECT @@port").Row().Scan(&port); err != nil {
 		return 0, fmt.Errorf("ask the writer its port: %w", err)
@@ -37,8 +37,8 @@ func (c *Cluster) MySQLWriter(ctx context.Context) (int, error) {
 	return 0, fmt.Errorf("the writer listens on port %s, none of %v: not the cluster profile's MariaDB pair", port, nodes)
 }
 
-// nodeDB opens the cluster's database on node n itself, not through the writer address.
-func (c *Cluster) nodeDB(n int) (*sql.DB, error) {
+// nodeDB opens the pipeline's database on MariaDB node n itself, not through the writer address.
+func (c *Pipeline) nodeDB(n int) (*sql.DB, error) {
 	nodes := splitAddrs(env("SECKILL_CLUSTER_MYSQL_NODES", defaultMySQLNodes))
 	if n < 1 || n > len(nodes) {
 		return nil, fmt.Errorf("no mariadb-%d in SECKILL_CLUSTER_MYSQL_NODES (%v)", n, nodes)
@@ -102,7 +102,7 @@ func firstOrderAfter(ctx context.Context, db *sql.DB, since time.Time, limit tim
 // It prints the time from the kill to the promotion and to the first order the consumers
 // wrote on the new primary.
 func killMySQLPrimary(ctx context.Context, e *Env) error {
-	c := e.Cluster
+	c := e.Pipeline
 	old, err := c.MySQLWriter(ctx)
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func killMySQLPrimary(ctx context.Context, e *Env) error {
 // replica promoted, the old primary its replica) and requires that no client saw errors for
 // longer than the switchover took.
 func switchoverMySQL(ctx context.Context, e *Env) error {
-	c := e.Cluster
+	c := e.Pipeline
 	old, err := c.MySQLWriter(ctx)
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func switchoverMySQL(ctx context.Context, e *Env) error {
 // it falls behind while everything the pipeline reads and writes is on the primary. The
 // replica's I/O thread goes on acknowledging, so semi-sync stays on. Then it catches up.
 func stopReplicaSQL(ctx context.Context, e *Env) error {
-	w, err := e.Cluster.MySQLWriter(ctx)
+	w, err := e.Pipeline.MySQLWriter(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // proxySource is the address HAProxy connects to the gateways from (deploy/local/run's too).
 const proxySource = "127.0.0.2"
 
-func (c *Cluster) remember(p *Proc, addr string) {
+func (c *Pipeline) remember(p *Proc, addr string) {
 	if c.procAddr == nil {
 		c.procAddr = map[*Proc]string{}
 	}
@@ -29,7 +29,7 @@ func (c *Cluster) remember(p *Proc, addr string) {
 
 // startFleet starts c.opts.Gateways gateways and HAProxy in front of them; GatewayAddr
 // becomes the proxy's address.
-func (c *Cluster) startFleet(ctx context.Context) error {
+func (c *Pipeline) startFleet(ctx context.Context) error {
 	if err := c.startGatewayProcs(ctx); err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ backend gateways
 
 // startGateways starts c.opts.Gateways gateways on addresses of their own, without a proxy
 // (Options.NoProxy); GatewayAddr is the first one's.
-func (c *Cluster) startGateways(ctx context.Context) error {
+func (c *Pipeline) startGateways(ctx context.Context) error {
 	if err := c.startGatewayProcs(ctx); err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (c *Cluster) startGateways(ctx context.Context) error {
 }
 
 // startGatewayProcs starts c.opts.Gateways gateways, each on an address of its own.
-func (c *Cluster) startGatewayProcs(ctx context.Context) error {
+func (c *Pipeline) startGatewayProcs(ctx context.Context) error {
 	for i := 0; i < c.opts.Gateways; i++ {
 		addr, err := FreeAddr()
 		if err != nil {
@@ -111,7 +111,7 @@ func (c *Cluster) startGatewayProcs(ctx context.Context) error {
 
 // CrowdTargets are the base URLs a crowd sends its clicks to: every gateway when they run
 // without a proxy, else the one public address.
-func (c *Cluster) CrowdTargets() []string {
+func (c *Pipeline) CrowdTargets() []string {
 	if !c.opts.NoProxy || len(c.gatewayAddrs) == 0 {
 		return []string{"http://" + c.GatewayAddr}
 	}
@@ -123,7 +123,7 @@ func (c *Cluster) CrowdTargets() []string {
 }
 
 // StartGatewayN starts (or restarts) gateway i of the fleet on its fixed address.
-func (c *Cluster) StartGatewayN(ctx context.Context, i int) error {
+func (c *Pipeline) StartGatewayN(ctx context.Context, i int) error {
 	adminAddr, err := FreeAddr()
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func (c *Cluster) StartGatewayN(ctx context.Context, i int) error {
 }
 
 // AddConsumer starts one more consumer in the group (a scale-out).
-func (c *Cluster) AddConsumer(ctx context.Context) error {
+func (c *Pipeline) AddConsumer(ctx context.Context) error {
 	p, err := c.startConsumer(ctx)
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func (c *Cluster) AddConsumer(ctx context.Context) error {
 }
 
 // StopReconcilers stops every scheduled reconciler (before the final --once run).
-func (c *Cluster) StopReconcilers() {
+func (c *Pipeline) StopReconcilers() {
 	for _, p := range append([]*Proc{c.Reconciler}, c.Reconcilers...) {
 		if p != nil && !p.Exited() {
 			_ = p.Stop(20 * time.Second)
@@ -162,7 +162,7 @@ func (c *Cluster) StopReconcilers() {
 
 // LeaseHeld tells whether reconciler p holds the lease, from its seckill_reconciler_lease_held
 // gauge.
-func (c *Cluster) LeaseHeld(ctx context.Context, p *Proc) (bool, error) {
+func (c *Pipeline) LeaseHeld(ctx context.Context, p *Proc) (bool, error) {
 	addr, ok := c.procAddr[p]
 	if !ok {
 		return false, fmt.Errorf("%s: address unknown", p.Name)
@@ -197,7 +197,7 @@ func (c *Cluster) LeaseHeld(ctx context.Context, p *Proc) (bool, error) {
 // cluster client reaches every shard only when go-redis learned the command's all_shards
 // routing tip (recent v9 releases route by the server's command tips); without it, it goes to the node of a
 // random slot and the scenario would lose one shard's keys instead of all.
-func (c *Cluster) FlushAll(ctx context.Context) error {
+func (c *Pipeline) FlushAll(ctx context.Context) error {
 	if cc, ok := c.Redis.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			return n.FlushAll(ctx).Err()

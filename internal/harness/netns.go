@@ -163,7 +163,7 @@ func (iso *isolation) close() {
 // IsolateGateway stops fleet gateway i and starts it again in a network namespace of its own,
 // reached by the proxy on its usual address, reaching Kafka, MySQL and Redis through
 // forwarders; Cut on the result cuts it off Redis, CutKafka off Kafka.
-func (c *Cluster) IsolateGateway(ctx context.Context, i int) (*isolation, error) {
+func (c *Pipeline) IsolateGateway(ctx context.Context, i int) (*isolation, error) {
 	ns, err := newNetns()
 	if err != nil {
 		return nil, err

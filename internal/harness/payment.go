@@ -29,16 +29,16 @@ type Winner struct {
 // winners returns the succeeded orders stored since a time, oldest first. (Not "ids above
 // the last seen": order ids are drawn at INSERT, and concurrent transactions commit out of
 // id order, so a high-water mark on ids misses orders committed late.)
-func (c *Cluster) winners(ctx context.Context, since time.Time) ([]Winner, error) {
+func (c *Pipeline) winners(ctx context.Context, since time.Time) ([]Winner, error) {
 	var out []Winner
 	err := c.DB.WithContext(ctx).Raw(`SELECT id, request_id, user_id, created_at FROM orders
 		WHERE created_at >= ? AND status = 'succeeded' ORDER BY id`, since.UTC()).Scan(&out).Error
 	return out, err
 }
 
-// Feedback writes downstream order feedback to the cluster's feedback topic, as a downstream
+// Feedback writes downstream order feedback to the pipeline's feedback topic, as a downstream
 // order system would (keyed by request id).
-func (c *Cluster) Feedback(ctx context.Context, fs ...seckill.Feedback) error {
+func (c *Pipeline) Feedback(ctx context.Context, fs ...seckill.Feedback) error {
 	if len(fs) == 0 {
 		return nil
 	}
@@ -89,7 +89,7 @@ func watchWinners(ctx context.Context, e *Env, done <-chan struct{}, fn func([]W
 		// overlap; seen keeps each winner to one call.
 		since := last.Add(-2 * time.Second)
 		last = time.Now()
-		ws, err := e.Cluster.winners(ctx, since)
+		ws, err := e.Pipeline.winners(ctx, since)
 		if err != nil {
 			return err
 		}
@@ -140,10 +140,10 @@ func cancellationStorm(frac float64) func(ctx context.Context, e *Env) error {
 				late = append(late, f)
 				sent++
 			}
-			return e.Cluster.Feedback(ctx, out...)
+			return e.Pipeline.Feedback(ctx, out...)
 		})
 		if err == nil {
-			err = e.Cluster.Feedback(ctx, late...)
+			err = e.Pipeline.Feedback(ctx, late...)
 		}
 		fmt.Fprintf(e.Log, "  storm: %d of %d winners cancelled while the crowd grabbed (each sent 3 times)\n", sent, winners)
 		return err
@@ -163,7 +163,7 @@ func payer(ctx context.Context, e *Env, frac float64, done <-chan struct{}) (pai
 			}
 		}
 		paid += len(out)
-		return e.Cluster.Feedback(ctx, out...)
+		return e.Pipeline.Feedback(ctx, out...)
 	})
 	return paid, winners, err
 }
@@ -207,7 +207,7 @@ func paidCancelledRace(timeout time.Duration) func(ctx context.Context, e *Env) 
 			out := timed
 			timed = nil
 			mu.Unlock()
-			return e.Cluster.Feedback(ctx, out...)
+			return e.Pipeline.Feedback(ctx, out...)
 		}
 		// The timed payments go out as they fall due, every 50 ms.
 		stopFlusher := make(chan struct{})
@@ -255,7 +255,7 @@ func paidCancelledRace(timeout time.Duration) func(ctx context.Context, e *Env) 
 					counts["never paid"]++
 				}
 			}
-			return e.Cluster.Feedback(ctx, now...)
+			return e.Pipeline.Feedback(ctx, now...)
 		})
 		wg.Wait()
 		close(stopFlusher)
@@ -279,17 +279,17 @@ func cutBetweenCommitAndReturn(proxy **Proxy) func(ctx context.Context, e *Env) 
 		(*proxy).Cut(true)
 		var pending int64
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && pending == 0; time.Sleep(100 * time.Millisecond) {
-			if err := e.Cluster.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL").Scan(&pending).Error; err != nil {
+			if err := e.Pipeline.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL").Scan(&pending).Error; err != nil {
 				return err
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
-		for _, p := range e.Cluster.Consumers {
+		for _, p := range e.Pipeline.Consumers {
 			p.Kill()
 		}
 		(*proxy).Cut(false)
-		for i := range e.Cluster.Consumers {
-			if err := e.Cluster.RestartConsumer(ctx, i); err != nil {
+		for i := range e.Pipeline.Consumers {
+			if err := e.Pipeline.RestartConsumer(ctx, i); err != nil {
 				return err
 			}
 		}
@@ -326,14 +326,14 @@ func consumerRedisProxy(proxy **Proxy) func(seed uint64) (map[string]string, fun
 //     them the stock rows every writer locks), and the crowd's next admissions pile up on
 //     the grab topic: the reconciler's rebuild waits for that partition, so the keys stay
 //     lost until the consumers are back.
-//  4. The prizes' keys are deleted (the cluster's own: the stack is shared) and the
+//  4. The prizes' keys are deleted (the pipeline's own: the stack is shared) and the
 //     scenario waits until the reconciler cancelled a due order whose unit cannot go back
 //     to Redis (its return waits for the keys), then a run more, and restarts the consumers.
 //
 // Once the consumers are back the reconciler rebuilds the keys from MySQL, counting those
 // units once, and its sweep finds them done.
 func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
-	c := e.Cluster
+	c := e.Pipeline
 	db := c.DB.WithContext(ctx)
 	stopPaying := make(chan struct{})
 	payErr := make(chan error, 1)
@@ -371,8 +371,8 @@ func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 		return err
 	}
 	if err := wait("downstream's reports read", 20*time.Second, func() (bool, error) {
-		lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_FEEDBACK_GROUP"], c.Topics.Feedback)
-		return sum(lag) == 0, err
+		n, err := c.lag(ctx, c.Env["SECKILL_FEEDBACK_GROUP"], c.Topics.Feedback)
+		return n == 0, err
 	}); err != nil {
 		return err
 	}
@@ -441,7 +441,7 @@ func sum(m map[int]int64) int64 {
 
 // logPrizes prints, per prize, where its units went: sold (ever), cancelled, back for resale
 // or after the session, resold, left.
-func (c *Cluster) logPrizes(ctx context.Context, log io.Writer) error {
+func (c *Pipeline) logPrizes(ctx context.Context, log io.Writer) error {
 	for _, p := range c.Prizes {
 		var row struct {
 			Total, LeftStock, Succeeded, Cancelled, Paid, Resale, AfterEnd int

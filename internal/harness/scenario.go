@@ -53,11 +53,11 @@ type Scenario struct {
 
 // Env is what a scenario's hooks can act on.
 type Env struct {
-	Cluster *Cluster
-	Servers Servers
-	Log     io.Writer
-	Seed    uint64
-	stop    chan struct{} // closed when the crowd finished
+	Pipeline *Pipeline
+	Servers  Servers
+	Log      io.Writer
+	Seed     uint64
+	stop     chan struct{} // closed when the crowd finished
 	// Attempts is every answer the crowd got (read it once CrowdDone is closed).
 	Attempts *AttemptLog
 }
@@ -68,13 +68,13 @@ func (e *Env) CrowdDone() <-chan struct{} { return e.stop }
 // Scenarios is the failure matrix of DESIGN.md.
 func Scenarios() []Scenario {
 	killGateway := func(ctx context.Context, e *Env) error {
-		e.Cluster.Gateway.Kill()
-		return e.Cluster.StartGateway(ctx)
+		e.Pipeline.Gateway.Kill()
+		return e.Pipeline.StartGateway(ctx)
 	}
 	killConsumer := func(i int) func(ctx context.Context, e *Env) error {
 		return func(ctx context.Context, e *Env) error {
-			e.Cluster.Consumers[i].Kill()
-			return e.Cluster.RestartConsumer(ctx, i)
+			e.Pipeline.Consumers[i].Kill()
+			return e.Pipeline.RestartConsumer(ctx, i)
 		}
 	}
 	restart := func(name string) func(ctx context.Context, e *Env) error {
@@ -111,7 +111,7 @@ func Scenarios() []Scenario {
 			}},
 		{Name: "kill -9 and restart Redis (AOF)", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("redis")},
 		{Name: "Redis data loss (FLUSHALL)", Repeats: 0.1, Consumers: 2, At: 0.4,
-			During: func(ctx context.Context, e *Env) error { return e.Cluster.FlushAll(ctx) }},
+			During: func(ctx context.Context, e *Env) error { return e.Pipeline.FlushAll(ctx) }},
 		{Name: "kill -9 and restart MariaDB", Repeats: 0.1, Consumers: 2, At: 0.4, During: restart("mariadb")},
 		{Name: "optimistic-lock conflict storm", Repeats: 0.1, Consumers: 2, At: 0.05,
 			During: func(ctx context.Context, e *Env) error {
@@ -125,12 +125,12 @@ func Scenarios() []Scenario {
 						return nil
 					default:
 					}
-					e.Cluster.DB.Exec("UPDATE session_stocks SET version = version + 1 WHERE session_id = ?", e.Cluster.Session.ID)
+					e.Pipeline.DB.Exec("UPDATE session_stocks SET version = version + 1 WHERE session_id = ?", e.Pipeline.Session.ID)
 				}
 			}},
 		{Name: "drift injected into Redis", Short: true, Repeats: 0.1, Consumers: 2,
 			Before: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
+				c := e.Pipeline
 				up := stock.KeysFor(c.Session.ID, c.Prizes[0].ID).Meta   // Redis too high: more admitted than MySQL has
 				down := stock.KeysFor(c.Session.ID, c.Prizes[1].ID).Meta // Redis too low: less sold than there is
 				if err := c.Redis.HIncrBy(ctx, up, "left", 30).Err(); err != nil {
@@ -153,13 +153,13 @@ func Scenarios() []Scenario {
 		rollingUpgrade(false),
 		{Name: "reconciler killed mid-run, two at once", Repeats: 0.1, Consumers: 2, At: 0.5,
 			During: func(ctx context.Context, e *Env) error {
-				second, err := e.Cluster.StartReconciler(ctx)
+				second, err := e.Pipeline.StartReconciler(ctx)
 				if err != nil {
 					return err
 				}
 				time.Sleep(1500 * time.Millisecond)
-				e.Cluster.Reconciler.Kill()
-				e.Cluster.Reconciler = second
+				e.Pipeline.Reconciler.Kill()
+				e.Pipeline.Reconciler = second
 				return nil
 			}},
 	}
@@ -231,14 +231,14 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		defer closeFn()
 		consumerEnv = extra
 	}
-	c, err := NewCluster(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
+	c, err := NewPipeline(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
 		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv,
 		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers, NoProxy: sc.NoProxy})
 	if err != nil {
-		return res, fmt.Errorf("cluster: %w", err)
+		return res, fmt.Errorf("pipeline: %w", err)
 	}
 	defer c.Close()
-	e := &Env{Cluster: c, Servers: servers, Log: log, Seed: seed, stop: make(chan struct{}), Attempts: &AttemptLog{}}
+	e := &Env{Pipeline: c, Servers: servers, Log: log, Seed: seed, stop: make(chan struct{}), Attempts: &AttemptLog{}}
 	if sc.Before != nil {
 		if err := sc.Before(ctx, e); err != nil {
 			return res, fmt.Errorf("before: %w", err)

@@ -29,11 +29,11 @@ func rollingUpgrade(cluster bool) Scenario {
 		Consumers: 2, Gateways: 2, Reconcilers: 2, NoProxy: !cluster, At: 0.1, Rate: 300,
 		Before: func(ctx context.Context, e *Env) error {
 			var err error
-			if bin, err = e.Cluster.buildRelease(ctx, upgradeVersion); err != nil {
+			if bin, err = e.Pipeline.buildRelease(ctx, upgradeVersion); err != nil {
 				return err
 			}
 			// The new build's checks first (docs/operators.md, Rolling upgrade, step 1).
-			out, err := e.Cluster.CheckRelease(ctx, bin)
+			out, err := e.Pipeline.CheckRelease(ctx, bin)
 			fmt.Fprintf(e.Log, "%s", indent(out))
 			return err
 		},
@@ -50,7 +50,7 @@ func rollingUpgrade(cluster bool) Scenario {
 					midCrowd = true
 				}
 			}
-			if err := e.Cluster.RollingUpgrade(ctx, bin, lbWait, gatewaysFrom, e.Log); err != nil {
+			if err := e.Pipeline.RollingUpgrade(ctx, bin, lbWait, gatewaysFrom, e.Log); err != nil {
 				return err
 			}
 			if !midCrowd {
@@ -71,9 +71,9 @@ func rollingUpgrade(cluster bool) Scenario {
 	return sc
 }
 
-// buildRelease builds the deployables stamped with version into a folder the cluster
+// buildRelease builds the deployables stamped with version into a folder the pipeline
 // removes on Close, and checks the build says so.
-func (c *Cluster) buildRelease(ctx context.Context, version string) (string, error) {
+func (c *Pipeline) buildRelease(ctx context.Context, version string) (string, error) {
 	dir, err := os.MkdirTemp("", "seckill-release-")
 	if err != nil {
 		return "", err
@@ -98,7 +98,7 @@ func (c *Cluster) buildRelease(ctx context.Context, version string) (string, err
 // release's events never meet an old reader. lbWait is how long a load balancer needs to
 // route to a restarted gateway again; gatewaysFrom (nil: none) is called when the gateways'
 // turn comes.
-func (c *Cluster) RollingUpgrade(ctx context.Context, bin string, lbWait time.Duration, gatewaysFrom func(), log io.Writer) error {
+func (c *Pipeline) RollingUpgrade(ctx context.Context, bin string, lbWait time.Duration, gatewaysFrom func(), log io.Writer) error {
 	c.opts.Bin = bin // every later start, restarts after a fault included, is the new build
 	t := time.Now()
 	stop := func(p *Proc) error {
@@ -149,9 +149,9 @@ func (c *Cluster) RollingUpgrade(ctx context.Context, bin string, lbWait time.Du
 	return ctx.Err()
 }
 
-// CheckRelease runs `reconciler --check` of the build in bin against the cluster, as an
+// CheckRelease runs `reconciler --check` of the build in bin against the pipeline, as an
 // operator does before rolling it out, and returns its output; an error when it fails.
-func (c *Cluster) CheckRelease(ctx context.Context, bin string) (string, error) {
+func (c *Pipeline) CheckRelease(ctx context.Context, bin string) (string, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return "", err

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Set at link time with -X; empty in a plain `go build`.
@@ -84,11 +85,11 @@ func PrintVersion(args []string, name string, w io.Writer) bool {
 	return true
 }
 
-// Collector returns the seckill_build_info gauge for service: always 1, the build in its
-// labels, so a dashboard can show which build each instance runs and when that changed.
-func Collector(service string) prometheus.Collector {
+// Register registers the seckill_build_info gauge of service on reg: always 1, the build in
+// its labels, so a dashboard can show which build each instance runs and when that changed.
+func Register(reg prometheus.Registerer, service string) {
 	i := Read()
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
+	g := promauto.With(reg).NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_build_info",
 		Help: "Always 1; the labels name the running build (version, VCS revision, Go version).",
 		ConstLabels: prometheus.Labels{
@@ -96,5 +97,4 @@ func Collector(service string) prometheus.Collector {
 		},
 	})
 	g.Set(1)
-	return g
 }

@@ -64,9 +64,9 @@ func TestPrintVersion(t *testing.T) {
 	}
 }
 
-func TestCollector(t *testing.T) {
+func TestRegister(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(Collector("consumer"))
+	Register(reg, "consumer")
 	i := Read()
 	want := `# HELP seckill_build_info Always 1; the labels name the running build (version, VCS revision, Go version).
 # TYPE seckill_build_info gauge

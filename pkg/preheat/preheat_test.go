@@ -76,7 +76,7 @@ func (e *env) check(t *testing.T, sid, pid int64, mysql, redisTotal int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := e.gate.Snapshots(e.ctx, [][2]int64{{sid, pid}})
+	snaps, err := e.gate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: sid, Prize: pid}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestPreheatUpgradesKeyFromOlderRevision(t *testing.T) {
 	if res, err := p.Session(e.ctx, sid); err != nil || !slices.Contains(res.Kept, pid) {
 		t.Fatalf("preheat over an admission: %+v %v", res, err)
 	}
-	if snaps, _ := e.gate.Snapshots(e.ctx, [][2]int64{{sid, pid}}); snaps[0].Total != 8 || snaps[0].Left != 7 {
+	if snaps, _ := e.gate.Snapshots(e.ctx, []seckill.SessionPrize{{Session: sid, Prize: pid}}); snaps[0].Total != 8 || snaps[0].Left != 7 {
 		t.Fatalf("a key with an admission was overwritten: %+v", snaps[0])
 	}
 }

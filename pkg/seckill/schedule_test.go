@@ -160,3 +160,9 @@ func TestDownstreamCancelReason(t *testing.T) {
 		})
 	}
 }
+
+func TestSessionPrizeString(t *testing.T) {
+	if got := (SessionPrize{Session: 7, Prize: 12}).String(); got != "session 7 prize 12" {
+		t.Fatalf("String() = %q", got)
+	}
+}

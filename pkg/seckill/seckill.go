@@ -5,6 +5,7 @@ package seckill
 
 import (
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -75,6 +76,15 @@ func (s Session) OpenAt(t time.Time) bool {
 	return !t.Before(s.Start) && t.Before(s.End)
 }
 
+// SessionPrize names one prize in one session: the unit of stock, of the per-user limit, of a
+// database transaction and of a Redis settlement.
+type SessionPrize struct{ Session, Prize int64 }
+
+// String is the pair as messages name it: "session 7 prize 12".
+func (k SessionPrize) String() string {
+	return "session " + strconv.FormatInt(k.Session, 10) + " prize " + strconv.FormatInt(k.Prize, 10)
+}
+
 // Stock is one session×prize's stock as the system of record holds it.
 type Stock struct {
 	SessionID    int64
@@ -85,6 +95,9 @@ type Stock struct {
 	PerUserLimit int
 }
 
+// SessionPrize is the session×prize this stock belongs to.
+func (s Stock) SessionPrize() SessionPrize { return SessionPrize{s.SessionID, s.PrizeID} }
+
 // Grab is one admitted attempt of a user on a session×prize.
 type Grab struct {
 	RequestID  string
@@ -93,6 +106,9 @@ type Grab struct {
 	PrizeID    int64
 	AdmittedAt time.Time
 }
+
+// SessionPrize is the session×prize the grab is for.
+func (g Grab) SessionPrize() SessionPrize { return SessionPrize{g.SessionID, g.PrizeID} }
 
 // OrderStatus is an order's state: succeeded or rejected when stored; a succeeded order
 // may later become cancelled (once, never back).

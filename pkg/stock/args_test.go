@@ -26,10 +26,10 @@ func BenchmarkGrabAdmissionArgs(b *testing.B) {
 
 // The script's keys built on the hot path are exactly those of KeysFor.
 func TestReserveArgsKeysAreKeysFor(t *testing.T) {
-	for _, ids := range [][2]int64{{1, 1}, {12, 34}, {9007199254740993, 7}} {
-		g := seckill.Grab{RequestID: "r", UserID: "u", SessionID: ids[0], PrizeID: ids[1], AdmittedAt: time.UnixMilli(1234)}
+	for _, k := range []seckill.SessionPrize{{Session: 1, Prize: 1}, {Session: 12, Prize: 34}, {Session: 9007199254740993, Prize: 7}} {
+		g := seckill.Grab{RequestID: "r", UserID: "u", SessionID: k.Session, PrizeID: k.Prize, AdmittedAt: time.UnixMilli(1234)}
 		keys, args := reserveArgs(g)
-		if want := KeysFor(ids[0], ids[1]).all(); !slices.Equal(keys, want) {
+		if want := KeysFor(k.Session, k.Prize).all(); !slices.Equal(keys, want) {
 			t.Fatalf("keys %v, want %v", keys, want)
 		}
 		if !slices.Equal(args, []any{"r", "u", int64(1234)}) {

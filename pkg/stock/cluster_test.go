@@ -197,9 +197,9 @@ func TestClusterPipelinesAcrossNodes(t *testing.T) {
 		}
 		batches = append(batches, b)
 	}
-	ids := make([][2]int64, len(pids))
+	ids := make([]seckill.SessionPrize, len(pids))
 	for i, pid := range pids {
-		ids[i] = [2]int64{sid, pid}
+		ids[i] = seckill.SessionPrize{Session: sid, Prize: pid}
 	}
 	snaps, err := g.Snapshots(ctx, ids)
 	if err != nil {

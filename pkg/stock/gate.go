@@ -351,7 +351,7 @@ type Snapshot struct {
 }
 
 // Snapshots reads the given session×prizes in one pipelined round trip.
-func (g *Gate) Snapshots(ctx context.Context, ids [][2]int64) ([]Snapshot, error) {
+func (g *Gate) Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]Snapshot, error) {
 	type cmds struct {
 		meta          *redis.SliceCmd
 		pending, done *redis.IntCmd
@@ -360,7 +360,7 @@ func (g *Gate) Snapshots(ctx context.Context, ids [][2]int64) ([]Snapshot, error
 	pipe := g.rdb.Pipeline()
 	cs := make([]cmds, len(ids))
 	for i, id := range ids {
-		k := KeysFor(id[0], id[1])
+		k := KeysFor(id.Session, id.Prize)
 		cs[i] = cmds{
 			meta:    pipe.HMGet(ctx, k.Meta, "left", "total", "limit"),
 			pending: pipe.HLen(ctx, k.Reserved),
@@ -373,7 +373,7 @@ func (g *Gate) Snapshots(ctx context.Context, ids [][2]int64) ([]Snapshot, error
 	}
 	out := make([]Snapshot, len(ids))
 	for i, id := range ids {
-		s := Snapshot{SessionID: id[0], PrizeID: id[1], Left: -1}
+		s := Snapshot{SessionID: id.Session, PrizeID: id.Prize, Left: -1}
 		vals := cs[i].meta.Val()
 		if len(vals) == 3 && vals[0] != nil {
 			s.Loaded = true

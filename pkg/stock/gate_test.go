@@ -102,7 +102,7 @@ func reserveVerdicts(t *testing.T, rdb redis.UniversalClient) {
 	if err != nil || !l.Found || !l.Live || l.Owner != "bob" || l.Status.State != "queued" {
 		t.Fatalf("lookup: %+v %v", l, err)
 	}
-	snaps, err := g.Snapshots(ctx, [][2]int64{{sid, 1}, {sid, 2}})
+	snaps, err := g.Snapshots(ctx, []seckill.SessionPrize{{Session: sid, Prize: 1}, {Session: sid, Prize: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,10 +112,10 @@ type ReturnReport struct {
 // done nor waiting (retry them).
 func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport, error) {
 	var rep ReturnReport
-	byPrize := map[[2]int64][]UnitReturn{}
-	var order [][2]int64
+	byPrize := map[seckill.SessionPrize][]UnitReturn{}
+	var order []seckill.SessionPrize
 	for _, it := range items {
-		k := [2]int64{it.SessionID, it.PrizeID}
+		k := seckill.SessionPrize{Session: it.SessionID, Prize: it.PrizeID}
 		if byPrize[k] == nil {
 			order = append(order, k)
 		}
@@ -123,7 +123,7 @@ func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport,
 	}
 	var errs []error
 	for _, k := range order {
-		res, err := g.Return(ctx, k[0], k[1], byPrize[k])
+		res, err := g.Return(ctx, k.Session, k.Prize, byPrize[k])
 		switch {
 		case err != nil:
 			errs = append(errs, err)

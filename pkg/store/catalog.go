@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
@@ -350,7 +351,7 @@ type AuditEntry struct {
 	Detail     string `json:"detail"`
 	// Fence, when set, makes the entry a fenced write: it commits only while the lease
 	// (the reconciler's) is still held at this fencing number.
-	Fence *Fence `json:"-"`
+	Fence *lease.Fence `json:"-"`
 }
 
 // Audit returns the newest audit entries for a session (all sessions when sessionID is 0).
@@ -487,7 +488,7 @@ func (reportRow) TableName() string { return "session_reports" }
 // SaveReport stores a session×prize's final report once; it returns false when one existed.
 // It is written under the reconciler's fence, so a reconciler that lost its lease cannot
 // file a report computed from what it read before.
-func (c *Catalog) SaveReport(ctx context.Context, f Fence, r SessionReport) (bool, error) {
+func (c *Catalog) SaveReport(ctx context.Context, f lease.Fence, r SessionReport) (bool, error) {
 	var saved bool
 	err := fenced(ctx, c.db, f, func(tx *gorm.DB) error {
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&reportRow{

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
@@ -69,7 +70,7 @@ type FeedbackBatch struct {
 // version and left_stock >= n, and a concurrent return only raises left_stock, so its
 // update stays right and the hot path does not conflict with returns. Whether the unit is
 // for resale (back into Redis) is decided by the session's window at now.
-func (o *Orders) ApplyFeedback(ctx context.Context, f *Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (FeedbackBatch, error) {
+func (o *Orders) ApplyFeedback(ctx context.Context, f *lease.Fence, sessionID, prizeID int64, items []seckill.Feedback, now time.Time) (FeedbackBatch, error) {
 	var res FeedbackBatch
 	run := func(tx *gorm.DB) error {
 		res = FeedbackBatch{}
@@ -88,13 +89,8 @@ func (o *Orders) ApplyFeedback(ctx context.Context, f *Fence, sessionID, prizeID
 }
 
 func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedback, now time.Time, res *FeedbackBatch) error {
-	var cases []exceptionRow
-	record := func(i int, kind string, orderID int64, detail string) {
-		res.Outcomes[i].Result, res.Outcomes[i].Case, res.Outcomes[i].OrderID = seckill.FeedbackException, kind, orderID
-		res.Exceptions++
-		cases = append(cases, exceptionRow{Kind: kind, RequestID: items[i].RequestID, SessionID: &sessionID, PrizeID: &prizeID,
-			Detail: detail, FirstSeenAt: now, LastSeenAt: now, Seen: 1})
-	}
+	k := seckill.SessionPrize{Session: sessionID, Prize: prizeID}
+	w := &feedbackWrites{k: k, now: now, res: res}
 	res.Outcomes = make([]FeedbackOutcome, len(items))
 	for i, it := range items {
 		res.Outcomes[i].Feedback = it
@@ -104,9 +100,9 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 	err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &st)
 	if errors.Is(err, seckill.ErrNotFound) {
 		for i, it := range items {
-			record(i, seckill.CaseUnknownOrder, 0, fmt.Sprintf("%s: no such session×prize", it.Kind))
+			w.record(i, seckill.CaseUnknownOrder, 0, fmt.Sprintf("%s: no such session×prize", it.Kind))
 		}
-		return saveCases(tx, cases)
+		return saveCases(tx, w.cases)
 	}
 	if err != nil {
 		return fmt.Errorf("lock stock row: %w", err)
@@ -121,7 +117,8 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 		FROM sessions s JOIN activities a ON a.id = s.activity_id WHERE s.id = ?`, sessionID).Scan(&window).Error; err != nil {
 		return fmt.Errorf("read session %d: %w", sessionID, err)
 	}
-	open := seckill.Session{Start: window.StartsAt, End: window.EndsAt, ClosedAt: window.ClosedAt}.OpenAt(now)
+	w.regrab = window.RegrabAfterCancel
+	w.resale = seckill.Session{Start: window.StartsAt, End: window.EndsAt, ClosedAt: window.ClosedAt}.OpenAt(now)
 
 	rids := make([]string, 0, len(items))
 	for _, it := range items {
@@ -135,98 +132,129 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 	for i := range rows {
 		byRID[rows[i].RequestID] = &rows[i]
 	}
-
-	var paidIDs, cancelIDs, dupCancels []int64
-	var cancelReason []seckill.Reason
-	var events []orderEventRow
-	var returns []returnRow
+	// In order: a report sees its order as the batch's earlier reports left it.
 	for i, it := range items {
 		r := byRID[it.RequestID]
-		if r == nil || r.SessionID != sessionID || r.PrizeID != prizeID {
-			record(i, seckill.CaseUnknownOrder, 0, fmt.Sprintf("%s: no order has this request id", it.Kind))
-			continue
-		}
-		res.Outcomes[i].OrderID = r.ID
-		status := seckill.OrderStatus(r.Status)
-		switch {
-		case status == seckill.OrderRejected:
-			record(i, seckill.CaseNotSucceeded, r.ID, fmt.Sprintf("%s for an order rejected (%s)", it.Kind, r.Reason))
-
-		case it.Kind == seckill.FeedbackPaid && status == seckill.OrderSucceeded && r.PaidAt != nil:
-			res.Outcomes[i].Result = seckill.FeedbackDuplicate
-			res.Duplicates++
-		case it.Kind == seckill.FeedbackPaid && status == seckill.OrderSucceeded:
-			r.PaidAt = &now
-			paidIDs = append(paidIDs, r.ID)
-			res.Outcomes[i].Result = seckill.FeedbackApplied
-			res.Paid++
-		case it.Kind == seckill.FeedbackPaid: // cancelled: answered by a refund event, never revived
-			id := "order:" + r.RequestID + ":refund_required"
-			exists, err := eventExists(tx, id, events)
-			if err != nil {
-				return err
-			}
-			if exists {
-				res.Outcomes[i].Result = seckill.FeedbackDuplicate
-				res.Duplicates++
-				continue
-			}
-			events = append(events, orderEventRow{EventID: id, OrderID: r.ID, Type: EventRefundRequired,
-				Reason: string(seckill.CasePaidAfterCancel), OccurredAt: now})
-			cases = append(cases, exceptionRow{Kind: seckill.CasePaidAfterCancel, RequestID: r.RequestID, UserID: r.UserID,
-				SessionID: &sessionID, PrizeID: &prizeID,
-				Detail: fmt.Sprintf("paid after it was cancelled (%s); refund event sent", r.Reason), FirstSeenAt: now, LastSeenAt: now, Seen: 1})
-			res.Outcomes[i].Result, res.Outcomes[i].Case = seckill.FeedbackRefund, seckill.CasePaidAfterCancel
-			res.Refunds++
-
-		case status == seckill.OrderCancelled:
-			res.Outcomes[i].Result = seckill.FeedbackDuplicate
-			res.Duplicates++
-			if !containsID(cancelIDs, r.ID) {
-				dupCancels = append(dupCancels, r.ID)
-			}
-		case r.PaidAt != nil && !it.DueBefore.IsZero():
-			res.Outcomes[i].Result = seckill.FeedbackNotDue // paid meanwhile: nothing to time out
-			res.NotDue++
-		case r.PaidAt != nil:
-			record(i, seckill.CaseCancelAfterPaid, r.ID, fmt.Sprintf("cancelled (%s) after it was paid; kept paid", it.Reason))
-		case !it.DueBefore.IsZero() && (r.EventPublishedAt == nil || !r.EventPublishedAt.Before(it.DueBefore)):
-			// The timeout counts from the creation event's publication: before it,
-			// downstream had not heard of the order and could not collect payment.
-			res.Outcomes[i].Result = seckill.FeedbackNotDue
-			res.NotDue++
-		default:
-			r.Status, r.Reason, r.CancelledAt = string(seckill.OrderCancelled), string(it.Reason), &now
-			cancelIDs = append(cancelIDs, r.ID)
-			cancelReason = append(cancelReason, it.Reason)
-			events = append(events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
-				Type: EventCancelled, Reason: string(it.Reason), OccurredAt: now})
-			ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: sessionID, PrizeID: prizeID,
-				Reason: string(it.Reason), ReleaseSlot: window.RegrabAfterCancel, Resale: open, ReturnedAt: now}
-			returns = append(returns, ret)
-			res.Returns = append(res.Returns, ret.domain())
-			res.Outcomes[i].Result = seckill.FeedbackApplied
-			res.Cancelled++
+		if err := w.apply(tx, i, r, decideFeedback(k, it, r)); err != nil {
+			return err
 		}
 	}
+	return w.write(tx, st.ID)
+}
 
-	if len(paidIDs) > 0 {
-		upd := tx.Exec("UPDATE orders SET paid_at = ? WHERE id IN ? AND status = 'succeeded' AND paid_at IS NULL", now, paidIDs)
+// feedbackWrites carries a batch's decisions out: it fills the batch's outcomes and
+// collects the writes, so that each kind of write is one statement (write).
+type feedbackWrites struct {
+	k      seckill.SessionPrize
+	now    time.Time
+	regrab bool // the activity lets a buyer whose order was cancelled grab again
+	resale bool // the session is open: a returned unit goes back on sale
+	res    *FeedbackBatch
+
+	paid, cancelled []int64
+	cancelReason    []seckill.Reason // per cancelled
+	redelivered     []int64          // cancellations of orders cancelled before this batch
+	events          []orderEventRow
+	returns         []returnRow
+	cases           []exceptionRow
+}
+
+// record makes report i an exception case.
+func (w *feedbackWrites) record(i int, kind string, orderID int64, detail string) {
+	out := &w.res.Outcomes[i]
+	out.Result, out.Case, out.OrderID = seckill.FeedbackException, kind, orderID
+	w.res.Exceptions++
+	sid, pid := w.k.Session, w.k.Prize
+	w.cases = append(w.cases, exceptionRow{Kind: kind, RequestID: out.Feedback.RequestID, SessionID: &sid, PrizeID: &pid,
+		Detail: detail, FirstSeenAt: w.now, LastSeenAt: w.now, Seen: 1})
+}
+
+// apply carries out decision d on report i and its order r (updated in place for the
+// batch's later reports).
+func (w *feedbackWrites) apply(tx *gorm.DB, i int, r *orderRow, d feedbackDecision) error {
+	if d.Case == seckill.CaseUnknownOrder {
+		w.record(i, d.Case, 0, d.Detail)
+		return nil
+	}
+	out, it, res := &w.res.Outcomes[i], w.res.Outcomes[i].Feedback, w.res
+	out.OrderID = r.ID
+	switch d.Action {
+	case feedbackRecordCase:
+		w.record(i, d.Case, r.ID, d.Detail)
+	case feedbackDuplicate:
+		out.Result = seckill.FeedbackDuplicate
+		res.Duplicates++
+	case feedbackRedelivered:
+		out.Result = seckill.FeedbackDuplicate
+		res.Duplicates++
+		if !containsID(w.cancelled, r.ID) {
+			w.redelivered = append(w.redelivered, r.ID)
+		}
+	case feedbackPay:
+		r.PaidAt = &w.now
+		w.paid = append(w.paid, r.ID)
+		out.Result = seckill.FeedbackApplied
+		res.Paid++
+	case feedbackRefund:
+		id := "order:" + r.RequestID + ":refund_required"
+		exists, err := eventExists(tx, id, w.events)
+		if err != nil {
+			return err
+		}
+		if exists {
+			out.Result = seckill.FeedbackDuplicate
+			res.Duplicates++
+			return nil
+		}
+		w.events = append(w.events, orderEventRow{EventID: id, OrderID: r.ID, Type: EventRefundRequired,
+			Reason: string(seckill.CasePaidAfterCancel), OccurredAt: w.now})
+		sid, pid := w.k.Session, w.k.Prize
+		w.cases = append(w.cases, exceptionRow{Kind: d.Case, RequestID: r.RequestID, UserID: r.UserID,
+			SessionID: &sid, PrizeID: &pid, Detail: d.Detail, FirstSeenAt: w.now, LastSeenAt: w.now, Seen: 1})
+		out.Result, out.Case = seckill.FeedbackRefund, d.Case
+		res.Refunds++
+	case feedbackNotDue:
+		out.Result = seckill.FeedbackNotDue
+		res.NotDue++
+	case feedbackCancel:
+		r.Status, r.Reason, r.CancelledAt = string(seckill.OrderCancelled), string(it.Reason), &w.now
+		w.cancelled = append(w.cancelled, r.ID)
+		w.cancelReason = append(w.cancelReason, it.Reason)
+		w.events = append(w.events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
+			Type: EventCancelled, Reason: string(it.Reason), OccurredAt: w.now})
+		ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: w.k.Session, PrizeID: w.k.Prize,
+			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now}
+		w.returns = append(w.returns, ret)
+		res.Returns = append(res.Returns, ret.domain())
+		out.Result = seckill.FeedbackApplied
+		res.Cancelled++
+	default:
+		return fmt.Errorf("feedback decision %d not handled", d.Action)
+	}
+	return nil
+}
+
+// write makes the collected writes; each conditional UPDATE must match every row it was
+// given, or the transaction fails (seckill.ErrConflict).
+func (w *feedbackWrites) write(tx *gorm.DB, stockID int64) error {
+	now := w.now
+	if len(w.paid) > 0 {
+		upd := tx.Exec("UPDATE orders SET paid_at = ? WHERE id IN ? AND status = 'succeeded' AND paid_at IS NULL", now, w.paid)
 		if upd.Error != nil {
 			return fmt.Errorf("stamp orders paid: %w", upd.Error)
 		}
-		if upd.RowsAffected != int64(len(paidIDs)) {
-			return fmt.Errorf("stamp %d orders paid: %d matched: %w", len(paidIDs), upd.RowsAffected, seckill.ErrConflict)
+		if upd.RowsAffected != int64(len(w.paid)) {
+			return fmt.Errorf("stamp %d orders paid: %d matched: %w", len(w.paid), upd.RowsAffected, seckill.ErrConflict)
 		}
 	}
-	if len(cancelIDs) > 0 {
+	if len(w.cancelled) > 0 {
 		// One UPDATE per reason (a batch usually has one or two).
 		byReason := map[seckill.Reason][]int64{}
-		for i, id := range cancelIDs {
-			byReason[cancelReason[i]] = append(byReason[cancelReason[i]], id)
+		for i, id := range w.cancelled {
+			byReason[w.cancelReason[i]] = append(byReason[w.cancelReason[i]], id)
 		}
 		slot := "slot"
-		if window.RegrabAfterCancel {
+		if w.regrab {
 			slot = "NULL"
 		}
 		for reason, ids := range byReason {
@@ -239,32 +267,32 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 				return fmt.Errorf("cancel %d orders: %d matched: %w", len(ids), upd.RowsAffected, seckill.ErrConflict)
 			}
 		}
-		upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", len(cancelIDs), now, st.ID)
+		upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", len(w.cancelled), now, stockID)
 		if upd.Error != nil {
-			return fmt.Errorf("return %d units: %w", len(cancelIDs), upd.Error)
+			return fmt.Errorf("return %d units: %w", len(w.cancelled), upd.Error)
 		}
-		if err := tx.Create(&returns).Error; err != nil {
+		if err := tx.Create(&w.returns).Error; err != nil {
 			return fmt.Errorf("record stock returns: %w", err)
 		}
 	}
-	if len(events) > 0 {
-		if err := tx.Create(&events).Error; err != nil {
+	if len(w.events) > 0 {
+		if err := tx.Create(&w.events).Error; err != nil {
 			return fmt.Errorf("order events: %w", err)
 		}
 	}
 	// A redelivered cancellation whose Redis step never ran (the process died between the
 	// commit and the script) hands that step back, so a redelivery completes it at once
 	// instead of waiting for the reconciler's sweep. The script is idempotent per request id.
-	if len(dupCancels) > 0 {
+	if len(w.redelivered) > 0 {
 		var pending []returnRow
-		if err := tx.Where("order_id IN ? AND redis_done_at IS NULL", dupCancels).Find(&pending).Error; err != nil {
+		if err := tx.Where("order_id IN ? AND redis_done_at IS NULL", w.redelivered).Find(&pending).Error; err != nil {
 			return fmt.Errorf("read pending stock returns: %w", err)
 		}
 		for _, r := range pending {
-			res.Returns = append(res.Returns, r.domain())
+			w.res.Returns = append(w.res.Returns, r.domain())
 		}
 	}
-	return saveCases(tx, cases)
+	return saveCases(tx, w.cases)
 }
 
 func containsID(ids []int64, id int64) bool {

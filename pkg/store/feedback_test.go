@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -447,14 +448,14 @@ func TestFencedCancellationRefusedForAStaleFence(t *testing.T) {
 	}
 	due := seckill.Feedback{RequestID: s.rid("key-0000a"), Kind: seckill.FeedbackCancelled, Reason: seckill.ReasonPaymentTimeout,
 		At: s.now, DueBefore: s.now.Add(time.Second)}
-	_, err := s.orders.ApplyFeedback(s.ctx, &store.Fence{Lease: "pay-test", Number: 4}, s.sid, s.pid, []seckill.Feedback{due}, s.now)
-	if !errors.Is(err, store.ErrFenced) {
-		t.Fatalf("stale fence: %v, want ErrFenced", err)
+	_, err := s.orders.ApplyFeedback(s.ctx, &lease.Fence{Name: "pay-test", Number: 4}, s.sid, s.pid, []seckill.Feedback{due}, s.now)
+	if !errors.Is(err, lease.ErrStale) {
+		t.Fatalf("stale fence: %v, want ErrStale", err)
 	}
 	if s.left(t) != 1 || s.n(t, "SELECT COUNT(*) FROM orders WHERE status = 'cancelled'") != 0 {
 		t.Fatal("a refused cancellation changed something")
 	}
-	res, err := s.orders.ApplyFeedback(s.ctx, &store.Fence{Lease: "pay-test", Number: 5}, s.sid, s.pid, []seckill.Feedback{due}, s.now)
+	res, err := s.orders.ApplyFeedback(s.ctx, &lease.Fence{Name: "pay-test", Number: 5}, s.sid, s.pid, []seckill.Feedback{due}, s.now)
 	if err != nil || res.Cancelled != 1 || s.left(t) != 2 {
 		t.Fatalf("current fence: %+v %v, left %d", res, err, s.left(t))
 	}

@@ -2,36 +2,27 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 )
 
-// Fence is a lease's fencing number (see pkg/lease): a write made under it commits only
-// while no newer holder took the lease.
-type Fence struct {
-	Lease  string
-	Number int64
-}
-
-// ErrFenced is returned by a fenced write when a newer holder took the lease.
-var ErrFenced = errors.New("stale fence: a newer holder took the lease")
-
 // fenced runs fn in a transaction that first reads the lease row with a shared lock and
-// refuses when its fence moved on. The shared lock holds a takeover's UPDATE of that row
-// until this transaction ends, so no newer holder can appear between the check and the
-// commit.
-func fenced(ctx context.Context, db *gorm.DB, f Fence, fn func(tx *gorm.DB) error) error {
+// refuses (lease.ErrStale) when its fence moved on. The shared lock holds a takeover's
+// UPDATE of that row until this transaction ends, so no newer holder can appear between the
+// check and the commit.
+func fenced(ctx context.Context, db *gorm.DB, f lease.Fence, fn func(tx *gorm.DB) error) error {
 	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var cur int64
-		if err := tx.Raw("SELECT fence FROM leases WHERE name = ? LOCK IN SHARE MODE", f.Lease).Row().Scan(&cur); err != nil {
-			return fmt.Errorf("read fence of lease %s: %w", f.Lease, err)
+		if err := tx.Raw("SELECT fence FROM leases WHERE name = ? LOCK IN SHARE MODE", f.Name).Row().Scan(&cur); err != nil {
+			return fmt.Errorf("read fence of lease %s: %w", f.Name, err)
 		}
 		if cur != f.Number {
-			return fmt.Errorf("lease %s: fence %d, current %d: %w", f.Lease, f.Number, cur, ErrFenced)
+			return fmt.Errorf("lease %s: fence %d, current %d: %w", f.Name, f.Number, cur, lease.ErrStale)
 		}
 		return fn(tx)
 	})
@@ -63,7 +54,7 @@ func (c *Catalog) ReplayOffsets(ctx context.Context, topic string) (map[int]int6
 
 // SaveReplayOffset records that every message of topic/partition below next was replayed,
 // under the fence of the replayer's lease.
-func (c *Catalog) SaveReplayOffset(ctx context.Context, f Fence, topic string, partition int, next int64) error {
+func (c *Catalog) SaveReplayOffset(ctx context.Context, f lease.Fence, topic string, partition int, next int64) error {
 	err := fenced(ctx, c.db, f, func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{DoUpdates: clause.AssignmentColumns([]string{"next_offset", "fence", "updated_at"})}).
 			Create(&replayOffsetRow{Topic: topic, PartitionID: partition, NextOffset: next, Fence: f.Number, UpdatedAt: c.now().UTC()}).Error

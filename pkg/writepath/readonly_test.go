@@ -23,10 +23,10 @@ type readOnlyWatch struct {
 	failed []retry.Action
 }
 
-func (w *readOnlyWatch) Attempted(time.Duration)                                      {}
-func (w *readOnlyWatch) Persisted(writepath.Key, int, store.PersistResult, time.Time) {}
-func (w *readOnlyWatch) Mismatched()                                                  {}
-func (w *readOnlyWatch) SettleFailed()                                                {}
+func (w *readOnlyWatch) Attempted(time.Duration)                                             {}
+func (w *readOnlyWatch) Persisted(seckill.SessionPrize, int, store.PersistResult, time.Time) {}
+func (w *readOnlyWatch) Mismatched()                                                         {}
+func (w *readOnlyWatch) SettleFailed()                                                       {}
 func (w *readOnlyWatch) Failed(a retry.Action) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -84,7 +84,7 @@ func TestReadOnlyServerIsWaitedOutThenWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := writepath.Key{Session: sessions[0].ID, Prize: act.Prizes[0].ID}
+	k := seckill.SessionPrize{Session: sessions[0].ID, Prize: act.Prizes[0].ID}
 	g := seckill.Grab{RequestID: seckill.RequestID(k.Session, k.Prize, "key-readonly-0001"), UserID: "u1",
 		SessionID: k.Session, PrizeID: k.Prize, AdmittedAt: now}
 

@@ -31,23 +31,20 @@ const (
 	settleTimeout  = 2 * time.Second
 )
 
-// Key is one session×prize: the unit of a transaction and of a Redis settlement.
-type Key struct{ Session, Prize int64 }
-
 // Batch is the events of one session×prize in a fetched batch, in offset order, with the
 // messages they came from (for dead letters and compensation).
 type Batch[T any] struct {
-	Key   Key
+	Key   seckill.SessionPrize
 	Items []T
 	Msgs  []kafka.Message
 }
 
 // Group decodes msgs and groups them by session×prize in first-seen order; what does not
 // decode is poison. Grabs (DecodeGrab) and order feedback are batched this way.
-func Group[T any](msgs []kafka.Message, decode func([]byte) (T, Key, error)) ([]*Batch[T], []event.Poison) {
+func Group[T any](msgs []kafka.Message, decode func([]byte) (T, seckill.SessionPrize, error)) ([]*Batch[T], []event.Poison) {
 	var groups []*Batch[T]
 	var poison []event.Poison
-	index := map[Key]*Batch[T]{}
+	index := map[seckill.SessionPrize]*Batch[T]{}
 	for _, m := range msgs {
 		v, k, err := decode(m.Value)
 		if err != nil {
@@ -65,9 +62,9 @@ func Group[T any](msgs []kafka.Message, decode func([]byte) (T, Key, error)) ([]
 }
 
 // DecodeGrab decodes a grab event and returns its session×prize.
-func DecodeGrab(b []byte) (seckill.Grab, Key, error) {
+func DecodeGrab(b []byte) (seckill.Grab, seckill.SessionPrize, error) {
 	g, err := event.DecodeGrab(b)
-	return g, Key{g.SessionID, g.PrizeID}, err
+	return g, g.SessionPrize(), err
 }
 
 // Orders persists grabs as orders and reads back orders that existed before: *store.Orders.
@@ -84,11 +81,11 @@ type Gate interface {
 // Observer is told what the write path did, for the caller's metrics. A nil Observer is
 // allowed.
 type Observer interface {
-	Attempted(took time.Duration)                                       // one transaction, committed or not
-	Persisted(k Key, events int, res store.PersistResult, at time.Time) // a group committed at at
-	Failed(act retry.Action)                                            // an attempt failed; act is what follows
-	Mismatched()                                                        // an event's user differs from its order's
-	SettleFailed()                                                      // Redis did not learn (part of) an outcome
+	Attempted(took time.Duration)                                                        // one transaction, committed or not
+	Persisted(k seckill.SessionPrize, events int, res store.PersistResult, at time.Time) // a group committed at at
+	Failed(act retry.Action)                                                             // an attempt failed; act is what follows
+	Mismatched()                                                                         // an event's user differs from its order's
+	SettleFailed()                                                                       // Redis did not learn (part of) an outcome
 }
 
 // Writer persists groups of grabs and settles their outcomes in Redis.
@@ -128,7 +125,7 @@ func (g *GiveUp) Unwrap() error { return g.Err }
 // fresh transactions, an unreachable MySQL waited out for as long as ctx lasts. It returns
 // the result, a *GiveUp, or, when ctx ended while waiting, an error wrapping ctx's cause and
 // the last attempt's error (the group is not accounted for).
-func (w *Writer) Persist(ctx context.Context, k Key, grabs []seckill.Grab) (store.PersistResult, error) {
+func (w *Writer) Persist(ctx context.Context, k seckill.SessionPrize, grabs []seckill.Grab) (store.PersistResult, error) {
 	for failed := 1; ; failed++ {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 		start := time.Now()
@@ -151,12 +148,12 @@ func (w *Writer) Persist(ctx context.Context, k Key, grabs []seckill.Grab) (stor
 		if delay > 0 {
 			select {
 			case <-ctx.Done():
-				return res, fmt.Errorf("stopped while retrying session %d prize %d: %w", k.Session, k.Prize,
+				return res, fmt.Errorf("stopped while retrying %s: %w", k,
 					errors.Join(context.Cause(ctx), err))
 			case <-time.After(delay):
 			}
 		} else if ctx.Err() != nil && act == retry.WaitForDB {
-			return res, fmt.Errorf("stopped while retrying session %d prize %d: %w", k.Session, k.Prize,
+			return res, fmt.Errorf("stopped while retrying %s: %w", k,
 				errors.Join(context.Cause(ctx), err))
 		}
 	}
@@ -168,7 +165,7 @@ func (w *Writer) Persist(ctx context.Context, k Key, grabs []seckill.Grab) (stor
 // user owns the order; such an event is logged and counted. When the owners cannot be read,
 // the earlier orders are left out: Redis keeps what it has, and the reconciler's stale job
 // settles leftover reservations against MySQL.
-func (w *Writer) Settlement(ctx context.Context, k Key, res store.PersistResult) stock.SettleBatch {
+func (w *Writer) Settlement(ctx context.Context, k seckill.SessionPrize, res store.PersistResult) stock.SettleBatch {
 	var owners map[string]seckill.Order
 	if rids := earlier(res); len(rids) > 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ownersTimeout)
@@ -224,7 +221,7 @@ func earlier(res store.PersistResult) []string {
 // settlement decides a group's settlement from its outcomes and the stored orders of its
 // earlier request ids (owners): new outcomes as persisted, earlier ones as stored (a
 // cancelled order stays cancelled), earlier ones not in owners left out.
-func settlement(k Key, res store.PersistResult, owners map[string]seckill.Order) (stock.SettleBatch, []Mismatch) {
+func settlement(k seckill.SessionPrize, res store.PersistResult, owners map[string]seckill.Order) (stock.SettleBatch, []Mismatch) {
 	b := stock.SettleBatch{SessionID: k.Session, PrizeID: k.Prize, Items: make([]stock.Settlement, 0, len(res.Outcomes))}
 	var mismatches []Mismatch
 	for _, o := range res.Outcomes {
@@ -268,8 +265,8 @@ func ReturnUnits(ctx context.Context, gate Returner, steps []store.StockReturn) 
 
 type nop struct{}
 
-func (nop) Attempted(time.Duration)                            {}
-func (nop) Persisted(Key, int, store.PersistResult, time.Time) {}
-func (nop) Failed(retry.Action)                                {}
-func (nop) Mismatched()                                        {}
-func (nop) SettleFailed()                                      {}
+func (nop) Attempted(time.Duration)                                             {}
+func (nop) Persisted(seckill.SessionPrize, int, store.PersistResult, time.Time) {}
+func (nop) Failed(retry.Action)                                                 {}
+func (nop) Mismatched()                                                         {}
+func (nop) SettleFailed()                                                       {}

@@ -41,7 +41,7 @@ func TestGroup(t *testing.T) {
 	tests := []struct {
 		name       string
 		msgs       []kafka.Message
-		wantKeys   []Key
+		wantKeys   []seckill.SessionPrize
 		wantItems  [][]string // request ids per group
 		wantOffs   [][]int64  // message offsets per group
 		wantPoison []int64
@@ -49,12 +49,12 @@ func TestGroup(t *testing.T) {
 		{name: "empty", msgs: nil},
 		{name: "first-seen order, offset order within a group",
 			msgs:      []kafka.Message{grabMsg(t, 1, a1), grabMsg(t, 2, b1), grabMsg(t, 3, a2), grabMsg(t, 4, c1)},
-			wantKeys:  []Key{{1, 10}, {1, 20}, {2, 10}},
+			wantKeys:  []seckill.SessionPrize{{Session: 1, Prize: 10}, {Session: 1, Prize: 20}, {Session: 2, Prize: 10}},
 			wantItems: [][]string{{a1.RequestID, a2.RequestID}, {b1.RequestID}, {c1.RequestID}},
 			wantOffs:  [][]int64{{1, 3}, {2}, {4}}},
 		{name: "poison set apart, the rest grouped",
 			msgs:       []kafka.Message{grabMsg(t, 1, a1), poison, grabMsg(t, 3, a2)},
-			wantKeys:   []Key{{1, 10}},
+			wantKeys:   []seckill.SessionPrize{{Session: 1, Prize: 10}},
 			wantItems:  [][]string{{a1.RequestID, a2.RequestID}},
 			wantOffs:   [][]int64{{1, 3}},
 			wantPoison: []int64{99}},
@@ -62,7 +62,7 @@ func TestGroup(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			groups, bad := Group(tc.msgs, DecodeGrab)
-			var keys []Key
+			var keys []seckill.SessionPrize
 			var items [][]string
 			var offs [][]int64
 			for _, g := range groups {
@@ -95,7 +95,7 @@ func TestGroup(t *testing.T) {
 }
 
 func TestSettlement(t *testing.T) {
-	k := Key{1, 10}
+	k := seckill.SessionPrize{Session: 1, Prize: 10}
 	fresh := store.Outcome{Grab: grab(1, 10, "n1", "u1"), OrderID: 7, Status: seckill.OrderSucceeded}
 	rejected := store.Outcome{Grab: grab(1, 10, "n2", "u2"), Status: seckill.OrderRejected, Reason: seckill.Reason("sold_out")}
 	again := store.Outcome{Grab: grab(1, 10, "e1", "u3"), Before: true}
@@ -182,7 +182,7 @@ type countingObserver struct {
 }
 
 func (o *countingObserver) Attempted(time.Duration) { o.attempts++ }
-func (o *countingObserver) Persisted(Key, int, store.PersistResult, time.Time) {
+func (o *countingObserver) Persisted(seckill.SessionPrize, int, store.PersistResult, time.Time) {
 	o.persisted++
 }
 func (o *countingObserver) Failed(a retry.Action) { o.failed = append(o.failed, a) }
@@ -235,7 +235,7 @@ func TestPersist(t *testing.T) {
 			}
 			obs := &countingObserver{}
 			w := New(orders, nil, policy, obs, slog.New(slog.DiscardHandler), time.Now)
-			_, err := w.Persist(ctx, Key{1, 10}, []seckill.Grab{grab(1, 10, "k", "u")})
+			_, err := w.Persist(ctx, seckill.SessionPrize{Session: 1, Prize: 10}, []seckill.Grab{grab(1, 10, "k", "u")})
 			if orders.calls != tc.wantCalls || obs.attempts != tc.wantCalls {
 				t.Errorf("attempts %d (observed %d), want %d", orders.calls, obs.attempts, tc.wantCalls)
 			}
@@ -269,7 +269,7 @@ func TestPersistAttemptOutlivesShutdown(t *testing.T) {
 	cancel()
 	orders := &fakeOrders{detached: true}
 	w := New(orders, nil, retry.Default(), nil, slog.New(slog.DiscardHandler), time.Now)
-	if _, err := w.Persist(ctx, Key{1, 10}, []seckill.Grab{grab(1, 10, "k", "u")}); err != nil {
+	if _, err := w.Persist(ctx, seckill.SessionPrize{Session: 1, Prize: 10}, []seckill.Grab{grab(1, 10, "k", "u")}); err != nil {
 		t.Fatal(err)
 	}
 	if !orders.detached {

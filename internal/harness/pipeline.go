@@ -28,7 +28,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// Options shape one cluster.
+// Options shape one pipeline.
 type Options struct {
 	Bin        string // folder with the built deployables (Build)
 	Stocks     []int  // stock per prize
@@ -52,9 +52,10 @@ type Options struct {
 	Replication *event.Replication // the topics' replication (nil: the brokers' defaults)
 }
 
-// Cluster is one isolated pipeline on the local stack: its own MySQL database, topics,
-// consumer groups, lease and Redis keys, with the three deployables as processes.
-type Cluster struct {
+// Pipeline is the three deployables as processes on the local stack, isolated from every
+// other run: its own MySQL database, topics, consumer groups, lease and Redis keys. (Not a
+// cluster: "cluster" means replicated servers, the cluster profile's.)
+type Pipeline struct {
 	opts    Options
 	ID      string
 	DSN     string
@@ -115,10 +116,10 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// NewCluster creates the database, topics and an activity whose only session opens two
+// NewPipeline creates the database, topics and an activity whose only session opens two
 // seconds from now with the given prizes, preheats it, and starts the processes.
-func NewCluster(ctx context.Context, o Options) (*Cluster, error) {
-	c := &Cluster{opts: o, ID: randomID(),
+func NewPipeline(ctx context.Context, o Options) (*Pipeline, error) {
+	c := &Pipeline{opts: o, ID: randomID(),
 		Brokers: strings.Split(env("SECKILL_KAFKA_BROKERS", config.DefaultKafkaBrokers), ",")}
 	if err := c.setup(ctx); err != nil {
 		c.Close()
@@ -127,7 +128,7 @@ func NewCluster(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) setup(ctx context.Context) error {
+func (c *Pipeline) setup(ctx context.Context) error {
 	// The servers' credentials and TLS from the variables the services read (the secure
 	// profile's users and CA), for the harness's own clients.
 	common, err := config.LoadCommon(os.Getenv)
@@ -265,7 +266,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cluster) procEnv(extra map[string]string) map[string]string {
+func (c *Pipeline) procEnv(extra map[string]string) map[string]string {
 	out := make(map[string]string, len(c.Env)+len(extra))
 	for k, v := range c.Env {
 		out[k] = v
@@ -309,7 +310,7 @@ func tail(s string, n int) string {
 }
 
 // StartGateway starts (or restarts) the gateway on its fixed address.
-func (c *Cluster) StartGateway(ctx context.Context) error {
+func (c *Pipeline) StartGateway(ctx context.Context) error {
 	adminAddr, err := FreeAddr()
 	if err != nil {
 		return err
@@ -327,7 +328,7 @@ func (c *Cluster) StartGateway(ctx context.Context) error {
 	return waitHealthy(ctx, p, "http://"+c.GatewayAddr+"/readyz", 30*time.Second)
 }
 
-func (c *Cluster) startConsumer(ctx context.Context) (*Proc, error) {
+func (c *Pipeline) startConsumer(ctx context.Context) (*Proc, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -344,7 +345,7 @@ func (c *Cluster) startConsumer(ctx context.Context) (*Proc, error) {
 }
 
 // RestartConsumer replaces consumer i with a fresh process (the old one must be dead).
-func (c *Cluster) RestartConsumer(ctx context.Context, i int) error {
+func (c *Pipeline) RestartConsumer(ctx context.Context, i int) error {
 	p, err := c.startConsumer(ctx)
 	if err != nil {
 		return err
@@ -354,7 +355,7 @@ func (c *Cluster) RestartConsumer(ctx context.Context, i int) error {
 }
 
 // StartReconciler starts a reconciler in scheduler mode.
-func (c *Cluster) StartReconciler(ctx context.Context) (*Proc, error) {
+func (c *Pipeline) StartReconciler(ctx context.Context) (*Proc, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -368,7 +369,7 @@ func (c *Cluster) StartReconciler(ctx context.Context) (*Proc, error) {
 }
 
 // ReconcileOnce runs `reconciler --once --json` to completion and returns its output.
-func (c *Cluster) ReconcileOnce(ctx context.Context) (string, error) {
+func (c *Pipeline) ReconcileOnce(ctx context.Context) (string, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return "", err
@@ -386,7 +387,7 @@ func (c *Cluster) ReconcileOnce(ctx context.Context) (string, error) {
 }
 
 // Stop stops the deployables (SIGTERM, then SIGKILL).
-func (c *Cluster) Stop() {
+func (c *Pipeline) Stop() {
 	procs := append([]*Proc{c.Gateway, c.Reconciler}, c.Consumers...)
 	procs = append(append(procs, c.Gateways...), c.Reconcilers...)
 	for _, p := range append(procs, c.haproxy) {
@@ -396,8 +397,8 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// Close stops everything and removes the cluster's database, topics and keys.
-func (c *Cluster) Close() {
+// Close stops everything and removes the pipeline's database, topics and keys.
+func (c *Pipeline) Close() {
 	c.Stop()
 	for _, iso := range c.isolations {
 		iso.close()
@@ -436,6 +437,6 @@ func (c *Cluster) Close() {
 }
 
 // Token signs a token for a crowd user.
-func (c *Cluster) Token(user string) (string, error) {
+func (c *Pipeline) Token(user string) (string, error) {
 	return c.Signer.Token(user, time.Now(), 2*time.Hour)
 }
