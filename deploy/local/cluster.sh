@@ -626,7 +626,10 @@ cluster_mysql_failover() {
 		# it (they got 1290 meanwhile); done only once no service session is left there.
 		deadline=$((SECONDS + 30))
 		until [[ $(cluster_mysql "$old" -N -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '$MYSQL_USER'") == 0 ]]; do
-			((SECONDS < deadline)) || die "sessions of $MYSQL_USER still open on the fenced mariadb-$old after 30s (see $(cluster_writer_dir)/haproxy.log)"
+			if ((SECONDS >= deadline)); then
+				cluster_mysql "$old" -e "SELECT ID, HOST, DB, COMMAND, TIME, STATE FROM information_schema.PROCESSLIST WHERE USER = '$MYSQL_USER'" >&2 || true
+				die "sessions of $MYSQL_USER still open on the fenced mariadb-$old after 30s (above; see $(cluster_writer_dir)/haproxy.log)"
+			fi
 			sleep 0.1
 		done
 	fi

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 func TestGormRoundTripOnMariaDB(t *testing.T) {
@@ -44,5 +45,26 @@ func TestGormRoundTripOnMariaDB(t *testing.T) {
 	res := db.WithContext(ctx).Model(&probe{}).Where("id = ?", in.ID).Update("name", "round-trip")
 	if res.Error != nil || res.RowsAffected != 1 {
 		t.Fatalf("no-op update: rows=%d err=%v, want 1 matched row", res.RowsAffected, res.Error)
+	}
+}
+
+// A sampler keeps no session open between samples: the replica it samples may be promoted,
+// then fenced by a switchover that waits until no service session is left on it.
+func TestSamplerKeepsNoIdleSession(t *testing.T) {
+	dsn, _ := stacktest.MySQL(t)
+	ctx := stacktest.Context(t, 10*time.Second)
+	pool, err := store.Sampler(stacktest.MySQLConn(t, dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for i := 0; i < 3; i++ {
+		var one int
+		if err := pool.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+		if open := pool.Stats().OpenConnections; open != 0 {
+			t.Fatalf("sample %d: %d sessions left open, want 0", i, open)
+		}
 	}
 }
