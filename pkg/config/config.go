@@ -171,6 +171,7 @@ type Gateway struct {
 	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
+	RelayQueue      int           // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
 
 	// ConsumerGroup is the order consumers' group, whose lag the operator console shows.
 	ConsumerGroup string
@@ -216,6 +217,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		SoldOutRecheck:   r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
 		ScheduleRefresh:  r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
 		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+		RelayQueue:       r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
