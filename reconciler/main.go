@@ -205,6 +205,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	stockGauge := &stockGauges{catalog: catalog, gate: gate, lead: cfg.PreheatLead, grace: cfg.KeyGrace,
 		every: cfg.Interval, metrics: newStockMetrics(reg), log: log, now: time.Now}
 	openCases := newOpenCasesGauge(reg, cases, cfg.Interval, log)
+	servers := &serverGauges{
+		mysql: mysqlProbe{ping: func(ctx context.Context) error { return store.Ping(ctx, db) },
+			readOnly: func(ctx context.Context) (bool, error) { return store.ReadOnly(ctx, db) }},
+		kafka:  kafkaAdmin,
+		topics: []event.Topic{cfg.Topics.Grab, cfg.Topics.Compensation, cfg.Topics.Feedback, cfg.Topics.DeadLetter},
+		every:  cfg.Interval, metrics: newServerMetrics(reg), log: log,
+	}
+	r.metrics.interval.Set(cfg.Interval.Seconds())
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -223,6 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
 	g.Go(func() error { return stockGauge.Run(gctx) })
 	g.Go(func() error { return openCases.Run(gctx) })
+	g.Go(func() error { return servers.Run(gctx) })
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

@@ -69,6 +69,7 @@ type runnerMetrics struct {
 	held     prometheus.Gauge
 	lastRun  prometheus.Gauge
 	fence    prometheus.Gauge
+	interval prometheus.Gauge
 }
 
 func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
@@ -85,11 +86,14 @@ func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
 			Help: "Unix time at which this instance's last run that held the lease ended (ok or failed); 0 before its first."}),
 		fence: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_fence",
 			Help: "Fencing number of this instance's last lease acquisition (it grows by one per acquisition by any instance)."}),
+		// The alerts on runs measure silence in intervals: exported, they follow the setting.
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_interval_seconds",
+			Help: "The scheduler's period between runs (SECKILL_RECONCILE_INTERVAL)."}),
 	}
 	for _, result := range []string{"ok", "failed", "busy"} {
 		m.runs.WithLabelValues(result) // at 0 from the start, so increase() sees the first
 	}
-	reg.MustRegister(m.runs, m.duration, m.held, m.lastRun, m.fence)
+	reg.MustRegister(m.runs, m.duration, m.held, m.lastRun, m.fence, m.interval)
 	return m
 }
 
