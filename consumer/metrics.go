@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // metrics are the consumer's Prometheus series.
@@ -12,7 +13,7 @@ type metrics struct {
 	txLatency     prometheus.Histogram
 	conflicts     prometheus.Counter
 	transactions  prometheus.Counter
-	admitToOrder  prometheus.Histogram
+	admitToOrder  *prometheus.HistogramVec // path: grab or workbench
 	retries       *prometheus.CounterVec
 	compensated   prometheus.Counter
 	deadLetters   prometheus.Counter
@@ -40,9 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Persistence transactions attempted (each retry is one more); the denominator of the conflict rate."}),
 		// From the gateway's admission (the event's admitted_at) to the commit of the order,
 		// across Kafka, batching and retries: what a user waits before a poll says succeeded.
-		admitToOrder: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_consumer_admission_to_order_seconds",
-			Help:    "Time from a grab's admission in the gateway to the commit of its order (new orders only, succeeded or rejected).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
+		admitToOrder: writepath.NewAdmissionToOrder(),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_retries_total",
 			Help: "Persistence retries by tier (retry_now, retry_later, wait_for_db)."}, []string{"tier"}),
 		compensated: prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_compensated_total",
@@ -76,6 +75,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.orders.WithLabelValues(string(seckill.OrderSucceeded), "")
 	m.orders.WithLabelValues(string(seckill.OrderRejected), string(seckill.ReasonSoldOut))
 	m.orders.WithLabelValues(string(seckill.OrderRejected), string(seckill.ReasonLimit))
+	m.admitToOrder.WithLabelValues(writepath.PathGrab)
+	m.admitToOrder.WithLabelValues(writepath.PathWorkbench)
 	reg.MustRegister(m.batchSize, m.txLatency, m.conflicts, m.transactions, m.admitToOrder, m.retries, m.compensated, m.deadLetters, m.orders,
 		m.redeliveries, m.mismatched, m.settleErrors, m.lag, m.outboxPending, m.published, m.recovered)
 	return m

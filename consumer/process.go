@@ -67,6 +67,7 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 		case err != nil:
 			return err
 		default:
+			writepath.ObserveAdmission(p.metrics.admitToOrder, g, res, writepath.PathGrab, time.Now())
 			settle = append(settle, p.write.Settlement(ctx, g.Key, res))
 		}
 	}
@@ -86,15 +87,14 @@ func (m *metrics) Attempted(took time.Duration) {
 	m.txLatency.Observe(took.Seconds())
 }
 
-// Persisted records a committed group; committed is when its transaction committed.
-func (m *metrics) Persisted(_ writepath.Key, events int, res store.PersistResult, committed time.Time) {
+// Persisted records a committed group (its admission → order times are recorded by Process,
+// which has the messages that say whose replay each event is).
+func (m *metrics) Persisted(_ writepath.Key, events int, res store.PersistResult, _ time.Time) {
 	m.batchSize.Observe(float64(events))
 	m.redeliveries.Add(float64(res.Existing))
 	for _, o := range res.Outcomes {
 		if !o.Before {
 			m.orders.WithLabelValues(string(o.Status), string(o.Reason)).Inc()
-			// Clocks of two hosts: a gateway ahead of this one must not make a negative wait.
-			m.admitToOrder.Observe(max(0, committed.Sub(o.Grab.AdmittedAt).Seconds()))
 		}
 	}
 }

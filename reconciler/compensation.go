@@ -72,8 +72,9 @@ type compensationJob struct {
 }
 
 type compensationMetrics struct {
-	replayed *prometheus.CounterVec
-	backlog  prometheus.Gauge
+	replayed     *prometheus.CounterVec
+	backlog      prometheus.Gauge
+	admitToOrder *prometheus.HistogramVec // path: compensation or workbench
 }
 
 func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
@@ -82,8 +83,11 @@ func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
 			Help: "Compensation events replayed, by result (succeeded, rejected, existing)."}, []string{"result"}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_compensation_backlog",
 			Help: "Compensation events not replayed yet."}),
+		admitToOrder: writepath.NewAdmissionToOrder(),
 	}
-	reg.MustRegister(m.replayed, m.backlog)
+	m.admitToOrder.WithLabelValues(writepath.PathCompensation)
+	m.admitToOrder.WithLabelValues(writepath.PathWorkbench)
+	reg.MustRegister(m.replayed, m.backlog, m.admitToOrder)
 	return m
 }
 
@@ -228,6 +232,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 			}
 			return err
 		}
+		writepath.ObserveAdmission(j.metrics.admitToOrder, g, res, writepath.PathCompensation, j.now())
 		for _, o := range res.Outcomes {
 			result := "rejected"
 			switch {
