@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSIO
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
 .PHONY: run test lint contract-fuzz chaos chaos-cluster-short secure-test hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
-	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs help
+	monitor dashboard dashboard-check rules-test rules firedrill console-shots fresh-runs help
 
 # Every target's line carries a "## " note: make help lists them, one line each.
 help: ## list the targets with one line each
@@ -70,10 +70,20 @@ dashboard: ## regenerate the Grafana dashboard JSON from its Go generator
 dashboard-check: ## run every dashboard query against the local Prometheus
 	$(GO) run ./deploy/monitoring/dashboard -check http://127.0.0.1:$${SECKILL_PROMETHEUS_PORT:-19090}
 
-# The alert rules and their unit tests (also part of make lint).
+# The alert rules and their unit tests (also part of make lint). The tests run on the rules
+# rendered with the base URL their expected runbook_url values name.
+RULES_TEST_BASE := https://runbooks.example/seckill/runbook.md
 rules-test: ## promtool: check the alert rules and run their unit tests
 	promtool check rules deploy/monitoring/alerts.yml
-	promtool test rules deploy/monitoring/alerts_test.yml
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		deploy/monitoring/rules $(RULES_TEST_BASE) $$tmp/alerts.yml && cp deploy/monitoring/alerts_test.yml $$tmp/ && \
+		promtool test rules $$tmp/alerts_test.yml
+
+# The rules to load into a Prometheus: every runbook_url made absolute with
+# SECKILL_RUNBOOK_BASE_URL (where docs/runbook.md is published), written to RULES_OUT
+# (default: standard output).
+rules: ## write the alert rules with absolute runbook links (SECKILL_RUNBOOK_BASE_URL; RULES_OUT=file)
+	deploy/monitoring/rules "$(SECKILL_RUNBOOK_BASE_URL)" $(or $(RULES_OUT),-)
 
 # Makes a real alert fire against the services of `make run` and the Prometheus of `make monitor`
 # (SCENARIO=conflicts: SeckillConflictRateHigh, about 2 minutes; SCENARIO=soldout:
