@@ -94,11 +94,13 @@ func (t TopicState) UnderReplicated() int {
 }
 
 // BelowMinInSync counts the partitions that refuse acks=all writes: fewer in-sync replicas
-// than the topic's min.insync.replicas, or no leader at all.
+// than the topic's min.insync.replicas, or no leader at all. Kafka 4 caps the minimum at the
+// partition's replica count (a min.insync.replicas above it refuses nothing; seen on the
+// stack's 4.4 broker), and so does this count.
 func (t TopicState) BelowMinInSync() int {
 	n := 0
 	for _, p := range t.Partitions {
-		if p.Leader < 0 || len(p.ISR) < t.MinInSync {
+		if p.Leader < 0 || len(p.ISR) < min(t.MinInSync, len(p.Replicas)) {
 			n++
 		}
 	}

@@ -14,9 +14,9 @@
 //     conflicts, retries and compensates.
 //   - soldout: Redis is given more stock than MySQL (drift injected into the admission gate's
 //     key), so MySQL rejects the excess sold_out.
-//   - relay: the grab topic's min.insync.replicas is raised above its replica count, so
-//     every acks=all produce to it is refused; a crowd then fills the gateway's relay beyond
-//     its queue (start make run with a small SECKILL_RELAY_QUEUE, e.g. 50, for the drops).
+//   - relay: the grab topic's max.message.bytes is set below any grab event, so every
+//     produce to it is refused; a crowd then fills the gateway's relay beyond its queue
+//     (start make run with a small SECKILL_RELAY_QUEUE, e.g. 50, for the drops).
 //   - lease-stuck: a MySQL session of the drill's own holds a write lock on exception_cases,
 //     which every reconcile run reads: the run hangs while its holder keeps the lease.
 //   - mysql-readonly, mysql-down, kafka-down: act on the local stack's servers (the single
@@ -88,7 +88,7 @@ type scenario struct {
 var scenarios = []scenario{
 	{"soldout", []string{"SeckillSoldOutAfterAdmission"},
 		`sum(increase(seckill_consumer_orders_total{status="rejected", reason="sold_out"}[5m]))`, (*drill).soldOut},
-	{"relay", []string{"SeckillKafkaBelowMinISR", "SeckillGatewayRelayDropped"},
+	{"relay", []string{"SeckillGatewayRelayDropped"},
 		`sum(seckill_gateway_relay_pending)`, (*drill).relay},
 	{"lease-stuck", []string{"SeckillReconcilerLeaseHolderStuck"},
 		`time() - max(seckill_reconciler_last_run_timestamp_seconds)`, (*drill).leaseStuck},

@@ -16,7 +16,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/config"
-	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -122,34 +121,23 @@ func (d *drill) soldOut(ctx context.Context) (func(), error) {
 	return func() {}, nil
 }
 
-// relay makes the grab topic refuse every acks=all produce (min.insync.replicas above its
-// replica count: the partitions stay readable, only writes fail) and sends a crowd: each
-// grab waits SECKILL_PRODUCE_TIMEOUT and goes to the gateway's relay, which fills and drops
-// the rest. Undone, the relay publishes what it holds and the reconciler re-publishes the
-// dropped grabs' reservations once stale.
+// relay makes the grab topic refuse every produce (its max.message.bytes set below any
+// grab event: the broker answers MESSAGE_TOO_LARGE, the partitions stay readable) and sends
+// a crowd: each grab goes to the gateway's relay, which fills and drops the rest. Undone,
+// the relay publishes what it holds and the reconciler re-publishes the dropped grabs'
+// reservations once stale. (Raising min.insync.replicas above the replica count would not
+// do: Kafka 4 caps it at the replica count.)
 func (d *drill) relay(ctx context.Context) (func(), error) {
 	grab := d.common.Topics.Grab
-	admin, err := event.NewAdmin(d.common.KafkaBrokers, event.AdminSecurity(d.common.Kafka))
-	if err != nil {
-		return nil, err
-	}
-	c, err := admin.Cluster(ctx, grab)
-	if err != nil {
-		return nil, err
-	}
-	replicas := 0
-	for _, p := range c.Topics[0].Partitions {
-		replicas = max(replicas, len(p.Replicas))
-	}
 	client := &kafka.Client{Addr: kafka.TCP(d.common.KafkaBrokers...), Timeout: 10 * time.Second}
 	if t := d.common.Kafka.Transport(); t != nil { // a nil *Transport in the interface would be used
 		client.Transport = t
 	}
-	restore, err := raiseMinInSync(ctx, client, grab.Name, replicas+1)
+	restore, err := setTopicConfig(ctx, client, grab.Name, "max.message.bytes", "16")
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("  %s: min.insync.replicas set to %d (its partitions have %d replicas): every acks=all produce is refused\n", grab.Name, replicas+1, replicas)
+	fmt.Printf("  %s: max.message.bytes set to 16: every grab event is refused (MESSAGE_TOO_LARGE)\n", grab.Name)
 	session, prize, err := d.sale(ctx, "firedrill: grab topic refuses writes", 100_000)
 	if err != nil {
 		restore()
@@ -162,23 +150,23 @@ func (d *drill) relay(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-// raiseMinInSync sets topic's min.insync.replicas to n and returns what puts it back as it
-// was (the topic's own value, or the broker's default when the topic had none).
-func raiseMinInSync(ctx context.Context, client *kafka.Client, topic string, n int) (restore func(), err error) {
+// setTopicConfig sets one of topic's settings and returns what puts it back as it was (the
+// topic's own value, or the broker's default when the topic had none).
+func setTopicConfig(ctx context.Context, client *kafka.Client, topic, name, value string) (restore func(), err error) {
 	desc, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"min.insync.replicas"}}}})
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{name}}}})
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", topic, err)
 	}
-	back := kafka.IncrementalAlterConfigsRequestConfig{Name: "min.insync.replicas", ConfigOperation: kafka.ConfigOperationDelete}
+	back := kafka.IncrementalAlterConfigsRequestConfig{Name: name, ConfigOperation: kafka.ConfigOperationDelete}
 	for _, r := range desc.Resources {
 		if r.Error != nil {
 			return nil, fmt.Errorf("describe %s: %w", topic, r.Error)
 		}
 		for _, e := range r.ConfigEntries {
 			const dynamicTopicConfig = 1 // DescribeConfigs' config source of a topic's own value
-			if e.ConfigName == "min.insync.replicas" && e.ConfigSource == dynamicTopicConfig {
-				back = kafka.IncrementalAlterConfigsRequestConfig{Name: e.ConfigName, Value: e.ConfigValue, ConfigOperation: kafka.ConfigOperationSet}
+			if e.ConfigName == name && e.ConfigSource == dynamicTopicConfig {
+				back = kafka.IncrementalAlterConfigsRequestConfig{Name: name, Value: e.ConfigValue, ConfigOperation: kafka.ConfigOperationSet}
 			}
 		}
 	}
@@ -195,18 +183,17 @@ func raiseMinInSync(ctx context.Context, client *kafka.Client, topic string, n i
 		}
 		return nil
 	}
-	if err := alter(ctx, kafka.IncrementalAlterConfigsRequestConfig{Name: "min.insync.replicas", Value: strconv.Itoa(n),
-		ConfigOperation: kafka.ConfigOperationSet}); err != nil {
+	if err := alter(ctx, kafka.IncrementalAlterConfigsRequestConfig{Name: name, Value: value, ConfigOperation: kafka.ConfigOperationSet}); err != nil {
 		return nil, err
 	}
 	return func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := alter(rctx, back); err != nil {
-			fmt.Printf("  COULD NOT RESTORE %s's min.insync.replicas (%v): kafka-configs.sh --alter --entity-type topics --entity-name %s --delete-config min.insync.replicas\n", topic, err, topic)
+			fmt.Printf("  COULD NOT RESTORE %s's %s (%v): kafka-configs.sh --alter --entity-type topics --entity-name %s --delete-config %s\n", topic, name, err, topic, name)
 			return
 		}
-		fmt.Printf("  %s: min.insync.replicas restored\n", topic)
+		fmt.Printf("  %s: %s restored\n", topic, name)
 	}, nil
 }
 
