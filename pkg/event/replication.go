@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
@@ -134,11 +135,14 @@ func (a *Admin) Cluster(ctx context.Context, topics ...Topic) (ClusterState, err
 	}
 	// The raw metadata answer: kafka-go's own type looks replicas up among the live brokers,
 	// so a broker that is down (the case worth describing) would show as replica 0. Sent
-	// through the admin's own transport: on secured brokers, its SASL login and TLS.
-	var rt kafka.RoundTripper = kafka.DefaultTransport
-	if a.client.Transport != nil {
-		rt = a.client.Transport
+	// through a transport of its own, with the admin's SASL login and TLS: a kafka-go
+	// Transport answers metadata requests from its cache, and keeps answering from it while
+	// every broker is down, so the shared one would report a dead cluster as healthy.
+	rt := &kafka.Transport{DialTimeout: 5 * time.Second}
+	if t, ok := a.client.Transport.(*kafka.Transport); ok && t != nil {
+		rt.SASL, rt.TLS, rt.ClientID = t.SASL, t.TLS, t.ClientID
 	}
+	defer rt.CloseIdleConnections()
 	res0, err := rt.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: names})
 	if err != nil {
 		return ClusterState{}, fmt.Errorf("metadata of %v: %w", names, err)
