@@ -85,13 +85,16 @@ rules-test: ## promtool: check the alert rules and run their unit tests
 rules: ## write the alert rules with absolute runbook links (SECKILL_RUNBOOK_BASE_URL; RULES_OUT=file)
 	deploy/monitoring/rules "$(SECKILL_RUNBOOK_BASE_URL)" $(or $(RULES_OUT),-)
 
-# Makes a real alert fire against the services of `make run` and the Prometheus of `make monitor`
-# (SCENARIO=conflicts: SeckillConflictRateHigh, about 2 minutes; SCENARIO=soldout:
-# SeckillSoldOutAfterAdmission, about 30 seconds).
+# Makes real alerts fire against the services of `make run` and the Prometheus of `make
+# monitor`, undoing each fault after (1 to 2.5 minutes a scenario; docs/operators.md,
+# Monitoring): SCENARIO=conflicts, soldout, relay (drops need make run with a small
+# SECKILL_RELAY_QUEUE), lease-stuck, or all (every scenario in turn, then alert by alert
+# whether it fired; about 12 minutes). mysql-readonly, mysql-down and kafka-down act on the
+# stack's own MariaDB and Kafka: never while tests use the stack.
 SCENARIO ?= conflicts
-firedrill: ## make a real alert fire (SCENARIO=conflicts or soldout) against make run + make monitor
+firedrill: ## make real alerts fire (SCENARIO=conflicts, soldout, relay, lease-stuck, mysql-readonly, mysql-down, kafka-down, all)
 	set -a && source $(STATE)/env && source $(STATE)/dev-secrets && set +a && \
-		$(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO)
+		SECKILL_STATE_DIR=$(STATE) $(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO) -stack $(STACK)
 
 # Writes .env once (the secrets docker compose reads); an existing .env is kept.
 docker-env: ## write .env, the secrets docker compose reads (an existing one is kept)
