@@ -169,6 +169,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// During a rotation the previous secret's tokens are accepted too (docs/operators.md,
+	// Rotating secrets); the gateway signs nothing.
+	if err := verifier.SetSecrets([]byte(cfg.JWTSecret), []byte(cfg.JWTSecretPrevious)); err != nil {
+		return err
+	}
 
 	catalog := store.NewCatalog(db, time.Now)
 	reg := prometheus.NewRegistry()
@@ -181,6 +186,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
+	jwtFiles := newJWTSecrets(cfg, verifier, reg, log)
 	checks := map[string]ops.Check{
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		"kafka": kafkaAdmin.Ping,
@@ -231,6 +237,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := creds.AcceptPrevious(cfg.AdminTokenPrevious); err != nil {
+		return err
+	}
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
 	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin
@@ -272,7 +281,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"redis_maxmemory_policy", "noeviction", "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
 		"kafka_batch_timeout", grabs.BatchTimeout.String(), "produce_timeout", cfg.ProduceTimeout.String(),
-		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "trust_user_header", cfg.TrustUserHeader,
+		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "jwt_previous_secret", cfg.JWTSecretPrevious != "",
+		"jwt_secret_reloaded", jwtFiles != nil, "trust_user_header", cfg.TrustUserHeader,
 		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies),
 		"max_inflight", cfg.MaxInflight, "rate_per_user", cfg.RatePerUser, "burst_per_user", cfg.BurstPerUser,
 		"rate_per_ip", cfg.RatePerIP, "burst_per_ip", cfg.BurstPerIP, "soldout_recheck", cfg.SoldOutRecheck.String(),
@@ -303,6 +313,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminListener(adminMux, newAdminHosts(cfg.AdminAddr, cfg.AdminHosts))),
 			cfg.ShutdownTimeout)
 	})
+	if jwtFiles != nil {
+		g.Go(func() error { jwtFiles.Run(gctx); return nil })
+	}
 	g.Go(func() error {
 		return schedule.Run(gctx, func(err error) {
 			m.scheduleErrors.Inc()

@@ -59,12 +59,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	once := fs.Bool("once", false, "run once, print the report and exit (for cron / Kubernetes CronJob)")
 	asJSON := fs.Bool("json", false, "print reports as JSON instead of a table")
+	checkOnly := fs.Bool("check", false, "check the servers, the topics' partition counts and the schema against this build, print the result and exit (before an upgrade)")
 	// The flag package's own messages would go out before ours: the usage is written below,
 	// to stdout for --help (exit 0) and into the error otherwise.
 	fs.SetOutput(io.Discard)
 	usage := func() string {
 		var b strings.Builder
-		fmt.Fprintln(&b, "usage: reconciler [--once [--json]]")
+		fmt.Fprintln(&b, "usage: reconciler [--once [--json] | --check]")
 		fs.SetOutput(&b)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -85,7 +86,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	logOut := stdout
-	if *once {
+	if *checkOnly && (*once || *asJSON) {
+		return fmt.Errorf("--check runs alone\n%s", usage())
+	}
+	if *once || *checkOnly {
 		logOut = stderr
 	}
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
@@ -123,6 +127,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// broker every lag it reads is another prize's, so it refuses to act at all.
 	if err := kafkaAdmin.CheckPartitions(ctx, cfg.Topics.Grab, cfg.Topics.Compensation, cfg.Topics.Feedback); err != nil {
 		return err
+	}
+	if *checkOnly {
+		return check(ctx, stdout, db, kafkaAdmin, cfg.ConsumerGroup, cfg.Topics)
 	}
 	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {

@@ -30,8 +30,9 @@ const (
 // Credentials checks operator tokens and names their holders: an *operator.Credentials.
 type Credentials interface {
 	Authenticate(token string) (name string, ok bool)
-	// Hash is the named credential's token hash while it exists; a session is bound to it.
-	Hash(name string) ([sha256.Size]byte, bool)
+	// Hashes are the named credential's token hashes (two while a token is rotated, none
+	// once it is removed); a session is bound to the one it signed in with.
+	Hashes(name string) [][sha256.Size]byte
 }
 
 // Limiter bounds sign-in attempts per remote address.
@@ -118,7 +119,7 @@ func (c *Console) Verify(r *http.Request) (actor string, ok bool) {
 	if err != nil {
 		return "", false
 	}
-	actor, err = c.signer.verify(cookie.Value, c.now(), c.creds.Hash)
+	actor, err = c.signer.verify(cookie.Value, c.now(), c.creds.Hashes)
 	return actor, err == nil
 }
 
@@ -156,11 +157,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
 		return
 	}
-	hash, ok := c.creds.Hash(name)
-	if !ok { // removed between the two reads
-		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
-		return
-	}
+	// The session is bound to this token (a credential has two during a rotation).
+	hash := sha256.Sum256([]byte(in.Token))
 	c.log.Info("console sign-in", "actor", name, "remote_addr", remote)
 	http.SetCookie(w, c.cookie(r, c.signer.sign(name, hash, c.now().Add(c.ttl)), int(c.ttl/time.Second)))
 	w.WriteHeader(http.StatusNoContent)

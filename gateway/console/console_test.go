@@ -31,9 +31,12 @@ func (c creds) Authenticate(token string) (string, bool) {
 	return "", false
 }
 
-func (c creds) Hash(name string) ([sha256.Size]byte, bool) {
+func (c creds) Hashes(name string) [][sha256.Size]byte {
 	tok, ok := c[name]
-	return sha256.Sum256([]byte(tok)), ok
+	if !ok {
+		return nil
+	}
+	return [][sha256.Size]byte{sha256.Sum256([]byte(tok))}
 }
 
 // clock is a settable now for session expiry.

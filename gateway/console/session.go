@@ -59,7 +59,7 @@ func (s signer) sign(actor string, hash [sha256.Size]byte, expiry time.Time) str
 
 // verify returns the actor of a value this signer made that has not expired at now, for a
 // credential that still exists with the same token (hashOf).
-func (s signer) verify(value string, now time.Time, hashOf func(string) ([sha256.Size]byte, bool)) (string, error) {
+func (s signer) verify(value string, now time.Time, hashesOf func(string) [][sha256.Size]byte) (string, error) {
 	parts := strings.Split(value, ".")
 	if len(parts) != 4 || parts[0] != sessionVersion {
 		return "", fmt.Errorf("%w: malformed", errBadSession)
@@ -69,13 +69,18 @@ func (s signer) verify(value string, now time.Time, hashOf func(string) ([sha256
 		return "", fmt.Errorf("%w: actor", errBadSession)
 	}
 	actor := string(raw)
-	hash, ok := hashOf(actor)
-	if !ok {
+	hashes := hashesOf(actor)
+	if len(hashes) == 0 {
 		return "", fmt.Errorf("%w: no credential %q", errBadSession, actor)
 	}
 	payload := strings.Join(parts[:3], ".")
-	// Constant time, so the MAC cannot be learned a byte at a time from response timings.
-	if !hmac.Equal([]byte(parts[3]), []byte(mac(s.key(actor, hash), payload))) {
+	// Constant time, so the MAC cannot be learned a byte at a time from response timings;
+	// every token of the credential is tried (two during a rotation).
+	good := false
+	for _, hash := range hashes {
+		good = hmac.Equal([]byte(parts[3]), []byte(mac(s.key(actor, hash), payload))) || good
+	}
+	if !good {
 		return "", fmt.Errorf("%w: bad signature", errBadSession)
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)

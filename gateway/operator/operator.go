@@ -48,12 +48,18 @@ type Credential struct {
 
 // Parse reads a credentials file: one "name sha256:<64 hex digits>" per line; blank lines
 // and lines starting with '#' are skipped. A name is 1 to 64 printable ASCII characters
-// without spaces or '|' and not reserved; names (in any letter case) and hashes are unique.
-// Every bad line is reported, by number.
+// without spaces or '|' and not reserved; hashes are unique. A name may repeat, spelled the
+// same: while a token is rotated its old and new lines stand side by side and both act as
+// that name; spelled in another letter case it is refused (two actors a reader cannot tell
+// apart). Every bad line is reported, by number.
 func Parse(r io.Reader) ([]Credential, error) {
 	var out []Credential
 	var errs []error
-	names, hashes := map[string]int{}, map[[sha256.Size]byte]int{}
+	type seen struct {
+		line int
+		name string
+	}
+	names, hashes := map[string]seen{}, map[[sha256.Size]byte]int{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -85,8 +91,8 @@ func Parse(r io.Reader) ([]Credential, error) {
 			errs = append(errs, fmt.Errorf("line %d (%s): the hash of an empty token (printf %%s \"$TOKEN\" with TOKEN unset?)", n, name))
 			continue
 		}
-		if prev, dup := names[strings.ToLower(name)]; dup {
-			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d)", n, name, prev))
+		if prev, dup := names[strings.ToLower(name)]; dup && prev.name != name {
+			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d, as %q)", n, name, prev.line, prev.name))
 			continue
 		}
 		if prev, dup := hashes[c.Hash]; dup {
@@ -94,7 +100,10 @@ func Parse(r io.Reader) ([]Credential, error) {
 			errs = append(errs, fmt.Errorf("line %d (%s): the same token as line %d", n, name, prev))
 			continue
 		}
-		names[strings.ToLower(name)], hashes[c.Hash] = n, n
+		if _, dup := names[strings.ToLower(name)]; !dup {
+			names[strings.ToLower(name)] = seen{n, name}
+		}
+		hashes[c.Hash] = n
 		out = append(out, c)
 	}
 	if err := sc.Err(); err != nil {
@@ -109,7 +118,7 @@ func Parse(r io.Reader) ([]Credential, error) {
 // to onReloadError once per change), and the legacy token's, if any.
 type Credentials struct {
 	path          string
-	legacy        *Credential
+	legacy        []Credential // SECKILL_ADMIN_TOKEN, and during its rotation the previous one
 	onReloadError func(error)
 
 	mu    sync.Mutex
@@ -128,7 +137,7 @@ type fileStamp struct {
 func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, error) {
 	c := &Credentials{path: path, onReloadError: onReloadError}
 	if legacyToken != "" {
-		c.legacy = &Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken))}
+		c.legacy = []Credential{{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken))}}
 	}
 	if path != "" {
 		st, err := os.Stat(path)
@@ -139,7 +148,7 @@ func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, er
 			return nil, err
 		}
 	}
-	if c.legacy == nil && len(c.file) == 0 {
+	if len(c.legacy) == 0 && len(c.file) == 0 {
 		return nil, fmt.Errorf("admin tokens file %s holds no credential and SECKILL_ADMIN_TOKEN is not set", path)
 	}
 	return c, nil
@@ -158,11 +167,37 @@ func (c *Credentials) read(stamp fileStamp) error {
 		return fmt.Errorf("admin tokens file %s: %w", c.path, err)
 	}
 	for _, f := range creds {
-		if c.legacy != nil && f.Hash == c.legacy.Hash {
-			return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN (%s)", c.path, f.Name, LegacyName)
+		for _, l := range c.legacy {
+			if f.Hash == l.Hash {
+				return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN or its previous one (%s)", c.path, f.Name, LegacyName)
+			}
 		}
 	}
 	c.file = creds
+	return nil
+}
+
+// AcceptPrevious adds the previous SECKILL_ADMIN_TOKEN (SECKILL_ADMIN_TOKEN_PREVIOUS) as the
+// credential "admin" too, for the overlap of its rotation ("" adds nothing). It must differ
+// from every token in the file.
+func (c *Credentials) AcceptPrevious(token string) error {
+	if token == "" {
+		return nil
+	}
+	if len(c.legacy) == 0 {
+		return fmt.Errorf("SECKILL_ADMIN_TOKEN_PREVIOUS is set without SECKILL_ADMIN_TOKEN")
+	}
+	cr := Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(token))}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.file {
+		if f.Hash == cr.Hash {
+			return fmt.Errorf("admin tokens file %s: %s has the token of SECKILL_ADMIN_TOKEN_PREVIOUS", c.path, f.Name)
+		}
+	}
+	if cr.Hash != c.legacy[0].Hash {
+		c.legacy = append(c.legacy, cr)
+	}
 	return nil
 }
 
@@ -189,8 +224,8 @@ func (c *Credentials) current() []Credential {
 		}
 	}
 	out := c.file
-	if c.legacy != nil {
-		out = append(out[:len(out):len(out)], *c.legacy)
+	if len(c.legacy) > 0 {
+		out = append(out[:len(out):len(out)], c.legacy...)
 	}
 	return out
 }
@@ -211,13 +246,15 @@ func (c *Credentials) Authenticate(token string) (name string, ok bool) {
 	return creds[found].Name, true
 }
 
-// Hash returns the hash of the named credential's token, while that credential exists: a
-// console session is bound to it, so removing or rotating a credential ends its sessions.
-func (c *Credentials) Hash(name string) ([sha256.Size]byte, bool) {
+// Hashes returns the hashes of the named credential's tokens (two during a rotation's
+// overlap, else one; none once it is removed): a console session is bound to the token it
+// signed in with, so removing that token ends its sessions.
+func (c *Credentials) Hashes(name string) [][sha256.Size]byte {
+	var out [][sha256.Size]byte
 	for _, cr := range c.current() {
 		if cr.Name == name {
-			return cr.Hash, true
+			out = append(out, cr.Hash)
 		}
 	}
-	return [sha256.Size]byte{}, false
+	return out
 }

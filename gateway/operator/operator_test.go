@@ -34,7 +34,7 @@ func TestParse(t *testing.T) {
 		{"the legacy name", line("admin", "t1-0123456789abcdef"), "reserved"},
 		{"the consumer", line("consumer", "t1-0123456789abcdef"), "reserved"},
 		{"the console's old default", line("console", "t1-0123456789abcdef"), "reserved"},
-		{"a name twice", line("alice", "t1-0123456789abcdef") + line("Alice", "t2-0123456789abcdef"), "line 2: name \"Alice\" again"},
+		{"a name twice in two letter cases", line("alice", "t1-0123456789abcdef") + line("Alice", "t2-0123456789abcdef"), "line 2: name \"Alice\" again"},
 		{"an empty token", line("alice", ""), "empty token"},
 		{"a token twice", line("alice", "t1-0123456789abcdef") + line("bob", "t1-0123456789abcdef"), "same token as line 1"},
 	} {
@@ -76,10 +76,10 @@ func TestAuthenticateNamesTheCredential(t *testing.T) {
 			t.Errorf("Authenticate(%q) = %q, %v; want %q", token, name, ok, want)
 		}
 	}
-	if _, ok := c.Hash("alice"); !ok {
+	if len(c.Hashes("alice")) != 1 {
 		t.Error("no hash for alice")
 	}
-	if _, ok := c.Hash("mallory"); ok {
+	if len(c.Hashes("mallory")) != 0 {
 		t.Error("a hash for a name with no credential")
 	}
 	// The legacy token alone still works, as "admin".
@@ -89,6 +89,59 @@ func TestAuthenticateNamesTheCredential(t *testing.T) {
 	}
 	if name, ok := only.Authenticate("legacy-admin-token-0123456789"); !ok || name != "admin" {
 		t.Fatalf("legacy token alone: %q, %v", name, ok)
+	}
+}
+
+// A rotation's overlap: the same name on two lines, both tokens act as it; once the old
+// line is removed, only the new token does.
+func TestRotatingATokenKeepsItsName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	t0 := time.Now().Add(-time.Hour)
+	writeFile(t, path, line("alice", "alice-old-0123456789")+line("bob", "bob-token-0123456789"), t0)
+	c, err := Load(path, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := func(token string) string { n, _ := c.Authenticate(token); return n }
+	writeFile(t, path, line("alice", "alice-old-0123456789")+line("bob", "bob-token-0123456789")+line("alice", "alice-new-0123456789"), t0.Add(time.Second))
+	if name("alice-old-0123456789") != "alice" || name("alice-new-0123456789") != "alice" || len(c.Hashes("alice")) != 2 {
+		t.Fatalf("overlap: old %q, new %q, %d hashes", name("alice-old-0123456789"), name("alice-new-0123456789"), len(c.Hashes("alice")))
+	}
+	writeFile(t, path, line("bob", "bob-token-0123456789")+line("alice", "alice-new-0123456789"), t0.Add(2*time.Second))
+	if name("alice-old-0123456789") != "" || name("alice-new-0123456789") != "alice" || len(c.Hashes("alice")) != 1 {
+		t.Fatalf("after: old %q, new %q", name("alice-old-0123456789"), name("alice-new-0123456789"))
+	}
+}
+
+// The shared token's rotation: SECKILL_ADMIN_TOKEN_PREVIOUS acts as "admin" beside the new
+// one; a file credential with it is refused.
+func TestPreviousLegacyToken(t *testing.T) {
+	c, err := Load("", "legacy-new-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AcceptPrevious("legacy-old-0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"legacy-new-0123456789", "legacy-old-0123456789"} {
+		if name, ok := c.Authenticate(tok); !ok || name != LegacyName {
+			t.Fatalf("%s: %q %v", tok, name, ok)
+		}
+	}
+	if len(c.Hashes(LegacyName)) != 2 {
+		t.Fatalf("hashes of admin: %d", len(c.Hashes(LegacyName)))
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, line("alice", "legacy-old-0123456789"), time.Now())
+	f, err := Load(path, "legacy-new-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AcceptPrevious("legacy-old-0123456789"); err == nil {
+		t.Fatal("a previous token that is also alice's accepted")
+	}
+	if _, err := Load("", "", nil); err == nil {
+		t.Fatal("no credential at all accepted")
 	}
 }
 

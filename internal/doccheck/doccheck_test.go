@@ -78,6 +78,8 @@ func repoFacts(t *testing.T) Facts {
 			"seckill_cluster": "the cluster profile's MySQL database",
 			"seckill_app":     "the MySQL account of the services in docs/deployment.md",
 			"seckill_migrate": "the MySQL account that migrates in docs/deployment.md",
+			"seckill_app_a":   "the first of the two service accounts of a MySQL password rotation (docs/operators.md)",
+			"seckill_app_b":   "the second of the two service accounts of a MySQL password rotation (docs/operators.md)",
 			"seckill_test":    "the secure profile's MySQL account of the tests (docs/operators.md)",
 			"seckill_tests":   "the tests' MySQL database name, in the secure profile's GRANTs",
 

@@ -45,7 +45,10 @@ type Options struct {
 	// HAProxy, and Reconcilers more than one start that many under the one lease.
 	Gateways    int
 	Reconcilers int
-	BehindProxy bool               // HAProxy in front even of one gateway (the bench's 1 vs 2)
+	BehindProxy bool // HAProxy in front even of one gateway (the bench's 1 vs 2)
+	// NoProxy runs several gateways without HAProxy (the single profile has none): the crowd
+	// spreads its clicks over them itself and tries another on a refused connection.
+	NoProxy     bool
 	Replication *event.Replication // the topics' replication (nil: the brokers' defaults)
 }
 
@@ -82,6 +85,7 @@ type Cluster struct {
 	isolations   []*isolation // gateways in network namespaces of their own (netns.go)
 
 	base *gorm.DB
+	dirs []string // removed on Close (builds made for a scenario)
 
 	feedback     *kafka.Writer // downstream feedback, written by scenarios (Feedback)
 	feedbackOnce sync.Once
@@ -218,7 +222,11 @@ func (c *Cluster) setup(ctx context.Context) error {
 		"SECKILL_LOG_LEVEL":          "warn",
 		"SECKILL_BATCH_WAIT":         "2ms",
 	}
-	if c.opts.Gateways > 1 || c.opts.BehindProxy {
+	if c.opts.Gateways > 1 && c.opts.NoProxy {
+		if err := c.startGateways(ctx); err != nil {
+			return err
+		}
+	} else if c.opts.Gateways > 1 || c.opts.BehindProxy {
 		if err := c.startFleet(ctx); err != nil {
 			return err
 		}
@@ -417,6 +425,9 @@ func (c *Cluster) Close() {
 	}
 	if c.DB != nil {
 		_ = store.Close(c.DB)
+	}
+	for _, d := range c.dirs {
+		_ = os.RemoveAll(d)
 	}
 	if c.base != nil {
 		_ = c.base.Exec("DROP DATABASE IF EXISTS `seckill_chaos_" + c.ID + "`").Error

@@ -227,6 +227,7 @@ func ClusterScenarios() []Scenario {
 		fleet(Scenario{Name: "cluster: acting reconciler killed, the other takes over", At: 0.3,
 			During: reconcilerTakeover}),
 		cutGatewayFromRedis(),
+		rollingUpgrade(true),
 	}
 }
 

@@ -49,7 +49,11 @@ type Answer struct {
 
 // Crowd fires clicks at a gateway.
 type Crowd struct {
-	Target      string
+	Target string
+	// Targets, when set, replace Target: click i goes to Targets[i % n] first and, after a
+	// network error (a refused connection: that gateway is restarting), to the next one, as
+	// a load balancer that retries elsewhere would send it.
+	Targets     []string
 	Concurrency int
 	RetryBudget time.Duration // how long one click keeps retrying 503/429/network errors
 	Tokens      func(user int) string
@@ -83,7 +87,7 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 						time.Sleep(wait)
 					}
 				}
-				answers[i] = c.click(ctx, clicks[i])
+				answers[i] = c.click(ctx, i, clicks[i])
 				if onProgress != nil {
 					onProgress(int(done.Add(1)))
 				}
@@ -94,16 +98,23 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 	return answers
 }
 
-func (c *Crowd) click(ctx context.Context, k Click) (a Answer) {
+func (c *Crowd) click(ctx context.Context, i int, k Click) (a Answer) {
 	a = Answer{Click: k}
 	started := time.Now()
 	defer func() { a.Latency = time.Since(started) }()
-	url := fmt.Sprintf("%s/api/v1/sessions/%d/prizes/%d/grab", c.Target, c.Session, c.Prizes[k.Prize])
+	targets := c.Targets
+	if len(targets) == 0 {
+		targets = []string{c.Target}
+	}
+	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", c.Session, c.Prizes[k.Prize])
 	deadline := time.Now().Add(c.RetryBudget)
 	backoff := 50 * time.Millisecond
 	for {
 		a.Attempts++
-		code, body, retryAfter, err := c.post(ctx, url, c.Tokens(k.User), k.Key)
+		code, body, retryAfter, err := c.post(ctx, targets[i%len(targets)]+path, c.Tokens(k.User), k.Key)
+		if err != nil {
+			i++ // that gateway did not answer: the next attempt goes to another
+		}
 		if err == nil {
 			a.Code = code
 			switch code {

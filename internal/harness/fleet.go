@@ -30,18 +30,9 @@ func (c *Cluster) remember(p *Proc, addr string) {
 // startFleet starts c.opts.Gateways gateways and HAProxy in front of them; GatewayAddr
 // becomes the proxy's address.
 func (c *Cluster) startFleet(ctx context.Context) error {
-	for i := 0; i < c.opts.Gateways; i++ {
-		addr, err := FreeAddr()
-		if err != nil {
-			return err
-		}
-		c.gatewayAddrs = append(c.gatewayAddrs, addr)
-		c.Gateways = append(c.Gateways, nil)
-		if err := c.StartGatewayN(ctx, i); err != nil {
-			return err
-		}
+	if err := c.startGatewayProcs(ctx); err != nil {
+		return err
 	}
-	c.Gateway = c.Gateways[0]
 	var err error
 	if c.GatewayAddr, err = FreeAddr(); err != nil {
 		return err
@@ -89,6 +80,46 @@ backend gateways
 		return err
 	}
 	return waitHealthy(ctx, c.haproxy, "http://"+c.GatewayAddr+"/healthz", 30*time.Second)
+}
+
+// startGateways starts c.opts.Gateways gateways on addresses of their own, without a proxy
+// (Options.NoProxy); GatewayAddr is the first one's.
+func (c *Cluster) startGateways(ctx context.Context) error {
+	if err := c.startGatewayProcs(ctx); err != nil {
+		return err
+	}
+	c.GatewayAddr = c.gatewayAddrs[0]
+	return nil
+}
+
+// startGatewayProcs starts c.opts.Gateways gateways, each on an address of its own.
+func (c *Cluster) startGatewayProcs(ctx context.Context) error {
+	for i := 0; i < c.opts.Gateways; i++ {
+		addr, err := FreeAddr()
+		if err != nil {
+			return err
+		}
+		c.gatewayAddrs = append(c.gatewayAddrs, addr)
+		c.Gateways = append(c.Gateways, nil)
+		if err := c.StartGatewayN(ctx, i); err != nil {
+			return err
+		}
+	}
+	c.Gateway = c.Gateways[0]
+	return nil
+}
+
+// CrowdTargets are the base URLs a crowd sends its clicks to: every gateway when they run
+// without a proxy, else the one public address.
+func (c *Cluster) CrowdTargets() []string {
+	if !c.opts.NoProxy || len(c.gatewayAddrs) == 0 {
+		return []string{"http://" + c.GatewayAddr}
+	}
+	out := make([]string, len(c.gatewayAddrs))
+	for i, a := range c.gatewayAddrs {
+		out[i] = "http://" + a
+	}
+	return out
 }
 
 // StartGatewayN starts (or restarts) gateway i of the fleet on its fixed address.

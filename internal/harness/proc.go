@@ -24,8 +24,17 @@ func Root() string {
 }
 
 // Build compiles the three deployables into dir.
-func Build(dir string) error {
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./gateway", "./consumer", "./reconciler")
+func Build(dir string) error { return BuildVersion(dir, "") }
+
+// BuildVersion compiles the three deployables into dir with version stamped as their build
+// version (--version, seckill_build_info; "" leaves it unset): the "new release" of the
+// rolling upgrade scenarios.
+func BuildVersion(dir, version string) error {
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	if version != "" {
+		args = append(args, "-ldflags", "-X github.com/seckill-pipeline/seckill/pkg/buildinfo.version="+version)
+	}
+	cmd := exec.Command("go", append(args, "./gateway", "./consumer", "./reconciler")...)
 	cmd.Dir = Root()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)

@@ -48,6 +48,7 @@ type Scenario struct {
 
 	// The cluster profile's fleet (clusterfaults.go): gateways behind HAProxy, reconcilers.
 	Gateways, Reconcilers int
+	NoProxy               bool // several gateways without HAProxy (Options.NoProxy)
 }
 
 // Env is what a scenario's hooks can act on.
@@ -147,6 +148,7 @@ func Scenarios() []Scenario {
 			PaymentTimeout: 2 * time.Second, During: timeoutsWhileKeysLost},
 		{Name: "a fifth of the winners never pay (timeout 2s)", Repeats: 0.1, Consumers: 2, At: 0, Rate: 2000,
 			PaymentTimeout: 2 * time.Second, During: neverPay(2 * time.Second)},
+		rollingUpgrade(false),
 		{Name: "reconciler killed mid-run, two at once", Repeats: 0.1, Consumers: 2, At: 0.5,
 			During: func(ctx context.Context, e *Env) error {
 				second, err := e.Cluster.StartReconciler(ctx)
@@ -202,7 +204,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	res := Result{Scenario: sc.Name, Seed: seed}
 	start := time.Now()
 	limit := 150 * time.Second
-	if sc.Gateways > 1 {
+	if sc.Gateways > 1 && !sc.NoProxy {
 		limit = 240 * time.Second // node failovers and restarts on the cluster profile
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
@@ -229,7 +231,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	}
 	c, err := NewCluster(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
 		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv,
-		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers})
+		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers, NoProxy: sc.NoProxy})
 	if err != nil {
 		return res, fmt.Errorf("cluster: %w", err)
 	}
@@ -251,7 +253,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	for i, p := range c.Prizes {
 		prizes[i] = p.ID
 	}
-	crowd := &Crowd{Target: "http://" + c.GatewayAddr, Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
+	crowd := &Crowd{Targets: c.CrowdTargets(), Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
 		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate}
 	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
 

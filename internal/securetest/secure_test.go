@@ -252,21 +252,7 @@ func redisUserWithout(t *testing.T, dir, command string) (string, string) {
 	t.Helper()
 	rdb := stacktest.Redis(t)
 	ctx := stacktest.Context(t, 10*time.Second)
-	rules, err := rdb.Do(ctx, "ACL", "GETUSER", "gateway").Result()
-	if err != nil {
-		t.Fatalf("ACL GETUSER gateway: %v", err)
-	}
-	var commands string
-	switch r := rules.(type) {
-	case map[any]any: // RESP3
-		commands, _ = r["commands"].(string)
-	case []any: // RESP2: name, value, ...
-		for i := 0; i+1 < len(r); i += 2 {
-			if r[i] == "commands" {
-				commands, _ = r[i+1].(string)
-			}
-		}
-	}
+	commands := gatewayRedisCommands(t)
 	if !strings.Contains(commands, "+"+command) {
 		t.Fatalf("the gateway's Redis user has no +%s to take away: %q", command, commands)
 	}
@@ -289,4 +275,26 @@ func redisUserWithout(t *testing.T, dir, command string) (string, string) {
 		t.Fatal(err)
 	}
 	return name, f
+}
+
+// gatewayRedisCommands are the command rules of the profile's gateway user (ACL GETUSER), to
+// make users with the same rights.
+func gatewayRedisCommands(t *testing.T) string {
+	t.Helper()
+	rules, err := stacktest.Redis(t).Do(stacktest.Context(t, 10*time.Second), "ACL", "GETUSER", "gateway").Result()
+	if err != nil {
+		t.Fatalf("ACL GETUSER gateway: %v", err)
+	}
+	var commands string
+	switch r := rules.(type) {
+	case map[any]any: // RESP3
+		commands, _ = r["commands"].(string)
+	case []any: // RESP2: name, value, ...
+		for i := 0; i+1 < len(r); i += 2 {
+			if r[i] == "commands" {
+				commands, _ = r[i+1].(string)
+			}
+		}
+	}
+	return commands
 }

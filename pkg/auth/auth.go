@@ -3,10 +3,12 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -18,23 +20,33 @@ import (
 // confusion (an RS256 public key used as an HMAC secret).
 const method = "HS256"
 
-// Verifier checks user tokens.
+// Verifier checks user tokens. It holds the current secret and, during a rotation, the
+// previous one (SetSecrets): a token signed with either is accepted, so tokens issued before
+// the identity provider switched keep working for the overlap; it signs nothing.
 type Verifier struct {
-	secret []byte
+	keys   atomic.Pointer[keyPair]
 	parser *jwt.Parser
 	now    func() time.Time
 	cache  *tokenCache
+	// previousUsed counts tokens verified with the previous secret (not cache hits): when
+	// it stops moving, nothing presents the old tokens any more and the previous secret can go.
+	previousUsed atomic.Uint64
 }
+
+// keyPair is one generation of secrets; cached verdicts belong to the generation that made
+// them, so a secret taken away stops its tokens at once, cached or not.
+type keyPair struct {
+	current, previous []byte
+}
+
+// minSecret is the shortest HS256 secret accepted (the hash's size).
+const minSecret = 32
 
 // NewVerifier returns a Verifier for tokens signed with secret by issuer for audience.
 func NewVerifier(secret []byte, issuer, audience string, now func() time.Time) (*Verifier, error) {
-	if len(secret) < 32 {
-		return nil, errors.New("jwt secret must be at least 32 bytes")
-	}
-	return &Verifier{
-		secret: secret,
-		now:    now,
-		cache:  newTokenCache(50_000),
+	v := &Verifier{
+		now:   now,
+		cache: newTokenCache(50_000),
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{method}),
 			jwt.WithExpirationRequired(),
@@ -44,8 +56,35 @@ func NewVerifier(secret []byte, issuer, audience string, now func() time.Time) (
 			jwt.WithLeeway(5*time.Second),
 			jwt.WithTimeFunc(now),
 		),
-	}, nil
+	}
+	if err := v.SetSecrets(secret, nil); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
+
+// SetSecrets replaces the secrets: current, and previous (nil or empty: none) accepted too
+// during a rotation. Tokens verified under the secrets before are verified again.
+func (v *Verifier) SetSecrets(current, previous []byte) error {
+	if len(current) < minSecret {
+		return fmt.Errorf("jwt secret must be at least %d bytes", minSecret)
+	}
+	if len(previous) > 0 && len(previous) < minSecret {
+		return fmt.Errorf("previous jwt secret must be at least %d bytes", minSecret)
+	}
+	k := &keyPair{current: bytes.Clone(current)}
+	if len(previous) > 0 {
+		k.previous = bytes.Clone(previous)
+	}
+	v.keys.Store(k)
+	return nil
+}
+
+// HasPrevious reports whether a previous secret is accepted.
+func (v *Verifier) HasPrevious() bool { return v.keys.Load().previous != nil }
+
+// PreviousVerified is the number of tokens verified with the previous secret so far.
+func (v *Verifier) PreviousVerified() uint64 { return v.previousUsed.Load() }
 
 // ErrInvalid wraps every reason a token is refused.
 var ErrInvalid = errors.New("invalid token")
@@ -53,21 +92,35 @@ var ErrInvalid = errors.New("invalid token")
 // User verifies a token and returns its subject, the user id. A token verified before is
 // answered from a bounded cache until its expiry: a crowd retrying and polling presents the
 // same token many times, and parsing it is a large part of a grab's CPU. Only tokens that
-// passed every check are cached, keyed by the whole token (signature included).
+// passed every check are cached, keyed by the whole token (signature included), with the
+// secrets that verified them.
 func (v *Verifier) User(token string) (string, error) {
-	if user, ok := v.cache.get(token, v.now()); ok {
+	k := v.keys.Load()
+	if user, ok := v.cache.get(token, k, v.now()); ok {
 		return user, nil
 	}
-	claims := &jwt.RegisteredClaims{}
-	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.secret, nil })
+	claims, err := v.parse(token, k.current)
+	if err != nil && k.previous != nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+		// Only a signature that does not match the current secret is tried with the
+		// previous one; an expired or misaddressed token is refused as it is.
+		if claims, err = v.parse(token, k.previous); err == nil {
+			v.previousUsed.Add(1)
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if !seckill.ValidUserID(claims.Subject) {
 		return "", fmt.Errorf("%w: subject is not a valid user id", ErrInvalid)
 	}
-	v.cache.put(token, claims.Subject, claims.ExpiresAt.Time)
+	v.cache.put(token, k, claims.Subject, claims.ExpiresAt.Time)
 	return claims.Subject, nil
+}
+
+func (v *Verifier) parse(token string, secret []byte) (*jwt.RegisteredClaims, error) {
+	claims := &jwt.RegisteredClaims{}
+	_, err := v.parser.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return secret, nil })
+	return claims, err
 }
 
 // tokenCache remembers verified tokens in two generations of at most max entries each:
@@ -82,13 +135,14 @@ type tokenCache struct {
 type cachedUser struct {
 	user string
 	exp  time.Time
+	keys *keyPair // the secrets that verified it
 }
 
 func newTokenCache(max int) *tokenCache {
 	return &tokenCache{max: max, cur: map[[sha256.Size]byte]cachedUser{}, prev: map[[sha256.Size]byte]cachedUser{}}
 }
 
-func (c *tokenCache) get(token string, now time.Time) (string, bool) {
+func (c *tokenCache) get(token string, keys *keyPair, now time.Time) (string, bool) {
 	k := sha256.Sum256([]byte(token))
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -98,20 +152,20 @@ func (c *tokenCache) get(token string, now time.Time) (string, bool) {
 			c.cur[k] = e
 		}
 	}
-	if !ok || !now.Before(e.exp) {
+	if !ok || e.keys != keys || !now.Before(e.exp) {
 		return "", false
 	}
 	return e.user, true
 }
 
-func (c *tokenCache) put(token, user string, exp time.Time) {
+func (c *tokenCache) put(token string, keys *keyPair, user string, exp time.Time) {
 	k := sha256.Sum256([]byte(token))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.cur) >= c.max {
 		c.prev, c.cur = c.cur, make(map[[sha256.Size]byte]cachedUser, len(c.cur))
 	}
-	c.cur[k] = cachedUser{user: user, exp: exp}
+	c.cur[k] = cachedUser{user: user, exp: exp, keys: keys}
 }
 
 // Signer issues user tokens (for the demo, tests, the load generator and the invariant

@@ -120,9 +120,71 @@ func TestCachedTokenExpires(t *testing.T) {
 func TestTokenCacheBounded(t *testing.T) {
 	c := newTokenCache(10)
 	for i := range 100 {
-		c.put(string(rune('a'+i%26))+string(rune(i)), "u", now.Add(time.Hour))
+		c.put(string(rune('a'+i%26))+string(rune(i)), nil, "u", now.Add(time.Hour))
 	}
 	if len(c.cur) > 10 || len(c.prev) > 10 {
 		t.Fatalf("cache grew to %d + %d", len(c.cur), len(c.prev))
 	}
+}
+
+// A rotation: tokens of the previous secret are accepted while it is set, expired ones of it
+// are still refused, and once it is taken away its tokens are refused at once, even those
+// the cache had answered for.
+func TestRotationWithPreviousSecret(t *testing.T) {
+	old, next := secret, []byte("fedcba9876543210fedcba9876543210")
+	other := []byte("another-secret-another-secret-xx")
+	v, err := NewVerifier(old, "seckill", "seckill-gateway", func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldTok := sign(t, jwt.SigningMethodHS256, old, good())
+	newTok := sign(t, jwt.SigningMethodHS256, next, good())
+	oldExpired := sign(t, jwt.SigningMethodHS256, old, with("exp", now.Add(-time.Minute).Unix()))
+	otherTok := sign(t, jwt.SigningMethodHS256, other, good())
+	accepts := func(step, tok string, want bool) {
+		t.Helper()
+		_, err := v.User(tok)
+		if (err == nil) != want {
+			t.Fatalf("%s: accepted=%v (%v), want %v", step, err == nil, err, want)
+		}
+	}
+	accepts("before", oldTok, true) // now cached
+	accepts("before", newTok, false)
+
+	if err := v.SetSecrets(next, old); err != nil {
+		t.Fatal(err)
+	}
+	if !v.HasPrevious() {
+		t.Fatal("HasPrevious = false during the overlap")
+	}
+	accepts("overlap, new", newTok, true)
+	accepts("overlap, old", oldTok, true)
+	accepts("overlap, old again (cached)", oldTok, true)
+	accepts("overlap, old expired", oldExpired, false)
+	accepts("overlap, other", otherTok, false)
+	if n := v.PreviousVerified(); n != 1 {
+		t.Fatalf("PreviousVerified = %d, want 1 (one fresh verification, one cache hit)", n)
+	}
+
+	if err := v.SetSecrets(next, nil); err != nil {
+		t.Fatal(err)
+	}
+	accepts("after, old (was cached)", oldTok, false)
+	accepts("after, new", newTok, true)
+	if v.HasPrevious() {
+		t.Fatal("HasPrevious = true after the overlap")
+	}
+
+	for _, tc := range []struct {
+		name              string
+		current, previous []byte
+	}{
+		{"short current", []byte("short"), nil},
+		{"short previous", next, []byte("short")},
+	} {
+		if err := v.SetSecrets(tc.current, tc.previous); err == nil {
+			t.Fatalf("%s: accepted", tc.name)
+		}
+	}
+	accepts("after refused changes", newTok, true)
 }

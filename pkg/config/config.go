@@ -147,9 +147,18 @@ type Gateway struct {
 	// gateway/operator). At least one of the two is required.
 	AdminToken      string
 	AdminTokensFile string
-	JWTSecret       string // HMAC key for user tokens (HS256 only)
-	JWTIssuer       string
-	JWTAudience     string
+	// AdminTokenPrevious is the shared credential being rotated out ("": none), accepted as
+	// "admin" too while set.
+	AdminTokenPrevious string
+	JWTSecret          string // HMAC key for user tokens (HS256 only)
+	// JWTSecretPrevious is the secret being rotated out ("": none): tokens signed with it
+	// are accepted too while it is set. JWTSecretFile and JWTSecretPreviousFile are the files
+	// the two came from ("": the environment), which the gateway re-reads while it runs.
+	JWTSecretPrevious     string
+	JWTSecretFile         string
+	JWTSecretPreviousFile string
+	JWTIssuer             string
+	JWTAudience           string
 
 	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
 	// verified user id; on requests from a TrustedProxies peer the gateway then skips JWT
@@ -192,14 +201,18 @@ type Gateway struct {
 func LoadGateway(getenv func(string) string) (Gateway, error) {
 	r := newReader(getenv)
 	g := Gateway{
-		Common:          readCommon(r),
-		HTTPAddr:        r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
-		AdminAddr:       r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
-		AdminToken:      r.optionalSecret("SECKILL_ADMIN_TOKEN", "SECKILL_ADMIN_TOKEN_FILE", 16),
-		AdminTokensFile: r.str("SECKILL_ADMIN_TOKENS_FILE", ""),
-		JWTSecret:       r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32),
-		JWTIssuer:       r.str("SECKILL_JWT_ISSUER", "seckill"),
-		JWTAudience:     r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
+		Common:                readCommon(r),
+		HTTPAddr:              r.str("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
+		AdminAddr:             r.str("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"),
+		AdminToken:            r.optionalSecret("SECKILL_ADMIN_TOKEN", "SECKILL_ADMIN_TOKEN_FILE", 16),
+		AdminTokensFile:       r.str("SECKILL_ADMIN_TOKENS_FILE", ""),
+		AdminTokenPrevious:    r.optionalSecret("SECKILL_ADMIN_TOKEN_PREVIOUS", "SECKILL_ADMIN_TOKEN_PREVIOUS_FILE", 16),
+		JWTSecret:             r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32),
+		JWTSecretPrevious:     r.previousSecret("SECKILL_JWT_SECRET_PREVIOUS", "SECKILL_JWT_SECRET_PREVIOUS_FILE", 32),
+		JWTSecretFile:         strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_FILE")),
+		JWTSecretPreviousFile: strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_PREVIOUS_FILE")),
+		JWTIssuer:             r.str("SECKILL_JWT_ISSUER", "seckill"),
+		JWTAudience:           r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
 		TrustUserHeader:  r.getenv("SECKILL_TRUST_USER_HEADER"),
 		ConsumerGroup:    r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),

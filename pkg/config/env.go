@@ -56,9 +56,48 @@ func (r *reader) secretValue(key, fileKey string) string {
 		r.errs = append(r.errs, fmt.Errorf("%s=%s: %w", fileKey, path, unwrapPath(err)))
 		return ""
 	}
-	v = strings.TrimRight(string(b), "\r\n")
+	v = SecretFromFile(b)
 	if v == "" {
 		r.errs = append(r.errs, fmt.Errorf("%s=%s: the file is empty", fileKey, path))
+	}
+	return v
+}
+
+// ReadSecretFile reads the secret a file holds (SecretFromFile); the error names the
+// operation and the reason, not the path (the caller names it with its variable).
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", unwrapPath(err)
+	}
+	return SecretFromFile(b), nil
+}
+
+// SecretFromFile is the secret a file's content holds: trailing newlines trimmed (an editor's
+// or `kubectl create secret --from-file`'s), nothing else.
+func SecretFromFile(b []byte) string { return strings.TrimRight(string(b), "\r\n") }
+
+// previousSecret reads the previous value of a secret being rotated, from key or the file
+// fileKey names. Unlike a secret, a file that does not exist or is empty means "none": between
+// rotations the previous key is absent from the mounted Secret (or empty), and the gateway
+// re-reads the file while it runs.
+func (r *reader) previousSecret(key, fileKey string, minLen int) string {
+	v, path := r.getenv(key), strings.TrimSpace(r.getenv(fileKey))
+	switch {
+	case path == "":
+	case v != "":
+		r.errs = append(r.errs, fmt.Errorf("%s and %s are both set: set one", key, fileKey))
+		return ""
+	default:
+		b, err := r.readFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.errs = append(r.errs, fmt.Errorf("%s=%s: %w", fileKey, path, unwrapPath(err)))
+			return ""
+		}
+		v = SecretFromFile(b)
+	}
+	if v != "" && len(v) < minLen {
+		r.errs = append(r.errs, fmt.Errorf("%s must be at least %d bytes", key, minLen))
 	}
 	return v
 }

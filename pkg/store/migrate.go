@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )
 
@@ -315,7 +316,7 @@ type appliedMigration struct {
 	finished bool
 }
 
-func appliedMigrations(ctx context.Context, conn *sql.Conn) (map[int]appliedMigration, error) {
+func appliedMigrations(ctx context.Context, conn querier) (map[int]appliedMigration, error) {
 	rows, err := conn.QueryContext(ctx, "SELECT version, checksum, finished FROM schema_migrations")
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
@@ -374,4 +375,77 @@ func VerifyCollation(ctx context.Context, q querier) error {
 			identifierCollation, strings.Join(bad, ", "), identifierCollation)
 	}
 	return nil
+}
+
+// SchemaState is how the database's schema compares with this build's migrations, for
+// `reconciler --check` before an upgrade.
+type SchemaState struct {
+	Applied     int      // migrations of this build the database has finished
+	Pending     []string // this build's migrations the database has not applied: run `gateway migrate` first
+	Interrupted []string // started and not finished: `gateway migrate` finishes them
+	Edited      []string // applied from a file this build changed since (Migrate refuses it)
+	Newer       []int    // applied versions this build does not know: the database was migrated by a newer release
+}
+
+// Problems are what stops this build from running on the schema: anything pending,
+// interrupted or edited. A newer schema is not a problem by itself (a release's migrations
+// must leave the previous release working, which is what lets a roll go back), and is
+// reported as a note.
+func (s SchemaState) Problems() []string {
+	var out []string
+	if len(s.Pending) > 0 {
+		out = append(out, fmt.Sprintf("migrations not applied: %s (run gateway migrate first)", strings.Join(s.Pending, ", ")))
+	}
+	if len(s.Interrupted) > 0 {
+		out = append(out, fmt.Sprintf("migrations interrupted: %s (run gateway migrate to finish them)", strings.Join(s.Interrupted, ", ")))
+	}
+	if len(s.Edited) > 0 {
+		out = append(out, fmt.Sprintf("migrations edited after they were applied: %s", strings.Join(s.Edited, ", ")))
+	}
+	return out
+}
+
+// CheckSchema reads the applied migrations and compares them with this build's; it writes
+// nothing (the services' DML user may run it).
+func CheckSchema(ctx context.Context, db *gorm.DB) (SchemaState, error) {
+	var st SchemaState
+	migs, err := Migrations()
+	if err != nil {
+		return st, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return st, err
+	}
+	applied, err := appliedMigrations(ctx, sqlDB)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 { // no schema_migrations: never migrated
+		applied, err = nil, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	known := map[int]bool{}
+	for _, m := range migs {
+		known[m.Version] = true
+		name := fmt.Sprintf("%04d_%s", m.Version, m.Name)
+		a, seen := applied[m.Version]
+		switch {
+		case !seen:
+			st.Pending = append(st.Pending, name)
+		case !a.finished:
+			st.Interrupted = append(st.Interrupted, name)
+		case a.checksum != "" && a.checksum != m.Checksum:
+			st.Edited = append(st.Edited, name)
+		default:
+			st.Applied++
+		}
+	}
+	for v := range applied {
+		if !known[v] {
+			st.Newer = append(st.Newer, v)
+		}
+	}
+	sort.Ints(st.Newer)
+	return st, nil
 }
