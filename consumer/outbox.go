@@ -217,16 +217,20 @@ func (r *outboxRelay) recover(ctx context.Context, held func(context.Context) er
 	if err != nil {
 		return err
 	}
-	ends, err := r.endOffsets(ctx)
+	bounds, err := r.bounds(ctx)
 	if err != nil {
 		return err
 	}
 	var found []string
-	for p, end := range ends {
-		start := from[p]
-		if start >= end {
+	for p, b := range bounds {
+		// Retention may have removed what lies below the checkpoint (the relay was stopped
+		// longer than the topic keeps events): scan what is retained. An order whose event
+		// was removed unread stays unstamped and is published again, at least once.
+		start := max(from[p], b.First)
+		if start >= b.End {
 			continue
 		}
+		end := b.End
 		ids, err := r.readEventIDs(ctx, p, start, end)
 		if err != nil {
 			return err
@@ -249,18 +253,27 @@ func (r *outboxRelay) recover(ctx context.Context, held func(context.Context) er
 	return r.checkpoint(ctx, held)
 }
 
-// endOffsets returns every partition's end offset, retrying briefly while leadership
-// settles (right after a topic is created or a broker restarted).
+// endOffsets returns every partition's end offset.
 func (r *outboxRelay) endOffsets(ctx context.Context) (map[int]int64, error) {
+	offs, err := r.bounds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ends := make(map[int]int64, len(offs))
+	for p, o := range offs {
+		ends[p] = o.End
+	}
+	return ends, nil
+}
+
+// bounds returns every partition's first and end offsets, retrying briefly while leadership
+// settles (right after a topic is created or a broker restarted).
+func (r *outboxRelay) bounds(ctx context.Context) (map[int]event.PartitionOffsets, error) {
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
 		var offs map[int]event.PartitionOffsets
 		if offs, err = r.offsets.Offsets(ctx, r.topic); err == nil {
-			ends := make(map[int]int64, len(offs))
-			for p, o := range offs {
-				ends[p] = o.End
-			}
-			return ends, nil
+			return offs, nil
 		}
 		select {
 		case <-ctx.Done():

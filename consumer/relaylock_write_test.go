@@ -92,3 +92,45 @@ func TestRelayStopsWritingOnceItsLockIsLost(t *testing.T) {
 		t.Fatalf("writes %q, want %q: nothing after the lock was lost", out.writes, want)
 	}
 }
+
+// expiredTopic is an order topic whose partition 0 retention emptied: its first offset is its
+// end, far past the checkpoint a relay stopped longer than the retention left behind.
+type expiredTopic struct{}
+
+func (expiredTopic) Offsets(context.Context, string) (map[int]event.PartitionOffsets, error) {
+	return map[int]event.PartitionOffsets{0: {First: 40, End: 40}}, nil
+}
+
+// checkpointedOutbox is recordingOutbox with a checkpoint retention has passed.
+type checkpointedOutbox struct {
+	recordingOutbox
+	set map[int]int64
+}
+
+func (o *checkpointedOutbox) Checkpoints(context.Context, string) (map[int]int64, error) {
+	return map[int]int64{0: 7}, nil
+}
+func (o *checkpointedOutbox) SetCheckpoints(_ context.Context, _ string, next map[int]int64) error {
+	o.set = next
+	return nil
+}
+
+// A relay stopped for longer than the order topic's retention finds its checkpoint below the
+// partition's first offset. Its recovery scan starts at what is retained: with nothing
+// retained it has nothing to read (it used to wait for a message that never came, a minute
+// per attempt, for ever, and published nothing more), and it moves its checkpoint to the end.
+// Orders whose events were removed unread are published again if unstamped: at least once.
+func TestRecoveryScanStartsAtWhatRetentionKept(t *testing.T) {
+	out := &checkpointedOutbox{}
+	r := &outboxRelay{outbox: out, offsets: expiredTopic{}, brokers: []string{"127.0.0.1:1"}, topic: "t",
+		batch: 100, idle: time.Millisecond, wake: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry()),
+		log: slog.New(slog.DiscardHandler), now: time.Now}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.recover(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("recovery scan over an expired partition: %v", err)
+	}
+	if out.set[0] != 40 {
+		t.Fatalf("checkpoint %v after the scan, want partition 0 at its end 40", out.set)
+	}
+}

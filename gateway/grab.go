@@ -24,6 +24,11 @@ type reserver interface {
 	Lookup(ctx context.Context, requestID string) (stock.Lookup, error)
 }
 
+// replicaWaiter confirms that a Redis replica holds a grab's reservation (stock.Gate).
+type replicaWaiter interface {
+	AwaitReplica(ctx context.Context, sessionID, prizeID int64, requestID string, timeout time.Duration) error
+}
+
 // orderFinder reads an order from MySQL, for status polls after the Redis keys expired.
 type orderFinder interface {
 	ByRequestID(ctx context.Context, requestID string) (seckill.Order, error)
@@ -52,8 +57,12 @@ type grabAPI struct {
 	events     publisher
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
-	inflight   chan struct{}
-	produceTTL time.Duration
+	// replica, when set, is asked after a failed produce for a replica's acknowledgement of
+	// the reservation, waiting up to replicaWait (see onReplica); nil: the wait is off.
+	replica     replicaWaiter
+	replicaWait time.Duration
+	inflight    chan struct{}
+	produceTTL  time.Duration
 	// admitTimeout bounds the wait for the admission script's verdict.
 	admitTimeout time.Duration
 	metrics      *metrics
@@ -270,7 +279,10 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	}
 	switch v.Code {
 	case stock.Admitted:
-		a.publish(r.Context(), g)
+		if relayed := a.publish(r.Context(), g); relayed && !a.onReplica(r.Context(), g) {
+			a.notReplicated(w, g.RequestID)
+			return
+		}
 		a.metrics.grabs.WithLabelValues("admitted").Inc()
 		jsonapi.Write(w, http.StatusAccepted, grabView{RequestID: g.RequestID, Status: "queued"})
 	case stock.Seen:
@@ -278,7 +290,10 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		// and go-redis retried, or the client retried after a 503). Publishing again is
 		// harmless (the consumer dedupes by request id) and does not wait for the reconciler.
 		if v.State.State == "queued" {
-			a.publish(r.Context(), g)
+			if relayed := a.publish(r.Context(), g); relayed && !a.onReplica(r.Context(), g) {
+				a.notReplicated(w, g.RequestID)
+				return
+			}
 		}
 		a.metrics.grabs.WithLabelValues("repeat").Inc()
 		jsonapi.Write(w, http.StatusAccepted, viewOf(g.RequestID, v.State))
@@ -341,17 +356,68 @@ func (a *grabAPI) unknownOutcome(w http.ResponseWriter, rid string, err error) {
 
 func statusPath(rid string) string { return "/api/v1/grabs/" + rid }
 
+// onReplica says whether a grab whose event Kafka did not acknowledge may be answered 202.
+// Such a grab lives in this gateway's relay and in its reservation on one Redis primary; the
+// reservation reaches the replica asynchronously, so the gateway dying and the primary
+// failing over before the copy would leave nothing of a grab the client was promised. With
+// the wait on, the 202 waits until a replica acknowledged the reservation. Only this path
+// asks: a grab Kafka acknowledged is on two brokers already and pays nothing.
+func (a *grabAPI) onReplica(ctx context.Context, g seckill.Grab) bool {
+	if a.replica == nil {
+		return true
+	}
+	// The client leaving does not cut the wait short: its answer is what the wait decides.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.replicaWait+admitTimeout)
+	defer cancel()
+	start := time.Now()
+	err := a.replica.AwaitReplica(wctx, g.SessionID, g.PrizeID, g.RequestID, a.replicaWait)
+	a.metrics.redis.WithLabelValues("await_replica").Observe(time.Since(start).Seconds())
+	result := "confirmed"
+	switch {
+	case err == nil:
+	case errors.Is(err, stock.ErrNotReplicated):
+		result = "timeout"
+	case errors.Is(err, stock.ErrReservationGone):
+		result = "gone"
+	default:
+		result = "error"
+		a.metrics.redisErrors.WithLabelValues("await_replica").Inc()
+	}
+	a.metrics.replicaWaits.WithLabelValues(result).Inc()
+	if err != nil {
+		a.log.Warn("reservation not confirmed on a Redis replica; answering 503", "request_id", g.RequestID,
+			"session_id", g.SessionID, "prize_id", g.PrizeID, "result", result, "error", err.Error())
+	}
+	return err == nil
+}
+
+// notReplicated answers a grab admitted in Redis whose event is in no broker and whose
+// reservation no replica confirmed: 503 with the request id, like an unknown outcome. Nothing
+// is undone: the relay still holds the event and the reservation is still the durable intent
+// (a produce error does not mean "not written", so releasing the unit could meet an order
+// made from it); the grab will most likely become an order, and the client learns it by
+// polling the request id, or by retrying with the same Idempotency-Key (the script answers
+// "seen" and the gateway publishes and waits again).
+func (a *grabAPI) notReplicated(w http.ResponseWriter, rid string) {
+	a.metrics.grabs.WithLabelValues("not_replicated").Inc()
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Location", statusPath(rid))
+	jsonapi.Write(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", RequestID: rid,
+		Message: "admitted but not yet safe against a Redis failover; poll the request id, or retry with the same Idempotency-Key"})
+}
+
 // publish emits the grab event and waits for Kafka's acknowledgement. If Kafka does not
 // acknowledge in time, the grab is still admitted: the stock stays deducted (a produce error
 // does not mean "not written") and the relay, or else the reconciler, publishes it later.
 // The caller holds the grab in a.held (from before Reserve); publish releases it once Kafka
-// acknowledged, or hands it to the relay, which releases it after its own write.
-func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) {
+// acknowledged, or hands it to the relay, which releases it after its own write. It reports
+// whether Kafka did not acknowledge (the grab now rests on the relay and the reservation).
+func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) (relayed bool) {
 	msg, err := event.EncodeGrab(g)
 	if err != nil {
 		a.held.release(event.PartitionKey(g.SessionID, g.PrizeID))
 		a.log.Error("encode grab event", "request_id", g.RequestID, "error", err.Error())
-		return
+		return true
 	}
 	// The client leaving must not cancel the produce of an admitted grab.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.produceTTL)
@@ -370,6 +436,7 @@ func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) {
 		a.log.Warn("grab event not acknowledged; relaying", "request_id", g.RequestID,
 			"session_id", g.SessionID, "prize_id", g.PrizeID, "relay_queued", queued, "error", err.Error())
 	}
+	return err != nil
 }
 
 type grabView struct {

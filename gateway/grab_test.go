@@ -49,7 +49,7 @@ type grabEnv struct {
 
 type tweak func(*grabAPI)
 
-func newGrabEnv(t *testing.T, stockA, stockB, limit int, tweaks ...tweak) *grabEnv {
+func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabEnv {
 	t.Helper()
 	_, db := stacktest.Migrated(t)
 	rdb := stacktest.Redis(t)

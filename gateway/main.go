@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
@@ -199,6 +200,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	clients := newClientIPs(cfg.TrustedProxies)
+	replica, err := replicaWaitFor(ctx, rdb, gate, cfg.ReplicaWait, log)
+	if err != nil {
+		return err
+	}
 	api := &grabAPI{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, userHeader: cfg.TrustUserHeader,
 		schedule: schedule, soldOut: soldOut,
@@ -207,6 +212,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		clients: clients,
 		events:  grabs, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
+		replica: replica, replicaWait: cfg.ReplicaWait,
 	}
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
@@ -281,6 +287,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"redis_maxmemory_policy", "noeviction", "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
 		"kafka_batch_timeout", grabs.BatchTimeout.String(), "produce_timeout", cfg.ProduceTimeout.String(),
+		"replica_wait", replicaWaitLabel(replica, cfg.ReplicaWait),
 		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "jwt_previous_secret", cfg.JWTSecretPrevious != "",
 		"jwt_secret_reloaded", jwtFiles != nil, "trust_user_header", cfg.TrustUserHeader,
 		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies),
@@ -366,4 +373,34 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// replicaWaitFor decides at start whether grabs whose produce failed wait for a Redis
+// replica (SECKILL_GATEWAY_REPLICA_WAIT): off when set to 0, and off, with a warning, when
+// the Redis has no replica at all (a single server, as in the local single profile): there a
+// WAIT could never succeed, and every such grab would wait in vain and be answered 503. A
+// cluster counts its configured replicas, failed ones included, so a replica down at start
+// does not turn the wait off; a single server knows only its connected replicas, so one added
+// later needs a gateway restart.
+func replicaWaitFor(ctx context.Context, rdb redis.UniversalClient, gate *stock.Gate, wait time.Duration, log *slog.Logger) (replicaWaiter, error) {
+	if wait == 0 {
+		return nil, nil
+	}
+	has, err := stock.HasReplicas(ctx, rdb)
+	if err != nil {
+		return nil, fmt.Errorf("SECKILL_GATEWAY_REPLICA_WAIT: %w", err)
+	}
+	if !has {
+		log.Warn("Redis has no replica: grabs whose produce fails are answered 202 without a replica's copy of the reservation",
+			"replica_wait", wait.String())
+		return nil, nil
+	}
+	return gate, nil
+}
+
+func replicaWaitLabel(r replicaWaiter, wait time.Duration) string {
+	if r == nil {
+		return "off"
+	}
+	return wait.String()
 }

@@ -19,6 +19,7 @@ type metrics struct {
 	scheduleErrors prometheus.Counter
 	scheduleLoaded prometheus.Gauge
 	caseActions    *prometheus.CounterVec
+	replicaWaits   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -59,8 +60,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		caseActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_actions_total",
 			Help: "Operator actions on exception cases, by action (replay, resolve, dismiss), kind and result (done, refused)."},
 			[]string{"action", "kind", "result"}),
+		replicaWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_replica_waits_total",
+			Help: "Waits for a Redis replica to hold a reservation after a failed produce, by result (confirmed: 202; timeout, gone, error: 503)."},
+			[]string{"result"}),
 	}
 	reg.MustRegister(m.grabs, m.responses, m.latency, m.redis, m.redisErrors, m.produce, m.produceErrors, m.relayPending,
-		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors, m.scheduleLoaded, m.caseActions)
+		m.relayed, m.relayDropped, m.soldOutHits, m.inflight, m.scheduleErrors, m.scheduleLoaded, m.caseActions, m.replicaWaits)
 	return m
 }

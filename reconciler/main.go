@@ -19,8 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
+	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -56,6 +58,10 @@ var errFoundProblems = errors.New("reconcile run found problems it could not fix
 // run writes reports to stdout. Logs go to stdout too in scheduler mode (JSON lines for the
 // log pipeline) and to stderr with --once, so the report is all a cron job's stdout holds.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// The operator commands (tools.go) are words, the scheduler's options flags.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return runTool(ctx, args[0], args[1:], getenv, stdout)
+	}
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	once := fs.Bool("once", false, "run once, print the report and exit (for cron / Kubernetes CronJob)")
 	asJSON := fs.Bool("json", false, "print reports as JSON instead of a table")
@@ -66,6 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	usage := func() string {
 		var b strings.Builder
 		fmt.Fprintln(&b, "usage: reconciler [--once [--json] | --check]")
+		fmt.Fprintln(&b, toolsUsage)
 		fs.SetOutput(&b)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -94,27 +101,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	db, err := store.Connect(ctx, cfg.MySQL())
+	srv, err := connect(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer store.Close(db)
-	rdb, err := stock.Dial(ctx, cfg.Redis())
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-
-	gate, err := stock.NewGate(ctx, rdb)
-	if err != nil {
-		return err
-	}
+	defer srv.close()
+	db, rdb, gate, kafkaAdmin := srv.db, srv.rdb, srv.gate, srv.admin
 	catalog := store.NewCatalog(db, time.Now)
 	orders := store.NewOrders(db)
-	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
-	if err != nil {
-		return err
-	}
 	// A missing ACL or a refused login stops the reconciler here, named, not in its first run.
 	if err := kafkaAdmin.CheckAccess(ctx,
 		event.Need{Op: event.OpRead, Topic: cfg.Topics.Compensation.Name}, event.Need{Op: event.OpDescribe, Group: cfg.ConsumerGroup},
@@ -220,6 +214,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		every:  cfg.Interval, metrics: newServerMetrics(reg), log: log,
 	}
 	r.metrics.interval.Set(cfg.Interval.Seconds())
+	var replica *replicaGauges
+	if cfg.MySQLReplicaDSN != "" {
+		// Not at start-up: a replica that is down must not keep the reconciler from running
+		// (it only shows up in the gauges); the pool dials on each sample.
+		replicaDB, err := store.Sampler(store.Conn{DSN: cfg.MySQLReplicaDSN, TLS: cfg.MySQLTLS})
+		if err != nil {
+			return fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err)
+		}
+		defer replicaDB.Close()
+		writer, err := db.DB()
+		if err != nil {
+			return err
+		}
+		replica = newReplicaGauges(reg, func(ctx context.Context) (replicaStatus, error) {
+			return readReplication(ctx, writer, replicaDB)
+		}, cfg.Interval, log)
+	}
 	mux := http.NewServeMux()
 	ops.Register(mux, reg, map[string]ops.Check{
 		"mysql": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -239,9 +250,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g.Go(func() error { return stockGauge.Run(gctx) })
 	g.Go(func() error { return openCases.Run(gctx) })
 	g.Go(func() error { return servers.Run(gctx) })
+	if replica != nil {
+		g.Go(func() error { return replica.Run(gctx) })
+	}
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err
+}
+
+// servers are the connections both the scheduler and the operator commands open.
+type servers struct {
+	db    *gorm.DB
+	rdb   redis.UniversalClient
+	gate  *stock.Gate
+	admin *event.Admin
+}
+
+// connect opens MySQL, Redis (with the gate's scripts loaded) and the Kafka admin client.
+func connect(ctx context.Context, cfg config.Reconciler) (srv servers, err error) {
+	defer func() {
+		if err != nil {
+			srv.close()
+		}
+	}()
+	if srv.db, err = store.Connect(ctx, cfg.MySQL()); err != nil {
+		return srv, err
+	}
+	if srv.rdb, err = stock.Dial(ctx, cfg.Redis()); err != nil {
+		return srv, err
+	}
+	if srv.gate, err = stock.NewGate(ctx, srv.rdb); err != nil {
+		return srv, err
+	}
+	srv.admin, err = event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
+	return srv, err
+}
+
+func (s servers) close() {
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
+	if s.db != nil {
+		store.Close(s.db)
+	}
 }
 
 // schedule runs the reconciler every interval until ctx ends. A failed run is logged and

@@ -13,12 +13,14 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
 )
@@ -31,6 +33,7 @@ func main() {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	// Likewise go-redis's pool notes while a Redis Cluster primary is down on purpose.
 	redis.SetLogger(quiet{})
+	closeInheritedOnExec()
 	ok, err := run(ctx, os.Args[1:], os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -96,4 +99,21 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 		fmt.Fprintf(out, "\nINVARIANTS VIOLATED (base seed %d)\n", *seed)
 	}
 	return ok, nil
+}
+
+// closeInheritedOnExec keeps the descriptors this process inherited (beyond stdin, stdout and
+// stderr) from the processes it starts. Runs are wrapped in flock(1), which passes its lock's
+// descriptor down; a node the run restarts (`stack start`) is a daemon that would inherit it
+// and hold the lock after the run, for as long as it lives, blocking every later run. flock
+// itself keeps the lock until the run ends.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }

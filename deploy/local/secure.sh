@@ -102,8 +102,9 @@ SECURE_REDIS_SCRIPTS='+eval +evalsha +script|load +script|exists +del +exists +g
 secure_redis_acl() {
 	case $1 in
 	# Grabs (reserve script), lookups and stock snapshots; the admin API loads and adjusts
-	# stock with the same scripts.
-	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
+	# stock with the same scripts. HEXISTS and WAIT: a grab whose produce failed waits for a
+	# replica to hold its reservation (stock.Gate.AwaitReplica; off without replicas).
+	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hexists +wait" ;;
 	# Settles outcomes and returns units (scripts), reads reservations.
 	consumer) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
 	# Reconciles the gate with MySQL: snapshot, correct, rebuild and remove scripts, and
@@ -177,12 +178,7 @@ secure_mariadb_up() {
 	if pid_alive "$dir/mysqld.pid" && secure_mysql_probe >/dev/null 2>&1; then
 		log "secure mariadb already running on 127.0.0.1:$SECURE_MYSQL_PORT"
 	else
-		if [[ ! -d $dir/data/mysql ]]; then
-			log "initialising the secure mariadb datadir $dir/data"
-			mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
-				--auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 ||
-				{ tail -n 40 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
-		fi
+		mariadb_datadir "$dir" "the secure mariadb"
 		log "starting secure mariadb on 127.0.0.1:$SECURE_MYSQL_PORT (require_secure_transport)"
 		# The root's local socket counts as secure transport; TCP clients must use TLS.
 		setsid "$(command -v mariadbd)" --no-defaults --datadir="$dir/data" --user="$(id -un)" \

@@ -68,7 +68,7 @@ install() {
 	) >"$CASE/out" 2>&1 || RC=$?
 }
 
-servers=(redis-server mariadbd mariadb java mvn curl chromium)
+servers=(redis-server mariadbd mariadb mariadb-backup java mvn curl chromium)
 
 case_name="all packages present: apt-get is not called"
 setup present 0 go "${servers[@]}"
@@ -81,7 +81,7 @@ case_name="packages absent, no policy-rc.d: one is in place during the install a
 setup absent-nopolicy 0 go java mvn curl chromium
 install install_packages
 want="apt-get update -qq
-apt-get install -y -qq --no-install-recommends redis-server mariadb-server mariadb-client
+apt-get install -y -qq --no-install-recommends redis-server mariadb-server mariadb-client mariadb-backup
 policy-rc.d answered 101"
 if ((RC != 0)); then fail "$case_name" "exit $RC"
 elif [[ $(<"$CASE/apt.log") != "$want" ]]; then fail "$case_name" "apt-get log: $(<"$CASE/apt.log")"
@@ -89,7 +89,7 @@ elif [[ -e $CASE/policy-rc.d ]]; then fail "$case_name" "policy-rc.d left behind
 else ok "$case_name"; fi
 
 case_name="packages absent, existing policy-rc.d: used and left exactly as it was"
-setup absent-policy 0 go redis-server mariadbd mariadb java curl chromium
+setup absent-policy 0 go redis-server mariadbd mariadb mariadb-backup java curl chromium
 printf '#!/bin/sh\n# the machine'"'"'s own\nexit 101\n' >"$CASE/policy-rc.d"
 chmod 755 "$CASE/policy-rc.d"
 cp "$CASE/policy-rc.d" "$CASE/policy-before"
@@ -101,7 +101,7 @@ elif ! cmp -s "$CASE/policy-before" "$CASE/policy-rc.d" || [[ ! -x $CASE/policy-
 else ok "$case_name"; fi
 
 case_name="packages absent, not root: refuses, names the packages, installs nothing"
-setup notroot 1000 go redis-server mariadbd mariadb java mvn chromium
+setup notroot 1000 go redis-server mariadbd mariadb mariadb-backup java mvn chromium
 install install_packages
 if ((RC == 0)); then fail "$case_name" "exit 0"
 elif ! grep -q 'missing curl; run as root or install them: apt-get install curl' "$CASE/out"; then fail "$case_name" "message"
@@ -109,7 +109,7 @@ elif [[ -s $CASE/apt.log ]]; then fail "$case_name" "apt-get called"
 else ok "$case_name"; fi
 
 case_name="apt-get install fails: says so, and the policy-rc.d it created is removed"
-setup aptfails 0 go redis-server mariadbd mariadb java chromium
+setup aptfails 0 go redis-server mariadbd mariadb mariadb-backup java chromium
 export FAKE_APT_FAIL=1
 install install_packages
 unset FAKE_APT_FAIL
@@ -119,14 +119,14 @@ elif [[ -e $CASE/policy-rc.d ]]; then fail "$case_name" "policy-rc.d left behind
 else ok "$case_name"; fi
 
 case_name="chromium missing, not asked for (make run): not installed, a non-root user is not refused"
-setup nochromium-run 1000 go redis-server mariadbd mariadb java mvn curl
+setup nochromium-run 1000 go redis-server mariadbd mariadb mariadb-backup java mvn curl
 install install_packages
 if ((RC != 0)); then fail "$case_name" "exit $RC"
 elif [[ -s $CASE/apt.log ]]; then fail "$case_name" "apt-get called: $(<"$CASE/apt.log")"
 else ok "$case_name"; fi
 
 case_name="chromium missing, SECKILL_WITH_CHROMIUM=1 (make test): installed with the servers present"
-setup nochromium 0 go redis-server mariadbd mariadb java mvn curl
+setup nochromium 0 go redis-server mariadbd mariadb mariadb-backup java mvn curl
 export SECKILL_WITH_CHROMIUM=1
 install install_packages
 unset SECKILL_WITH_CHROMIUM
@@ -167,6 +167,35 @@ RC=0
 "$STACK" bogus >"$CASE/out" 2>&1 || RC=$?
 if ((RC != 2)); then fail "$case_name" "exit $RC"
 elif ! grep -q '^usage: .*up|down|status|env' "$CASE/out"; then fail "$case_name" "message"
+else ok "$case_name"; fi
+
+case_name="failover-db is the cluster profile's: without it, the usage and exit 2"
+CASE=$TMP/failover-usage
+mkdir -p "$CASE"
+RC=0
+"$STACK" failover-db >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 2)); then fail "$case_name" "exit $RC"
+elif ! grep -q 'failover-db --profile cluster' "$CASE/out"; then fail "$case_name" "message"
+else ok "$case_name"; fi
+
+case_name="cluster nodes: mariadb-1..2 known, mariadb-3 refused with the list"
+CASE=$TMP/nodes
+mkdir -p "$CASE"
+RC=0
+# shellcheck disable=SC2016
+SECKILL_STATE_DIR=$CASE/state bash -c 'source "$1"; cluster_node_pidfile mariadb-2; cluster_node_pidfile mariadb-3' _ "$STACK" >"$CASE/out" 2>&1 || RC=$?
+if ((RC == 0)); then fail "$case_name" "exit 0"
+elif ! grep -q "^$CASE/state/cluster/mariadb-2/mysqld.pid$" "$CASE/out"; then fail "$case_name" "mariadb-2's PID file"
+elif ! grep -q "unknown cluster node 'mariadb-3' (kafka-1..3, redis-1..6, mariadb-1..2)" "$CASE/out"; then fail "$case_name" "message"
+else ok "$case_name"; fi
+
+case_name="a descriptor the caller holds (a flock) is closed before any server starts"
+CASE=$TMP/fds
+mkdir -p "$CASE"
+RC=0
+# shellcheck disable=SC2016
+bash -c 'exec 7>"$2/lock"; source "$1"; close_inherited_fds; [[ ! -e /proc/$$/fd/7 ]]' _ "$STACK" "$CASE" >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 0)); then fail "$case_name" "fd 7 still open (exit $RC)"
 else ok "$case_name"; fi
 
 echo "stack: $passed passed, $failed failed"

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -167,32 +170,12 @@ func ClusterScenarios() []Scenario {
 				return killNode(ctx, e, node, "active controller", 8*time.Second)
 			}}),
 		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2,
-			During: func(ctx context.Context, e *Env) error {
-				c := e.Cluster
-				node, err := c.RedisPrimary(ctx, c.hotPrize())
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(e.Log, "  kill -9 %s (primary of the hot prize's slot)\n", node)
-				if _, err := clusterStack(ctx, "kill", node); err != nil {
-					return err
-				}
-				// The replica is promoted after cluster-node-timeout (15 s); only then does
-				// the old primary come back, as a replica of it.
-				t := time.Now()
-				meta := stock.KeysFor(c.Session.ID, c.Prizes[c.hotPrize()].ID).Meta
-				for time.Since(t) < 60*time.Second && ctx.Err() == nil {
-					if now, err := c.RedisPrimary(ctx, c.hotPrize()); err == nil && now != node {
-						if c.Redis.Exists(ctx, meta).Err() == nil {
-							break
-						}
-					}
-					sleepCtx(ctx, 250*time.Millisecond)
-				}
-				fmt.Fprintf(e.Log, "  replica promoted and serving after %s\n", time.Since(t).Round(100*time.Millisecond))
-				_, err = clusterStack(ctx, "start", node)
-				return err
-			}}),
+			During: func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Cluster.hotPrize()) }}),
+		// MariaDB: a primary and a semi-synchronous replica behind one writer address
+		// (dbfailover.go).
+		fleet(Scenario{Name: "cluster: kill -9 the MariaDB primary, fail over", Short: true, At: 0.3, During: killMySQLPrimary}),
+		fleet(Scenario{Name: "cluster: MariaDB switchover mid-crowd", At: 0.3, During: switchoverMySQL}),
+		fleet(Scenario{Name: "cluster: MariaDB replica's SQL thread stopped", At: 0.1, During: stopReplicaSQL}),
 		fleet(Scenario{Name: "cluster: kill -9 one gateway behind the proxy", At: 0.4,
 			During: func(ctx context.Context, e *Env) error {
 				c := e.Cluster
@@ -228,7 +211,120 @@ func ClusterScenarios() []Scenario {
 			During: reconcilerTakeover}),
 		cutGatewayFromRedis(),
 		rollingUpgrade(true),
+		relayAndPrimaryLost(),
 	}
+}
+
+// failOverRedisPrimary kills -9 the Redis primary holding prize i's keys, waits until its
+// replica is promoted and serves the keys, and starts the old primary again (it rejoins as a
+// replica of the new one, its own data discarded).
+func failOverRedisPrimary(ctx context.Context, e *Env, i int) error {
+	c := e.Cluster
+	node, err := c.RedisPrimary(ctx, i)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Log, "  kill -9 %s (primary of the prize's slot)\n", node)
+	if _, err := clusterStack(ctx, "kill", node); err != nil {
+		return err
+	}
+	// The replica is promoted after cluster-node-timeout (15 s); only then does the old
+	// primary come back, as a replica of it.
+	t := time.Now()
+	meta := stock.KeysFor(c.Session.ID, c.Prizes[i].ID).Meta
+	for time.Since(t) < 60*time.Second && ctx.Err() == nil {
+		if now, err := c.RedisPrimary(ctx, i); err == nil && now != node {
+			if c.Redis.Exists(ctx, meta).Err() == nil {
+				break
+			}
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
+	fmt.Fprintf(e.Log, "  replica promoted and serving after %s\n", time.Since(t).Round(100*time.Millisecond))
+	_, err = clusterStack(ctx, "start", node)
+	return err
+}
+
+// relayAndPrimaryLost makes the double fault a 202 given after a failed produce must
+// survive. Gateway-1 runs in a network namespace of its own and is cut off from Kafka
+// mid-crowd: its produces fail, and each grab it admits is answered 202 only once a Redis
+// replica acknowledged the reservation (SECKILL_GATEWAY_REPLICA_WAIT), its event left in the
+// relay. Then gateway-1 is killed -9 (its relay never published) and at once the hot prize's
+// Redis primary is killed -9 and its replica promoted. Those grabs now exist only as
+// reservations on the promoted replica; the reconciler finds them stale and re-publishes them,
+// and every 202 must end in an order or a rejection. With SECKILL_GATEWAY_REPLICA_WAIT=0 in
+// the environment the gateways answer as before the wait existed, and the row waits for
+// failed produces instead of confirmed waits.
+func relayAndPrimaryLost() Scenario {
+	var iso *isolation
+	return Scenario{Name: "cluster: produce failed, then the gateway and the hot Redis primary killed", At: 0.2,
+		Repeats: 0.1, Consumers: 3, Gateways: 2, Reconcilers: 2,
+		Before: func(ctx context.Context, e *Env) error {
+			var err error
+			iso, err = e.Cluster.IsolateGateway(ctx, 0)
+			return err
+		},
+		During: func(ctx context.Context, e *Env) error {
+			c := e.Cluster
+			series := `seckill_gateway_replica_waits_total{result="confirmed"}`
+			if w := env("SECKILL_GATEWAY_REPLICA_WAIT", ""); w == "0" || w == "0s" {
+				series = "seckill_gateway_kafka_produce_errors_total"
+			}
+			iso.CutKafka(true)
+			fmt.Fprintf(e.Log, "  gateway-1 cut off from Kafka\n")
+			var n float64
+			for t := time.Now(); ; sleepCtx(ctx, 200*time.Millisecond) {
+				var err error
+				if n, err = gatewayMetric(ctx, iso.admin, c.Env["SECKILL_ADMIN_TOKEN"], series); err == nil && n >= 20 {
+					break
+				}
+				if time.Since(t) > 30*time.Second || ctx.Err() != nil {
+					return fmt.Errorf("gateway-1 counted %v of %s in 30 s (last error %v): the row would test nothing", n, series, err)
+				}
+			}
+			pending, _ := gatewayMetric(ctx, iso.admin, c.Env["SECKILL_ADMIN_TOKEN"], "seckill_gateway_relay_pending")
+			c.Gateways[0].Kill()
+			// Gateway-2's grabs are published and settled within milliseconds, so what stays
+			// pending in the hot prize is mostly gateway-1's stranded grabs.
+			res := stock.KeysFor(c.Session.ID, c.Prizes[c.hotPrize()].ID).Reserved
+			before, _ := c.Redis.HLen(ctx, res).Result()
+			fmt.Fprintf(e.Log, "  kill -9 gateway-1 (%s %v, %v events in its relay); hot prize: %d reservations pending\n",
+				series, n, pending, before)
+			if err := failOverRedisPrimary(ctx, e, c.hotPrize()); err != nil {
+				return err
+			}
+			after, err := c.Redis.HLen(ctx, res).Result()
+			fmt.Fprintf(e.Log, "  hot prize after the failover: %d reservations pending (%v)\n", after, err)
+			return nil
+		}}
+}
+
+// gatewayMetric reads one series (name and labels, as exposed) from a gateway's admin
+// /metrics.
+func gatewayMetric(ctx context.Context, adminAddr, token, series string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in the gateway's metrics", series)
 }
 
 // cutGatewayFromRedis runs gateway-1 in a network namespace of its own (netns.go) and cuts

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,53 @@ type Crowd struct {
 	// Rate, when > 0, paces the crowd: click i is sent no earlier than i/Rate seconds after
 	// the start, so a sale lasts long enough for returned units to be sold again.
 	Rate float64
+	// Log, when set, records every attempt's answer (the scenarios that measure how long
+	// clients saw errors).
+	Log *AttemptLog
+}
+
+// AttemptLog is every answer a crowd got, attempt by attempt, with its time.
+type AttemptLog struct {
+	mu    sync.Mutex
+	at    []time.Time
+	codes []int // 0: no answer (a network error)
+}
+
+func (l *AttemptLog) add(code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at = append(l.at, time.Now())
+	l.codes = append(l.codes, code)
+}
+
+// LongestErrorRun returns the longest stretch, from its first answer to its last, in which
+// every answer the crowd got was a 5xx or none, and how many answers it held; (0, 0) when
+// no answer was an error.
+func (l *AttemptLog) LongestErrorRun() (time.Duration, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	idx := make([]int, len(l.at))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return l.at[idx[a]].Before(l.at[idx[b]]) })
+	var longest time.Duration
+	most, n := 0, 0
+	var first time.Time
+	for _, i := range idx {
+		if c := l.codes[i]; c != 0 && c < 500 {
+			n = 0
+			continue
+		}
+		if n == 0 {
+			first = l.at[i]
+		}
+		n++
+		if d := l.at[i].Sub(first); d > longest || (d == longest && n > most) {
+			longest, most = d, n
+		}
+	}
+	return longest, most
 }
 
 var crowdClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512}}
@@ -112,6 +160,9 @@ func (c *Crowd) click(ctx context.Context, i int, k Click) (a Answer) {
 	for {
 		a.Attempts++
 		code, body, retryAfter, err := c.post(ctx, targets[i%len(targets)]+path, c.Tokens(k.User), k.Key)
+		if c.Log != nil {
+			c.Log.add(code) // 0 with err
+		}
 		if err != nil {
 			i++ // that gateway did not answer: the next attempt goes to another
 		}

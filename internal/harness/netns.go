@@ -128,16 +128,27 @@ func (n *netns) forwardInto(hostAddr, addr string) (io.Closer, error) {
 	return ln, nil
 }
 
-// isolation is a gateway moved into its own namespace, with its Redis forwarders.
+// isolation is a gateway moved into its own namespace, with its Redis and Kafka forwarders
+// and its admin listener forwarded to the host.
 type isolation struct {
 	ns      *netns
 	redis   []*Proxy
+	kafka   []*Proxy
+	admin   string // the gateway's admin listener, reached from the host
 	closers []io.Closer
 }
 
 // Cut cuts (on) or restores (off) the isolated gateway's every Redis connection.
 func (iso *isolation) Cut(on bool) {
 	for _, p := range iso.redis {
+		p.Cut(on)
+	}
+}
+
+// CutKafka cuts (on) or restores (off) the isolated gateway's every broker connection: its
+// produces fail and its grab events wait in its relay.
+func (iso *isolation) CutKafka(on bool) {
+	for _, p := range iso.kafka {
 		p.Cut(on)
 	}
 }
@@ -151,7 +162,7 @@ func (iso *isolation) close() {
 
 // IsolateGateway stops fleet gateway i and starts it again in a network namespace of its own,
 // reached by the proxy on its usual address, reaching Kafka, MySQL and Redis through
-// forwarders; Cut on the result cuts it off Redis.
+// forwarders; Cut on the result cuts it off Redis, CutKafka off Kafka.
 func (c *Cluster) IsolateGateway(ctx context.Context, i int) (*isolation, error) {
 	ns, err := newNetns()
 	if err != nil {
@@ -159,31 +170,31 @@ func (c *Cluster) IsolateGateway(ctx context.Context, i int) (*isolation, error)
 	}
 	iso := &isolation{ns: ns}
 	c.isolations = append(c.isolations, iso)
-	forward := func(addr string, cut bool) error {
+	forward := func(addr string, group *[]*Proxy) error {
 		ln, err := ns.listen(addr)
 		if err != nil {
 			return err
 		}
 		p := newProxyOn(ln, addr)
 		iso.closers = append(iso.closers, cutCloser{p})
-		if cut {
-			iso.redis = append(iso.redis, p)
+		if group != nil {
+			*group = append(*group, p)
 		}
 		return nil
 	}
 	for _, a := range c.Brokers {
-		if err := forward(a, false); err != nil {
+		if err := forward(a, &iso.kafka); err != nil {
 			return nil, err
 		}
 	}
 	dsn := c.DSN
 	if k := strings.Index(dsn, "tcp("); k >= 0 {
-		if err := forward(dsn[k+4:k+4+strings.Index(dsn[k+4:], ")")], false); err != nil {
+		if err := forward(dsn[k+4:k+4+strings.Index(dsn[k+4:], ")")], nil); err != nil {
 			return nil, err
 		}
 	}
 	for _, a := range splitAddrs(env("SECKILL_REDIS_ADDR", "")) {
-		if err := forward(a, true); err != nil {
+		if err := forward(a, &iso.redis); err != nil {
 			return nil, err
 		}
 	}
@@ -196,6 +207,14 @@ func (c *Cluster) IsolateGateway(ctx context.Context, i int) (*isolation, error)
 		return nil, err
 	}
 	iso.closers = append(iso.closers, fw)
+	if iso.admin, err = FreeAddr(); err != nil {
+		return nil, err
+	}
+	afw, err := ns.forwardInto(iso.admin, "127.0.0.1:18081")
+	if err != nil {
+		return nil, err
+	}
+	iso.closers = append(iso.closers, afw)
 	extra := map[string]string{"SECKILL_GATEWAY_ADDR": inner, "SECKILL_ADMIN_ADDR": "127.0.0.1:18081"}
 	for k, v := range c.opts.GatewayEnv {
 		extra[k] = v

@@ -58,6 +58,8 @@ type Env struct {
 	Log     io.Writer
 	Seed    uint64
 	stop    chan struct{} // closed when the crowd finished
+	// Attempts is every answer the crowd got (read it once CrowdDone is closed).
+	Attempts *AttemptLog
 }
 
 // CrowdDone is closed when the crowd has finished.
@@ -236,7 +238,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		return res, fmt.Errorf("cluster: %w", err)
 	}
 	defer c.Close()
-	e := &Env{Cluster: c, Servers: servers, Log: log, Seed: seed, stop: make(chan struct{})}
+	e := &Env{Cluster: c, Servers: servers, Log: log, Seed: seed, stop: make(chan struct{}), Attempts: &AttemptLog{}}
 	if sc.Before != nil {
 		if err := sc.Before(ctx, e); err != nil {
 			return res, fmt.Errorf("before: %w", err)
@@ -254,7 +256,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		prizes[i] = p.ID
 	}
 	crowd := &Crowd{Targets: c.CrowdTargets(), Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
-		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate}
+		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate, Log: e.Attempts}
 	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
 
 	var faultErr error

@@ -65,6 +65,10 @@ func readCommon(r *reader) Common {
 		ShutdownTimeout:      r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
 		KeyGrace:             r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
 	}
+	// The grab topic's partition count is a setting because it can be raised between sales
+	// (docs/operators.md, Adding grab partitions): the reconciler maps a prize to its
+	// partition by hashing over this count and refuses to start when the broker disagrees.
+	c.Topics.Grab.Partitions = r.integer("SECKILL_GRAB_PARTITIONS", c.Topics.Grab.Partitions, 1, 1024)
 	if c.MySQLDSN == "" {
 		c.MySQLDSN = DefaultMySQLDSN
 	}
@@ -181,6 +185,10 @@ type Gateway struct {
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
 	RelayQueue      int           // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
+	// ReplicaWait is how long a grab whose produce failed waits for a Redis replica to
+	// acknowledge its reservation before the 202 (WAIT); without one, the answer is a 503
+	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
+	ReplicaWait time.Duration
 
 	// ConsumerGroup is the order consumers' group, whose lag the operator console shows.
 	ConsumerGroup string
@@ -231,6 +239,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		ScheduleRefresh:  r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
 		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
 		RelayQueue:       r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
+		ReplicaWait:      r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
@@ -293,6 +302,10 @@ type Reconciler struct {
 	// When automation hands over to a person (an exception case on the workbench).
 	StaleCaseAfter time.Duration // a reservation still without an order this long after admission
 	DriftCaseRuns  int           // drift left uncorrected by this many consecutive runs
+
+	// MySQLReplicaDSN names a replica of the writer whose replication the reconciler exports
+	// (seckill_mysql_replica_* gauges; empty: none). Nothing in the pipeline reads from it.
+	MySQLReplicaDSN string
 }
 
 // LoadReconciler reads the reconciler's configuration.
@@ -315,6 +328,12 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		ReplayBudget:     r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
 		StaleCaseAfter:   r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
 		DriftCaseRuns:    r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
+		MySQLReplicaDSN:  strings.TrimSpace(r.secretValue("SECKILL_MYSQL_REPLICA_DSN", "SECKILL_MYSQL_REPLICA_DSN_FILE")),
+	}
+	if c.MySQLReplicaDSN != "" {
+		if err := store.CheckDSN(c.MySQLReplicaDSN, c.MySQLTLS != nil); err != nil {
+			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err))
+		}
 	}
 	if c.RepublishBound < c.StaleAfter {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_REPUBLISH_BOUND=%s: shorter than SECKILL_STALE_AFTER (%s)", c.RepublishBound, c.StaleAfter))

@@ -154,7 +154,9 @@ func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
 // count PartitionOf names the wrong partition for a session×prize (the reconciler would
 // read the lag of a partition the prize is not on), and a count changed while events are
 // in flight moves a prize to a second partition (two workers on one hot row, order lost).
-// Call it at start-up.
+// Call it at start-up. Partitions are added with Kafka's own kafka-topics --alter, between
+// sales (docs/operators.md, Adding grab partitions): kafka-go's CreatePartitions was answered
+// without an error and left the count unchanged on the stack's Kafka 4.4.
 func (a *Admin) CheckPartitions(ctx context.Context, topics ...Topic) error {
 	var bad []string
 	for _, t := range topics {

@@ -78,6 +78,9 @@ type stockRow struct {
 	Version      int64
 	PerUserLimit int
 	UpdatedAt    time.Time
+	// ArchivedAt is set once the archive job started moving the orders of this
+	// session×prize to orders_archive (archive.go): Persist then reads both tables.
+	ArchivedAt *time.Time `gorm:"->"`
 }
 
 func (stockRow) TableName() string { return "session_stocks" }

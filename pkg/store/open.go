@@ -48,16 +48,9 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 // two connections with two CAs in one process (tests) cannot see each other's. A refusal
 // names the server and the user, never the password or the DSN.
 func Connect(ctx context.Context, c Conn) (*gorm.DB, error) {
-	cfg, err := driver.ParseDSN(c.DSN)
+	cfg, err := c.config()
 	if err != nil {
-		return nil, fmt.Errorf("mysql DSN: %w", err)
-	}
-	if c.Password != "" {
-		cfg.Passwd = c.Password
-	}
-	if c.TLS != nil {
-		cfg.TLS = c.TLS.Clone()
-		cfg.TLSConfig = ""
+		return nil, err
 	}
 	where := fmt.Sprintf("mysql %s as user %s", cfg.Addr, cfg.User)
 	connector, err := driver.NewConnector(cfg)
@@ -87,6 +80,38 @@ func Connect(ctx context.Context, c Conn) (*gorm.DB, error) {
 	pool.SetMaxIdleConns(32)
 	pool.SetConnMaxLifetime(30 * time.Minute)
 	return db, nil
+}
+
+// config is the driver's configuration for c: the password and TLS given beside the DSN.
+func (c Conn) config() (*driver.Config, error) {
+	cfg, err := driver.ParseDSN(c.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql DSN: %w", err)
+	}
+	if c.Password != "" {
+		cfg.Passwd = c.Password
+	}
+	if c.TLS != nil {
+		cfg.TLS = c.TLS.Clone()
+		cfg.TLSConfig = ""
+	}
+	return cfg, nil
+}
+
+// Sampler opens a small pool without connecting: for a server the caller only samples
+// (a replica's status), whose absence must not stop a start-up; each query dials as needed.
+func Sampler(c Conn) (*sql.DB, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	connector, err := driver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql %s as user %s: %w", cfg.Addr, cfg.User, err)
+	}
+	pool := sql.OpenDB(connector)
+	pool.SetMaxOpenConns(2)
+	return pool, nil
 }
 
 // explain adds what an operator should check to a refused connection. MySQL answers a

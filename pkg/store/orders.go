@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,10 +73,22 @@ func NewOrders(db *gorm.DB, opts ...Option) *Orders {
 	return o
 }
 
-// ByRequestID returns the order of a request id, or seckill.ErrNotFound.
+// ByRequestID returns the order of a request id, from orders or, once its session was
+// archived, orders_archive; or seckill.ErrNotFound.
 func (o *Orders) ByRequestID(ctx context.Context, requestID string) (seckill.Order, error) {
 	var row orderRow
-	if err := first(o.db.WithContext(ctx).Where("request_id = ?", requestID), &row); err != nil {
+	err := first(o.db.WithContext(ctx).Where("request_id = ?", requestID), &row)
+	if errors.Is(err, seckill.ErrNotFound) {
+		var archived []orderRow
+		if archived, err = archivedOrders(o.db.WithContext(ctx), []string{requestID}); err == nil {
+			if len(archived) == 0 {
+				err = seckill.ErrNotFound
+			} else {
+				row = archived[0]
+			}
+		}
+	}
+	if err != nil {
 		return seckill.Order{}, fmt.Errorf("order %s: %w", requestID, err)
 	}
 	return row.domain(), nil
@@ -91,6 +104,20 @@ func (o *Orders) Existing(ctx context.Context, requestIDs []string) (map[string]
 			return nil, fmt.Errorf("orders by request id: %w", err)
 		}
 		for _, r := range rows {
+			out[r.RequestID] = r.domain()
+		}
+		// Ids not in orders may belong to an archived session: one more query, only then.
+		var missing []string
+		for _, id := range chunk {
+			if _, ok := out[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		archived, err := archivedOrders(o.db.WithContext(ctx), missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range archived {
 			out[r.RequestID] = r.domain()
 		}
 	}

@@ -73,13 +73,22 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 		if o.afterRead != nil {
 			o.afterRead(ctx, sessionID, prizeID)
 		}
+		if st.ArchivedAt != nil {
+			// Orders of this session×prize may have moved to orders_archive: a replayed grab
+			// must find its order there, and the per-user slots count the archived ones too.
+			// Read in this transaction's snapshot, the one the stamp was read in, so an order
+			// is seen in exactly one of the two tables.
+			if err := addArchived(tx, grabs, existing); err != nil {
+				return err
+			}
+		}
 		var fresh []seckill.Grab
 		for _, g := range grabs {
 			if _, ok := existing[g.RequestID]; !ok {
 				fresh = append(fresh, g)
 			}
 		}
-		held, err := userSlots(tx, sessionID, prizeID, fresh)
+		held, err := userSlots(tx, sessionID, prizeID, fresh, st.ArchivedAt != nil)
 		if err != nil {
 			return err
 		}
@@ -199,12 +208,30 @@ func existingOrders(tx *gorm.DB, grabs []seckill.Grab) (map[string]orderRow, err
 	return out, nil
 }
 
+// addArchived adds to existing the archived orders of grabs' request ids.
+func addArchived(tx *gorm.DB, grabs []seckill.Grab, existing map[string]orderRow) error {
+	var missing []string
+	for _, g := range grabs {
+		if _, ok := existing[g.RequestID]; !ok {
+			missing = append(missing, g.RequestID)
+		}
+	}
+	rows, err := archivedOrders(tx, missing)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		existing[r.RequestID] = r
+	}
+	return nil
+}
+
 // userSlots returns the per-user slots each user of grabs already holds: those of their
 // succeeded orders, and of cancelled ones that kept theirs (an activity without re-grab). A
 // cancellation that released its slot leaves a gap, so a new order takes the lowest free
 // slot (freeSlot), not count+1, which may be taken. The query reads the unique slot index
 // alone (session, prize, user, slot).
-func userSlots(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab) (map[string][]int, error) {
+func userSlots(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab, archived bool) (map[string][]int, error) {
 	out := map[string][]int{}
 	if len(grabs) == 0 {
 		return out, nil
@@ -221,9 +248,15 @@ func userSlots(tx *gorm.DB, sessionID, prizeID int64, grabs []seckill.Grab) (map
 		UserID string
 		Slot   int
 	}
-	err := tx.Raw(`SELECT user_id, slot FROM orders
-		WHERE session_id = ? AND prize_id = ? AND user_id IN ? AND slot IS NOT NULL`,
-		sessionID, prizeID, users).Scan(&rows).Error
+	query := `SELECT user_id, slot FROM orders
+		WHERE session_id = ? AND prize_id = ? AND user_id IN ? AND slot IS NOT NULL`
+	args := []any{sessionID, prizeID, users}
+	if archived {
+		query += ` UNION ALL SELECT user_id, slot FROM orders_archive
+		WHERE session_id = ? AND prize_id = ? AND user_id IN ? AND slot IS NOT NULL`
+		args = append(args, sessionID, prizeID, users)
+	}
+	err := tx.Raw(query, args...).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("read per-user slots: %w", err)
 	}

@@ -131,3 +131,16 @@ func (u *Unpublished) Quiet(ctx context.Context, sessionID, prizeID int64, since
 	}
 	return h.Holding == 0 && h.NotYet == 0, h, nil
 }
+
+// Live returns how many gateways beat within alive, and how many admitted grabs Kafka has
+// not acknowledged all gateways, live or not, last reported. A procedure that needs admission
+// stopped (adding grab partitions) waits for no live gateway.
+func (u *Unpublished) Live(ctx context.Context, alive time.Duration) (gateways int64, unpublished int64, err error) {
+	err = u.db.WithContext(ctx).Raw(`SELECT
+			(SELECT COUNT(*) FROM gateway_heartbeats WHERE beat_at >= NOW(6) - INTERVAL ? MICROSECOND),
+			(SELECT COALESCE(SUM(pending), 0) FROM gateway_unpublished)`, alive.Microseconds()).Row().Scan(&gateways, &unpublished)
+	if err != nil {
+		return 0, 0, fmt.Errorf("live gateways: %w", err)
+	}
+	return gateways, unpublished, nil
+}

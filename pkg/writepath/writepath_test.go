@@ -212,6 +212,13 @@ func TestPersist(t *testing.T) {
 			wantGiveUp: retry.Compensate, wantErrIs: []error{seckill.ErrConflict}},
 		{name: "mysql down is waited out, never compensated", errs: []error{gone, gone, gone, gone, gone, gone}, wantCalls: 7,
 			wantFailed: slices.Repeat([]retry.Action{retry.WaitForDB}, 6), wantGiveUp: -1, wantPersisted: 1},
+		// A primary fenced in a failover answers 1290 (--read-only) or 1836 (read-only mode)
+		// until the address reaches the promoted server: an outage, never a rejection.
+		{name: "read-only server is waited out, never compensated",
+			errs: []error{&mysql.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option"},
+				fmt.Errorf("persist: %w", &mysql.MySQLError{Number: 1836, Message: "Running in read-only mode"}),
+				&mysql.MySQLError{Number: 1290}, &mysql.MySQLError{Number: 1290}, &mysql.MySQLError{Number: 1290}, &mysql.MySQLError{Number: 1290}},
+			wantCalls: 7, wantFailed: slices.Repeat([]retry.Action{retry.WaitForDB}, 6), wantGiveUp: -1, wantPersisted: 1},
 		{name: "shutdown while mysql is down: stop, not accounted for", errs: []error{gone, gone, gone}, cancelAfter: 2,
 			wantCalls: 2, wantFailed: []retry.Action{retry.WaitForDB, retry.WaitForDB}, wantGiveUp: -1,
 			wantErrIs: []error{context.Canceled, gone}},

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,15 @@ func run(args []string) error {
 		return nil
 	}
 	topics := event.DefaultTopics(*prefix)
+	// The grab topic's count is a setting of the services (SECKILL_GRAB_PARTITIONS); a topic
+	// created with another count would make the reconciler refuse to start.
+	if v := strings.TrimSpace(os.Getenv("SECKILL_GRAB_PARTITIONS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("SECKILL_GRAB_PARTITIONS=%q: want a positive integer", v)
+		}
+		topics.Grab.Partitions = n
+	}
 	if err := topics.Validate(); err != nil {
 		return err
 	}

@@ -4,14 +4,21 @@
 //
 //	go run ./deploy/monitoring/dashboard -o deploy/monitoring/dashboard/seckill.json   (make dashboard)
 //	go run ./deploy/monitoring/dashboard -check http://127.0.0.1:19090                (make dashboard-check)
+//	go run ./deploy/monitoring/dashboard -check http://127.0.0.1:19091 -crowd 75s -require-data
+//	                                                      (make dashboard-check PROFILE=cluster)
 //
 // -check runs every panel's queries against a Prometheus and fails on any query error,
 // listing the queries that returned nothing (a metric that does not exist yet, or a typo).
+// -require-data fails on those too, except the few queries marked below as empty on a healthy
+// pipeline (each says why). -crowd D first drives a crowd through the running services for D
+// (a sale of its own, grabs through the public address, status polls; see crowd.go) and goes
+// on while the queries run, so rates and latencies have something to show.
 // make lint regenerates the JSON to a temporary file and fails when it differs from the
 // checked-in copy.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
 	"time"
 
@@ -31,34 +39,88 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
 
+// checkOptions are the flags of -check.
+type checkOptions struct {
+	url           string
+	requireData   bool
+	crowd         time.Duration
+	rate          int
+	public, admin string
+}
+
 func main() {
 	out := flag.String("o", "", "write the dashboard JSON to this file (default: standard output)")
-	check := flag.String("check", "", "instead of writing, run every panel query against this Prometheus URL")
+	var o checkOptions
+	flag.StringVar(&o.url, "check", "", "instead of writing, run every panel query against this Prometheus URL")
+	flag.BoolVar(&o.requireData, "require-data", false, "with -check: fail on a query that returns nothing (unless marked as empty when healthy)")
+	flag.DurationVar(&o.crowd, "crowd", 0, "with -check: drive a crowd through the services this long before the queries run (and while they run)")
+	flag.IntVar(&o.rate, "rate", 30, "with -crowd: users a second")
+	flag.StringVar(&o.public, "gateway", env("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"), "with -crowd: the public address (HAProxy's on the cluster profile)")
+	flag.StringVar(&o.admin, "admin", env("SECKILL_ADMIN_ADDR", "127.0.0.1:8081"), "with -crowd: a gateway's admin listener")
 	flag.Parse()
-	if err := run(*out, *check); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *out, o); err != nil {
 		fmt.Fprintln(os.Stderr, "dashboard:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, check string) error {
-	d, err := build().Build()
+func run(ctx context.Context, out string, o checkOptions) error {
+	b, quiet := build()
+	d, err := b.Build()
 	if err != nil {
 		return err
 	}
-	if check != "" {
-		return checkQueries(d, check, os.Stdout)
+	if o.url != "" {
+		return check(ctx, d, quiet, o)
 	}
-	b, err := json.MarshalIndent(d, "", "  ")
+	j, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	j = append(j, '\n')
 	if out == "" {
-		_, err = os.Stdout.Write(b)
+		_, err = os.Stdout.Write(j)
 		return err
 	}
-	return os.WriteFile(out, b, 0o644)
+	return os.WriteFile(out, j, 0o644)
+}
+
+// check runs the queries (checkQueries), after and while a crowd runs when o.crowd is set.
+func check(ctx context.Context, d dashboard.Dashboard, quiet map[string]string, o checkOptions) error {
+	if !o.requireData {
+		quiet = nil
+	}
+	if o.crowd <= 0 {
+		return checkQueries(d, o.url, o.requireData, quiet, os.Stdout)
+	}
+	c, err := newCrowd(o.public, o.admin, o.rate)
+	if err != nil {
+		return err
+	}
+	session, prizes, err := c.sale(ctx)
+	if err != nil {
+		return fmt.Errorf("crowd: %w", err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.run(cctx, session, prizes)
+	}()
+	defer func() {
+		stop()
+		<-done
+		fmt.Println("crowd:", c.summary())
+	}()
+	fmt.Printf("crowd: %d users a second through %s for %s before the queries run\n", o.rate, c.public, o.crowd)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.crowd):
+	}
+	return checkQueries(d, o.url, o.requireData, quiet, os.Stdout)
 }
 
 // ds is the Prometheus chosen in the dashboard's datasource variable.
@@ -67,7 +129,16 @@ var ds = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${d
 // sel restricts per session×prize series to the sessions picked in the variable.
 const sel = `session_id=~"$session"`
 
-func build() *dashboard.DashboardBuilder {
+// build returns the dashboard and the queries that return nothing on a healthy pipeline under
+// a crowd (expression → why), which -require-data lets be empty: counters whose labels exist
+// only once something went wrong, and gauges absent while all is well.
+func build() (*dashboard.DashboardBuilder, map[string]string) {
+	quiet := map[string]string{}
+	// calm is q for such a query.
+	calm := func(expr, legend, why string) *prometheus.DataqueryBuilder {
+		quiet[expr] = why
+		return q(expr, legend)
+	}
 	d := dashboard.NewDashboardBuilder("Seckill pipeline").
 		Uid("seckill-pipeline").
 		Description("Flash-sale pipeline: gateway admission, consumer persistence, reconciler. Generated by deploy/monitoring/dashboard (make dashboard); do not edit the JSON.").
@@ -106,7 +177,8 @@ func build() *dashboard.DashboardBuilder {
 		WithPanel(series("Drift (Redis − expected)", "short",
 			"Per checked session×prize: Redis left minus (MySQL left − reservations not yet orders). 0 is right; >0 Redis would admit what MySQL refuses.",
 			q(`max by (session_id, prize_id) (seckill_reconciler_drift{`+sel+`})`, "s{{session_id}} p{{prize_id}}"),
-			q(`max by (session_id, prize_id) (seckill_reconciler_drift_uncorrected_runs{`+sel+`})`, "s{{session_id}} p{{prize_id}} uncorrected runs"))).
+			calm(`max by (session_id, prize_id) (seckill_reconciler_drift_uncorrected_runs{`+sel+`})`, "s{{session_id}} p{{prize_id}} uncorrected runs",
+				"the gauge exists only while drift stays uncorrected"))).
 		WithPanel(series("Sold and pending reservations", "short",
 			"Sold = MySQL total − left. Pending = admitted in Redis, outcome not settled yet.",
 			q(`max by (session_id, prize_id) (seckill_reconciler_stock_sold{`+sel+`})`, "s{{session_id}} p{{prize_id}} sold"),
@@ -139,7 +211,8 @@ func build() *dashboard.DashboardBuilder {
 		WithPanel(series("Transactions, conflicts and retries", "ops", "Per second, all consumers.",
 			q(`sum(rate(seckill_consumer_transactions_total[$__rate_interval]))`, "transactions"),
 			q(`sum(rate(seckill_consumer_conflicts_total[$__rate_interval]))`, "conflicts"),
-			q(`sum by (tier) (rate(seckill_consumer_retries_total[$__rate_interval]))`, "retry {{tier}}"))).
+			calm(`sum by (tier) (rate(seckill_consumer_retries_total[$__rate_interval]))`, "retry {{tier}}",
+				"a tier's series appears at its first retry (a conflict or a MySQL error)"))).
 		WithPanel(stacked("Orders written", "ops", "New orders per second by status and reason. rejected/sold_out means Redis ran ahead of MySQL.",
 			q(`sum by (status, reason) (rate(seckill_consumer_orders_total[$__rate_interval]))`, "{{status}} {{reason}}")))
 
@@ -163,20 +236,25 @@ func build() *dashboard.DashboardBuilder {
 		WithPanel(series("Dead letters and compensation", "short", "Messages dead-lettered and grab events compensated, per 5 minutes; compensation replay by result.",
 			q(`sum by (job) (increase({__name__=~"seckill_(consumer|reconciler)_dead_letters_total"}[5m]))`, "dead letters {{job}}"),
 			q(`sum(increase(seckill_consumer_compensated_total[5m]))`, "compensated"),
-			q(`sum by (result) (increase(seckill_reconciler_compensation_replayed_total[5m]))`, "replayed {{result}}"))).
+			calm(`sum by (result) (increase(seckill_reconciler_compensation_replayed_total[5m]))`, "replayed {{result}}",
+				"a result's series appears at the first compensation event replayed"))).
 		WithPanel(series("Open exception cases", "short", "Cases waiting for a person on the exceptions workbench (operator console), by kind; and operator actions on cases per 5 minutes.",
 			q(`max by (kind) (seckill_exceptions_open)`, "open {{kind}}"),
-			q(`sum by (action, result) (increase(seckill_exception_actions_total[5m]))`, "{{action}} {{result}}"))).
+			calm(`sum by (action, result) (increase(seckill_exception_actions_total[5m]))`, "{{action}} {{result}}",
+				"a series appears at an operator's first action on a case"))).
 		WithPanel(series("Drift found and corrected", "short", "Session×prizes found drifted, and corrected, per 5 minutes, by direction.",
-			q(`sum by (direction) (increase(seckill_reconciler_drift_found_total[5m]))`, "found {{direction}}"),
-			q(`sum by (direction) (increase(seckill_reconciler_drift_corrected_total[5m]))`, "corrected {{direction}}"))).
+			calm(`sum by (direction) (increase(seckill_reconciler_drift_found_total[5m]))`, "found {{direction}}",
+				"a direction's series appears at the first drift found"),
+			calm(`sum by (direction) (increase(seckill_reconciler_drift_corrected_total[5m]))`, "corrected {{direction}}",
+				"a direction's series appears at the first drift corrected"))).
 		WithPanel(series("Reconciler runs and lease", "short", "Runs by result per 5 minutes, seconds since a lease-holding run last ended (the lease alerts fire past 3 intervals), and whether a run holds the lease now.",
 			q(`sum by (result) (increase(seckill_reconciler_runs_total[5m]))`, "{{result}}"),
 			q(`time() - max(seckill_reconciler_last_run_timestamp_seconds)`, "s since a run held the lease"),
 			q(`3 * max(seckill_reconciler_interval_seconds)`, "3 intervals"),
 			q(`max(seckill_reconciler_lease_held)`, "lease held now"))).
 		WithPanel(series("Errors", "short", "Redis errors in the gateway, outcomes not settled in Redis, mismatched redeliveries, schedule reload failures; per 5 minutes.",
-			q(`sum by (op) (increase(seckill_gateway_redis_errors_total[5m]))`, "redis {{op}}"),
+			calm(`sum by (op) (increase(seckill_gateway_redis_errors_total[5m]))`, "redis {{op}}",
+				"an operation's series appears at its first Redis error"),
 			q(`sum(increase(seckill_consumer_settle_errors_total[5m]))`, "settle errors"),
 			q(`sum(increase(seckill_consumer_mismatched_redeliveries_total[5m]))`, "mismatched redeliveries"),
 			q(`sum(increase(seckill_gateway_schedule_reload_errors_total[5m]))`, "schedule reload errors"))).
@@ -186,6 +264,50 @@ func build() *dashboard.DashboardBuilder {
 		WithPanel(series("Payment timeouts", "short", "Unpaid orders cancelled by the payment timeout, and due ones a run left for later because evidence may be unread (feedback_behind: unread reports on the order's feedback partition; relay_behind: order.created not published), per 5 minutes. Alert when deferrals go on for 10 minutes (SeckillPaymentTimeoutsDeferred).",
 			q(`sum(increase(seckill_reconciler_payment_timeouts_total[5m]))`, "timed out"),
 			q(`sum by (reason) (increase(seckill_reconciler_payment_timeouts_deferred_total[5m]))`, "deferred {{reason}}")))
+
+	// The servers, from their exporters: every target Prometheus scrapes, the Kafka brokers
+	// (the JMX exporter agent, deploy/monitoring/kafka-jmx.yml) and the Redis nodes
+	// (prometheus-redis-exporter). The local single stack's Prometheus scrapes no broker.
+	d.WithRow(dashboard.NewRowBuilder("Kafka brokers")).
+		WithPanel(series("Instances up by job", "short",
+			"Targets answering Prometheus's scrape, per job (gateways, consumers, reconcilers, Redis nodes, brokers), against how many it scrapes.",
+			q(`sum by (job) (up)`, "{{job}} up"),
+			q(`count by (job) (up)`, "{{job}} scraped"))).
+		WithPanel(series("Brokers and controller", "short",
+			"Brokers scraped, the active controller (KRaft: exactly 1 in the cluster; 0 = no quorum), brokers registered and fenced as the controller sees them.",
+			q(`sum(up{job="kafka"})`, "brokers up"),
+			q(`sum(kafka_controller_kafkacontroller_activecontrollercount)`, "active controllers"),
+			q(`max(kafka_controller_kafkacontroller_activebrokercount)`, "registered brokers"),
+			q(`max(kafka_controller_kafkacontroller_fencedbrokercount)`, "fenced brokers"))).
+		WithPanel(series("Partitions at risk", "short",
+			"Under-replicated partitions per broker (fewer in-sync replicas than replicas), partitions under min.insync.replicas (acks=all writes to them fail: grabs wait in the gateways' relay), and offline partitions (no leader).",
+			q(`max by (node) (kafka_server_replicamanager_underreplicatedpartitions)`, "under-replicated {{node}}"),
+			q(`sum(kafka_server_replicamanager_underminisrpartitioncount)`, "under min ISR"),
+			q(`max(kafka_controller_kafkacontroller_offlinepartitionscount)`, "offline"))).
+		WithPanel(series("Broker request time p99", "ms",
+			"99th percentile of the time a request spends in a broker (Kafka's own, over about the last 5 minutes), worst broker: Produce is the gateway's acks=all write, FetchConsumer the consumers' read, FetchFollower replication.",
+			q(`max by (request) (kafka_network_requestmetrics_totaltimems{quantile="0.99", request=~"Produce|FetchConsumer|FetchFollower"})`, "{{request}}"))).
+		WithPanel(series("Messages in per topic", "ops",
+			"Messages written to the leaders per second, by topic (replication not counted).",
+			q(`sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesin_total[$__rate_interval]))`, "{{topic}}"))).
+		WithPanel(series("Leaders, ISR changes and load per broker", "short",
+			"Partition leaders per broker (uneven after a failover until leaders are rebalanced), in-sync replica set shrinks and expands per 5 minutes, and the request handlers' idle share (near 0: saturated).",
+			q(`max by (node) (kafka_server_replicamanager_leadercount)`, "leaders {{node}}"),
+			q(`sum(increase(kafka_server_replicamanager_isrshrinks_total[5m]))`, "ISR shrinks (5m)"),
+			q(`sum(increase(kafka_server_replicamanager_isrexpands_total[5m]))`, "ISR expands (5m)"),
+			q(`min by (node) (kafka_server_kafkarequesthandlerpool_requesthandleravgidle_ratio)`, "handlers idle {{node}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("Redis nodes")).
+		WithPanel(series("Nodes up and roles", "short",
+			"Each Redis node the exporter reaches (1 up), nodes per role (a primary killed comes back as a replica of the one promoted in its place), and the cluster state as the nodes see it (1 = ok, every slot served; worst node).",
+			q(`min by (instance) (redis_up)`, "up {{instance}}"),
+			q(`count by (role) (redis_instance_info)`, "{{role}} nodes"),
+			q(`min(redis_cluster_state)`, "cluster state"))).
+		WithPanel(series("Commands per node", "ops", "Commands processed per second by each node (the admission script runs on the primary owning the prize's slot).",
+			q(`sum by (instance) (rate(redis_commands_processed_total[$__rate_interval]))`, "{{instance}}"))).
+		WithPanel(series("Replication and clients", "short", "Replicas connected to each primary, and clients connected to each node.",
+			q(`max by (instance) (redis_connected_slaves)`, "replicas of {{instance}}"),
+			q(`max by (instance) (redis_connected_clients)`, "clients {{instance}}")))
 
 	// The servers as the pipeline sees them (the reconciler's probes and the gateways' own
 	// view of MySQL): no exporter needed.
@@ -200,7 +322,7 @@ func build() *dashboard.DashboardBuilder {
 			q(`max by (topic) (seckill_reconciler_kafka_partitions_below_min_isr)`, "below min ISR {{topic}}"))).
 		WithPanel(series("Gateway schedule age", "s", "Seconds since each gateway last reloaded the session schedule from MySQL (alert above 60 s for a minute: new sessions answer 409 not_open).",
 			q(`time() - max by (instance) (seckill_gateway_schedule_loaded_timestamp_seconds)`, "{{instance}}")))
-	return d
+	return d, quiet
 }
 
 func q(expr, legend string) *prometheus.DataqueryBuilder {
@@ -264,8 +386,9 @@ func percentiles(stage, buckets string) *timeseries.PanelBuilder {
 func refID(i int) string { return string(rune('A' + i)) }
 
 // checkQueries runs every panel's queries against the Prometheus at base, with the
-// dashboard's variables replaced by what Grafana would send, and fails on a query error.
-func checkQueries(d dashboard.Dashboard, base string, w io.Writer) error {
+// dashboard's variables replaced by what Grafana would send, and fails on a query error and,
+// with requireData, on a query that returned nothing and is not in quiet.
+func checkQueries(d dashboard.Dashboard, base string, requireData bool, quiet map[string]string, w io.Writer) error {
 	client := &http.Client{Timeout: 10 * time.Second}
 	var failed []string
 	for _, p := range d.Panels {
@@ -287,6 +410,11 @@ func checkQueries(d dashboard.Dashboard, base string, w io.Writer) error {
 			case err != nil:
 				failed = append(failed, fmt.Sprintf("%s: %s: %v", title, expr, err))
 				fmt.Fprintf(w, "ERROR  %-40s %s: %v\n", title, expr, err)
+			case n == 0 && quiet[pq.Expr] != "":
+				fmt.Fprintf(w, "quiet  %-40s %s (empty when healthy: %s)\n", title, expr, quiet[pq.Expr])
+			case n == 0 && requireData:
+				failed = append(failed, fmt.Sprintf("%s: %s: no data", title, expr))
+				fmt.Fprintf(w, "EMPTY  %-40s %s\n", title, expr)
 			case n == 0:
 				fmt.Fprintf(w, "empty  %-40s %s\n", title, expr)
 			default:
@@ -297,6 +425,7 @@ func checkQueries(d dashboard.Dashboard, base string, w io.Writer) error {
 	if len(failed) > 0 {
 		return fmt.Errorf("%d queries failed:\n%s", len(failed), strings.Join(failed, "\n"))
 	}
+	fmt.Fprintln(w, "every query ran")
 	return nil
 }
 

@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/adminclient"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 )
@@ -268,29 +269,12 @@ func (d *drill) waitReady(ctx context.Context) {
 // until it is open; it returns the session and prize ids.
 func (d *drill) sale(ctx context.Context, name string, stockN int) (session, prize int64, err error) {
 	start := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second)
-	body := map[string]any{"name": name, "window_start": start.Format(time.RFC3339),
-		"window_end": start.Add(20 * time.Minute).Format(time.RFC3339), "interval": "20m", "session_length": "20m",
-		"per_user_limit": 1, "prizes": []map[string]any{{"name": "drill prize", "stock": stockN}}}
-	var created struct {
-		ID       int64 `json:"id"`
-		Sessions []struct {
-			ID int64 `json:"id"`
-		} `json:"sessions"`
-		Prizes []struct {
-			ID int64 `json:"id"`
-		} `json:"prizes"`
-	}
-	if err := d.adminCall(ctx, http.MethodPost, "/admin/v1/activities", body, &created); err != nil {
+	s, err := d.adminClient().CreateSale(ctx, name, start, 20*time.Minute, []adminclient.Prize{{Name: "drill prize", Stock: stockN}})
+	if err != nil {
 		return 0, 0, err
 	}
-	if len(created.Sessions) == 0 || len(created.Prizes) == 0 {
-		return 0, 0, fmt.Errorf("activity %d has no session or prize", created.ID)
-	}
-	session, prize = created.Sessions[0].ID, created.Prizes[0].ID
-	if err := d.adminCall(ctx, http.MethodPost, fmt.Sprintf("/admin/v1/sessions/%d/preheat", session), nil, nil); err != nil {
-		return 0, 0, err
-	}
-	fmt.Printf("  activity %d: session %d, prize %d, stock %d, opens %s\n", created.ID, session, prize, stockN, start.Format(time.RFC3339))
+	session, prize = s.Session, s.Prizes[0]
+	fmt.Printf("  activity %d: session %d, prize %d, stock %d, opens %s\n", s.Activity, session, prize, stockN, start.Format(time.RFC3339))
 	select {
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
@@ -299,34 +283,8 @@ func (d *drill) sale(ctx context.Context, name string, stockN int) (session, pri
 	return session, prize, nil
 }
 
-func (d *drill) adminCall(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, d.admin+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+d.adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+func (d *drill) adminClient() *adminclient.Client {
+	return &adminclient.Client{Base: d.admin, Token: d.adminToken, HTTP: d.http}
 }
 
 // grab sends one grab as user and returns the HTTP status.
