@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSIO
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
 .PHONY: run test lint contract-fuzz chaos chaos-cluster-short secure-test hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
-	monitor dashboard dashboard-check rules-test firedrill console-shots fresh-runs backup help
+	monitor dashboard dashboard-check rules-test rules firedrill console-shots fresh-runs backup help
 
 # Every target's line carries a "## " note: make help lists them, one line each.
 help: ## list the targets with one line each
@@ -83,18 +83,31 @@ endif
 dashboard-check: ## run every dashboard query against the local Prometheus (PROFILE=cluster: under a crowd, all must return data)
 	$(DASHBOARD_CHECK)
 
-# The alert rules and their unit tests (also part of make lint).
+# The alert rules and their unit tests (also part of make lint). The tests run on the rules
+# rendered with the base URL their expected runbook_url values name.
+RULES_TEST_BASE := https://runbooks.example/seckill/runbook.md
 rules-test: ## promtool: check the alert rules and run their unit tests
 	promtool check rules deploy/monitoring/alerts.yml
-	promtool test rules deploy/monitoring/alerts_test.yml
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		deploy/monitoring/rules $(RULES_TEST_BASE) $$tmp/alerts.yml && cp deploy/monitoring/alerts_test.yml $$tmp/ && \
+		promtool test rules $$tmp/alerts_test.yml
 
-# Makes a real alert fire against the services of `make run` and the Prometheus of `make monitor`
-# (SCENARIO=conflicts: SeckillConflictRateHigh, about 2 minutes; SCENARIO=soldout:
-# SeckillSoldOutAfterAdmission, about 30 seconds).
+# The rules to load into a Prometheus: every runbook_url made absolute with
+# SECKILL_RUNBOOK_BASE_URL (where docs/runbook.md is published), written to RULES_OUT
+# (default: standard output).
+rules: ## write the alert rules with absolute runbook links (SECKILL_RUNBOOK_BASE_URL; RULES_OUT=file)
+	deploy/monitoring/rules "$(SECKILL_RUNBOOK_BASE_URL)" $(or $(RULES_OUT),-)
+
+# Makes real alerts fire against the services of `make run` and the Prometheus of `make
+# monitor`, undoing each fault after (1 to 2.5 minutes a scenario; docs/operators.md,
+# Monitoring): SCENARIO=conflicts, soldout, relay (drops need make run with a small
+# SECKILL_RELAY_QUEUE), lease-stuck, or all (every scenario in turn, then alert by alert
+# whether it fired; about 12 minutes). mysql-readonly, mysql-down and kafka-down act on the
+# stack's own MariaDB and Kafka: never while tests use the stack.
 SCENARIO ?= conflicts
-firedrill: ## make a real alert fire (SCENARIO=conflicts or soldout) against make run + make monitor
+firedrill: ## make real alerts fire (SCENARIO=conflicts, soldout, relay, lease-stuck, mysql-readonly, mysql-down, kafka-down, all)
 	set -a && source $(STATE)/env && source $(STATE)/dev-secrets && set +a && \
-		$(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO)
+		SECKILL_STATE_DIR=$(STATE) $(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO) -stack $(STACK)
 
 # Writes .env once (the secrets docker compose reads); an existing .env is kept.
 docker-env: ## write .env, the secrets docker compose reads (an existing one is kept)

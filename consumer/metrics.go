@@ -9,6 +9,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // The consumer's Prometheus series, all of them: the grab processor's (metrics) and the
@@ -21,7 +22,7 @@ type metrics struct {
 	txLatency     prometheus.Histogram
 	conflicts     prometheus.Counter
 	transactions  prometheus.Counter
-	admitToOrder  prometheus.Histogram
+	admitToOrder  *prometheus.HistogramVec // path: grab or workbench
 	retries       *prometheus.CounterVec
 	compensated   prometheus.Counter
 	deadLetters   prometheus.Counter
@@ -50,9 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Persistence transactions attempted (each retry is one more); the denominator of the conflict rate."}),
 		// From the gateway's admission (the event's admitted_at) to the commit of the order,
 		// across Kafka, batching and retries: what a user waits before a poll says succeeded.
-		admitToOrder: f.NewHistogram(prometheus.HistogramOpts{Name: "seckill_consumer_admission_to_order_seconds",
-			Help:    "Time from a grab's admission in the gateway to the commit of its order (new orders only, succeeded or rejected).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}),
+		admitToOrder: writepath.NewAdmissionToOrder(reg),
 		retries: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_consumer_retries_total",
 			Help: "Persistence retries by tier (retry_now, retry_later, wait_for_db)."}, []string{"tier"}),
 		compensated: f.NewCounter(prometheus.CounterOpts{Name: "seckill_consumer_compensated_total",
@@ -86,6 +85,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.orders.WithLabelValues(string(seckill.OrderSucceeded), "")
 	m.orders.WithLabelValues(string(seckill.OrderRejected), string(seckill.ReasonSoldOut))
 	m.orders.WithLabelValues(string(seckill.OrderRejected), string(seckill.ReasonLimit))
+	m.admitToOrder.WithLabelValues(writepath.PathGrab)
+	m.admitToOrder.WithLabelValues(writepath.PathWorkbench)
 	return m
 }
 
@@ -96,15 +97,14 @@ func (m *metrics) Attempted(took time.Duration) {
 	m.txLatency.Observe(took.Seconds())
 }
 
-// Persisted records a committed group; committed is when its transaction committed.
-func (m *metrics) Persisted(_ seckill.SessionPrize, events int, res store.PersistResult, committed time.Time) {
+// Persisted records a committed group (its admission → order times are recorded by Process,
+// which has the messages that say whose replay each event is).
+func (m *metrics) Persisted(_ seckill.SessionPrize, events int, res store.PersistResult, _ time.Time) {
 	m.batchSize.Observe(float64(events))
 	m.redeliveries.Add(float64(res.Existing))
 	for _, o := range res.Outcomes {
 		if !o.Before {
 			m.orders.WithLabelValues(string(o.Status), string(o.Reason)).Inc()
-			// Clocks of two hosts: a gateway ahead of this one must not make a negative wait.
-			m.admitToOrder.Observe(max(0, committed.Sub(o.Grab.AdmittedAt).Seconds()))
 		}
 	}
 }

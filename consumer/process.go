@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -65,6 +66,7 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 		case err != nil:
 			return err
 		default:
+			writepath.ObserveAdmission(p.metrics.admitToOrder, g, res, writepath.PathGrab, time.Now())
 			settle = append(settle, p.write.Settlement(ctx, g.Key, res))
 		}
 	}

@@ -177,16 +177,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 
 	catalog := store.NewCatalog(db, time.Now)
-	schedule := newScheduleCache(catalog, cfg.ScheduleRefresh, time.Now)
-	if err := schedule.Reload(ctx); err != nil {
-		return err
-	}
-	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildinfo.Register(reg, "gateway")
 	m := newMetrics(reg)
+
+	schedule := newScheduleCache(catalog, cfg.ScheduleRefresh, time.Now)
+	schedule.onLoaded = func(at time.Time) { m.scheduleLoaded.Set(float64(at.UnixMilli()) / 1000) }
+	if err := schedule.Reload(ctx); err != nil {
+		return err
+	}
+	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
 	jwtFiles := newJWTSecrets(cfg, verifier, reg, log)
 	checks := map[string]ops.Check{
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
@@ -194,7 +195,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	soldOut := newSoldOutFlags(cfg.SoldOutRecheck)
 	held := newUnpublished()
-	rly := newRelay(grabs, 100_000, held, m, log)
+	rly := newRelay(grabs, cfg.RelayQueue, held, m, log)
 	id, err := gatewayID()
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ type metrics struct {
 	soldOutHits    prometheus.Counter
 	inflight       prometheus.Gauge
 	scheduleErrors prometheus.Counter
+	scheduleLoaded prometheus.Gauge
 	caseActions    *prometheus.CounterVec
 	replicaWaits   *prometheus.CounterVec
 }
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Grab and status requests being served."}),
 		scheduleErrors: f.NewCounter(prometheus.CounterOpts{Name: "seckill_gateway_schedule_reload_errors_total",
 			Help: "Failed reloads of the session schedule cache (the last good copy keeps serving)."}),
+		// A reload that hangs fails nothing and counts no error: only the time of the last
+		// good reload shows a schedule that stopped moving (new sessions then answer 409).
+		scheduleLoaded: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_gateway_schedule_loaded_timestamp_seconds",
+			Help: "Unix time of the last successful reload of the session schedule cache."}),
 		caseActions: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_actions_total",
 			Help: "Operator actions on exception cases, by action (replay, resolve, dismiss), kind and result (done, refused)."},
 			[]string{"action", "kind", "result"}),

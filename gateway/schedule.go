@@ -22,6 +22,8 @@ type scheduleCache struct {
 	now     func() time.Time
 	refresh time.Duration
 
+	onLoaded func(at time.Time) // told of each successful reload (a metric); may be nil
+
 	mu       sync.RWMutex
 	sessions map[int64]cachedSession
 	loadedAt time.Time
@@ -67,6 +69,9 @@ func (c *scheduleCache) Reload(ctx context.Context) error {
 	c.mu.Lock()
 	c.sessions, c.loadedAt = next, now
 	c.mu.Unlock()
+	if c.onLoaded != nil {
+		c.onLoaded(now)
+	}
 	return nil
 }
 

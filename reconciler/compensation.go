@@ -211,6 +211,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 			}
 			return err
 		}
+		writepath.ObserveAdmission(j.metrics.admitToOrder, g, res, writepath.PathCompensation, j.now())
 		for _, o := range res.Outcomes {
 			result := "rejected"
 			switch {

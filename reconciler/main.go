@@ -205,6 +205,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	stockGauge := &stockGauges{catalog: catalog, gate: gate, lead: cfg.PreheatLead, grace: cfg.KeyGrace,
 		every: cfg.Interval, metrics: newStockMetrics(reg), log: log, now: time.Now}
 	openCases := newOpenCasesGauge(reg, cases, cfg.Interval, log)
+	servers := &serverGauges{
+		mysql: mysqlProbe{ping: func(ctx context.Context) error { return store.Ping(ctx, db) },
+			readOnly: func(ctx context.Context) (bool, error) { return store.ReadOnly(ctx, db) }},
+		kafka:  kafkaAdmin,
+		topics: []event.Topic{cfg.Topics.Grab, cfg.Topics.Compensation, cfg.Topics.Feedback, cfg.Topics.DeadLetter},
+		every:  cfg.Interval, metrics: newServerMetrics(reg), log: log,
+	}
+	r.metrics.interval.Set(cfg.Interval.Seconds())
 	var replica *replicaGauges
 	if cfg.MySQLReplicaDSN != "" {
 		// Not at start-up: a replica that is down must not keep the reconciler from running
@@ -240,6 +248,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g.Go(func() error { return schedule(gctx, r, cfg.Interval, log) })
 	g.Go(func() error { return stockGauge.Run(gctx) })
 	g.Go(func() error { return openCases.Run(gctx) })
+	g.Go(func() error { return servers.Run(gctx) })
 	if replica != nil {
 		g.Go(func() error { return replica.Run(gctx) })
 	}

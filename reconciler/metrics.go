@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // The reconciler's Prometheus series, all of them, each registered on the registry main
@@ -21,6 +22,7 @@ type runnerMetrics struct {
 	held     prometheus.Gauge
 	lastRun  prometheus.Gauge
 	fence    prometheus.Gauge
+	interval prometheus.Gauge
 }
 
 func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
@@ -38,6 +40,9 @@ func newRunnerMetrics(reg prometheus.Registerer) runnerMetrics {
 			Help: "Unix time at which this instance's last run that held the lease ended (ok or failed); 0 before its first."}),
 		fence: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_lease_fence",
 			Help: "Fencing number of this instance's last lease acquisition (it grows by one per acquisition by any instance)."}),
+		// The alerts on runs measure silence in intervals: exported, they follow the setting.
+		interval: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_interval_seconds",
+			Help: "The scheduler's period between runs (SECKILL_RECONCILE_INTERVAL)."}),
 	}
 	for _, result := range []string{"ok", "failed", "busy"} {
 		m.runs.WithLabelValues(result) // at 0 from the start, so increase() sees the first
@@ -188,8 +193,9 @@ func newRebuiltCounter(reg prometheus.Registerer) prometheus.Counter {
 
 // compensationMetrics are the compensation replay's (compensation.go).
 type compensationMetrics struct {
-	replayed *prometheus.CounterVec
-	backlog  prometheus.Gauge
+	replayed     *prometheus.CounterVec
+	backlog      prometheus.Gauge
+	admitToOrder *prometheus.HistogramVec // path: compensation or workbench
 }
 
 func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
@@ -199,7 +205,10 @@ func newCompensationMetrics(reg prometheus.Registerer) compensationMetrics {
 			Help: "Compensation events replayed, by result (succeeded, rejected, existing)."}, []string{"result"}),
 		backlog: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_compensation_backlog",
 			Help: "Compensation events not replayed yet."}),
+		admitToOrder: writepath.NewAdmissionToOrder(reg),
 	}
+	m.admitToOrder.WithLabelValues(writepath.PathCompensation)
+	m.admitToOrder.WithLabelValues(writepath.PathWorkbench)
 	return m
 }
 
@@ -257,4 +266,33 @@ func newReplicaMetrics(reg prometheus.Registerer) replicaMetrics {
 		semiSync: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_mysql_semi_sync_active",
 			Help: "1 while the writer waits for a replica's acknowledgement before a commit returns (Rpl_semi_sync_master_status ON); 0 after rpl_semi_sync_master_timeout made it asynchronous."}),
 	}
+}
+
+// serverMetrics are the servers' health as every instance sees it (servers.go).
+type serverMetrics struct {
+	mysqlUp         prometheus.Gauge
+	mysqlReadOnly   prometheus.Gauge
+	kafkaUp         prometheus.Gauge
+	brokersDown     prometheus.Gauge
+	underReplicated *prometheus.GaugeVec // topic
+	belowMinISR     *prometheus.GaugeVec // topic
+}
+
+func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
+	f := promauto.With(reg)
+	m := &serverMetrics{
+		mysqlUp: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_mysql_up",
+			Help: "1 when MySQL answered this instance's last probe, 0 when it did not."}),
+		mysqlReadOnly: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_mysql_read_only",
+			Help: "1 when MySQL runs read-only (@@global.read_only: writes fail with error 1290), 0 when it takes writes; NaN when unreadable."}),
+		kafkaUp: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_kafka_up",
+			Help: "1 when a Kafka broker answered this instance's last metadata request, 0 when none did."}),
+		brokersDown: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_kafka_brokers_down",
+			Help: "Brokers holding replicas of the pipeline's partitions that the cluster does not list as alive; NaN when Kafka is unreachable."}),
+		underReplicated: f.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_kafka_partitions_under_replicated",
+			Help: "Partitions of the topic with fewer in-sync replicas than replicas; absent when unreadable."}, []string{"topic"}),
+		belowMinISR: f.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_kafka_partitions_below_min_isr",
+			Help: "Partitions of the topic that refuse acks=all writes: fewer in-sync replicas than min.insync.replicas, or no leader; absent when unreadable."}, []string{"topic"}),
+	}
+	return m
 }

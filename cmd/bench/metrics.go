@@ -307,7 +307,7 @@ func consumerStages() []stageDef {
 		{name: "consumer persistence transaction (one batch)", row: keySale, prefix: "stage_consumer_tx",
 			metric: "seckill_consumer_tx_duration_seconds"},
 		{name: "admission → order committed", row: keySale, prefix: "stage_admission_to_order",
-			metric: "seckill_consumer_admission_to_order_seconds"},
+			metric: "seckill_consumer_admission_to_order_seconds", match: map[string]string{"path": "grab"}},
 	}
 }
 

@@ -663,9 +663,10 @@ cluster_targets() {
 	)
 }
 
-# cluster_prometheus_config FILE TOKEN_FILE: the cluster profile's Prometheus configuration.
+# cluster_prometheus_config FILE TOKEN_FILE [RULES]: the cluster profile's Prometheus
+# configuration, loading RULES (default: the source deploy/monitoring/alerts.yml).
 cluster_prometheus_config() {
-	local file=$1 token=$2 i
+	local file=$1 token=$2 rules=${3:-} i
 	local gateways=${SECKILL_GATEWAYS:-2} consumers=${SECKILL_CONSUMERS:-3} reconcilers=${SECKILL_RECONCILERS:-2}
 	{
 		cat <<-EOF
@@ -676,7 +677,7 @@ cluster_prometheus_config() {
 			  external_labels:
 			    profile: cluster
 			rule_files:
-			  - $ROOT/deploy/monitoring/alerts.yml
+			  - ${rules:-$ROOT/deploy/monitoring/alerts.yml}
 			scrape_configs:
 			  - job_name: seckill-gateway
 			    authorization:
@@ -726,7 +727,9 @@ cluster_monitoring_up() {
 	local dir=$CLUSTER_STATE/prometheus
 	mkdir -p "$dir/data"
 	admin_token_file "$dir/admin-token"
-	cluster_prometheus_config "$dir/prometheus.yml" "$dir/admin-token"
+	# The rules with absolute runbook links, as for the single profile (monitoring_up).
+	"$ROOT/deploy/monitoring/rules" "${SECKILL_RUNBOOK_BASE_URL:-file://$ROOT/docs/runbook.md}" "$dir/alerts.yml"
+	cluster_prometheus_config "$dir/prometheus.yml" "$dir/admin-token" "$dir/alerts.yml"
 	redis_exporter_start "$dir" "$CLUSTER_REDIS_EXPORTER_PORT" "redis://127.0.0.1:$(cluster_redis_port 1)" \
 		"redis://127.0.0.1:$(cluster_redis_port 1)"
 	prometheus_start "$dir" "$CLUSTER_PROMETHEUS_PORT"

@@ -345,6 +345,8 @@ SECURE_KAFKA_ACLS=(
 	"reconciler|--topic|seckill.grab,seckill.deadletter|Write"
 	"reconciler|--topic|seckill.compensation|Read"
 	"reconciler|--topic|seckill.order-feedback|Describe"
+	# Reads the topics' min.insync.replicas for its partition health gauges.
+	"reconciler|--topic|seckill.grab,seckill.compensation,seckill.order-feedback,seckill.deadletter|DescribeConfigs"
 	"reconciler|--group|seckill-orders,seckill-order-feedback|Describe"
 	# The tests' user: everything on the topics and groups the tests make for themselves
 	# (stacktest: t<id>.seckill.*, t-orders-<id>; the chaos set: chaos<id>.*, chaos-*), nothing

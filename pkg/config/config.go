@@ -184,6 +184,7 @@ type Gateway struct {
 	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
+	RelayQueue      int           // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
 	// ReplicaWait is how long a grab whose produce failed waits for a Redis replica to
 	// acknowledge its reservation before the 202 (WAIT); without one, the answer is a 503
 	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
@@ -237,6 +238,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		SoldOutRecheck:   r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
 		ScheduleRefresh:  r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
 		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+		RelayQueue:       r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
 		ReplicaWait:      r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {

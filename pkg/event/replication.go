@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
@@ -58,34 +59,142 @@ func (t TopicState) String() string {
 	return b.String()
 }
 
+// ClusterState is the cluster as one metadata request saw it: the brokers it lists as alive
+// (a stopped or fenced broker is left out) and the topics asked about.
+type ClusterState struct {
+	Brokers []int // ids of the live brokers
+	Topics  []TopicState
+}
+
+// Down returns the brokers named as replicas of the topics' partitions that the cluster
+// does not list as alive: the brokers that are down, as far as these topics are concerned.
+func (c ClusterState) Down() []int {
+	var down []int
+	for _, t := range c.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				if !slices.Contains(c.Brokers, r) && !slices.Contains(down, r) {
+					down = append(down, r)
+				}
+			}
+		}
+	}
+	slices.Sort(down)
+	return down
+}
+
+// UnderReplicated counts the partitions with fewer in-sync replicas than replicas.
+func (t TopicState) UnderReplicated() int {
+	n := 0
+	for _, p := range t.Partitions {
+		if len(p.ISR) < len(p.Replicas) {
+			n++
+		}
+	}
+	return n
+}
+
+// BelowMinInSync counts the partitions that refuse acks=all writes: fewer in-sync replicas
+// than the topic's min.insync.replicas, or no leader at all. Kafka 4 caps the minimum at the
+// partition's replica count (a min.insync.replicas above it refuses nothing; seen on the
+// stack's 4.4 broker), and so does this count.
+func (t TopicState) BelowMinInSync() int {
+	n := 0
+	for _, p := range t.Partitions {
+		if p.Leader < 0 || len(p.ISR) < min(t.MinInSync, len(p.Replicas)) {
+			n++
+		}
+	}
+	return n
+}
+
 // Describe returns each topic's partitions (leader, replicas, in-sync replicas) from a
 // metadata request and its effective min.insync.replicas from a describe-configs request.
 func (a *Admin) Describe(ctx context.Context, topics ...Topic) ([]TopicState, error) {
+	c, err := a.Cluster(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	minISR, err := a.MinInSync(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	for i := range c.Topics {
+		c.Topics[i].MinInSync = minISR[c.Topics[i].Name]
+	}
+	return c.Topics, nil
+}
+
+// Cluster returns, from one metadata request, the live brokers and each topic's partitions
+// (MinInSync left 0: reading it takes a describe-configs request, see MinInSync, which a
+// principal without DescribeConfigs on the topics is refused).
+func (a *Admin) Cluster(ctx context.Context, topics ...Topic) (ClusterState, error) {
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	// The raw metadata answer: kafka-go's own type looks replicas up among the live brokers,
+	// so a broker that is down (the case worth describing) would show as replica 0. Sent
+	// through a transport of its own, with the admin's SASL login and TLS: a kafka-go
+	// Transport answers metadata requests from its cache, and keeps answering from it while
+	// every broker is down, so the shared one would report a dead cluster as healthy.
+	rt := &kafka.Transport{DialTimeout: 5 * time.Second}
+	if t, ok := a.client.Transport.(*kafka.Transport); ok && t != nil {
+		rt.SASL, rt.TLS, rt.ClientID = t.SASL, t.TLS, t.ClientID
+	}
+	defer rt.CloseIdleConnections()
+	res0, err := rt.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: names})
+	if err != nil {
+		return ClusterState{}, fmt.Errorf("metadata of %v: %w", names, err)
+	}
+	md, ok := res0.(*metadata.Response)
+	if !ok {
+		return ClusterState{}, fmt.Errorf("metadata of %v: unexpected answer %T", names, res0)
+	}
+	byName := map[string]metadata.ResponseTopic{}
+	for _, t := range md.Topics {
+		byName[t.Name] = t
+	}
+	ids := func(ns []int32) []int {
+		out := make([]int, len(ns))
+		for i, n := range ns {
+			out[i] = int(n)
+		}
+		slices.Sort(out)
+		return out
+	}
+	out := ClusterState{Brokers: make([]int, 0, len(md.Brokers)), Topics: make([]TopicState, 0, len(topics))}
+	for _, b := range md.Brokers {
+		out.Brokers = append(out.Brokers, int(b.NodeID))
+	}
+	slices.Sort(out.Brokers)
+	for _, name := range names {
+		t, ok := byName[name]
+		if !ok {
+			return ClusterState{}, fmt.Errorf("metadata of %s: not in the answer", name)
+		}
+		if t.ErrorCode != 0 {
+			return ClusterState{}, fmt.Errorf("metadata of %s: %w", name, kafka.Error(t.ErrorCode))
+		}
+		ts := TopicState{Name: name}
+		for _, p := range t.Partitions {
+			ts.Partitions = append(ts.Partitions, PartitionState{ID: int(p.PartitionIndex), Leader: int(p.LeaderID),
+				Replicas: ids(p.ReplicaNodes), ISR: ids(p.IsrNodes)})
+		}
+		slices.SortFunc(ts.Partitions, func(a, b PartitionState) int { return a.ID - b.ID })
+		out.Topics = append(out.Topics, ts)
+	}
+	return out, nil
+}
+
+// MinInSync returns each topic's effective min.insync.replicas (describe-configs).
+func (a *Admin) MinInSync(ctx context.Context, topics ...Topic) (map[string]int, error) {
 	names := make([]string, len(topics))
 	res := make([]kafka.DescribeConfigRequestResource, len(topics))
 	for i, t := range topics {
 		names[i] = t.Name
 		res[i] = kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic, ResourceName: t.Name,
 			ConfigNames: []string{"min.insync.replicas"}}
-	}
-	// The raw metadata answer: kafka-go's own type looks replicas up among the live brokers,
-	// so a broker that is down (the case worth describing) would show as replica 0. Sent
-	// through the admin's own transport: on secured brokers, its SASL login and TLS.
-	var rt kafka.RoundTripper = kafka.DefaultTransport
-	if a.client.Transport != nil {
-		rt = a.client.Transport
-	}
-	res0, err := rt.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: names})
-	if err != nil {
-		return nil, fmt.Errorf("metadata of %v: %w", names, err)
-	}
-	md, ok := res0.(*metadata.Response)
-	if !ok {
-		return nil, fmt.Errorf("metadata of %v: unexpected answer %T", names, res0)
-	}
-	byName := map[string]metadata.ResponseTopic{}
-	for _, t := range md.Topics {
-		byName[t.Name] = t
 	}
 	cfg, err := a.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: res})
 	if err != nil {
@@ -102,32 +211,7 @@ func (a *Admin) Describe(ctx context.Context, topics ...Topic) ([]TopicState, er
 			}
 		}
 	}
-	ids := func(ns []int32) []int {
-		out := make([]int, len(ns))
-		for i, n := range ns {
-			out[i] = int(n)
-		}
-		slices.Sort(out)
-		return out
-	}
-	out := make([]TopicState, 0, len(topics))
-	for _, name := range names {
-		t, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("metadata of %s: not in the answer", name)
-		}
-		if t.ErrorCode != 0 {
-			return nil, fmt.Errorf("metadata of %s: %w", name, kafka.Error(t.ErrorCode))
-		}
-		ts := TopicState{Name: name, MinInSync: minISR[name]}
-		for _, p := range t.Partitions {
-			ts.Partitions = append(ts.Partitions, PartitionState{ID: int(p.PartitionIndex), Leader: int(p.LeaderID),
-				Replicas: ids(p.ReplicaNodes), ISR: ids(p.IsrNodes)})
-		}
-		slices.SortFunc(ts.Partitions, func(a, b PartitionState) int { return a.ID - b.ID })
-		out = append(out, ts)
-	}
-	return out, nil
+	return minISR, nil
 }
 
 // CheckReplication refuses topics whose replication differs from r (fields left zero are

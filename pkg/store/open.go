@@ -143,6 +143,17 @@ func Ping(ctx context.Context, db *gorm.DB) error {
 	return sqlDB.PingContext(ctx)
 }
 
+// ReadOnly reports whether the server refuses writes from the pipeline's users: read_only
+// is on (MySQL's super_read_only implies it), as on a replica, a demoted primary or a server
+// an operator froze. Writes then fail with error 1290 and the consumers wait.
+func ReadOnly(ctx context.Context, db *gorm.DB) (bool, error) {
+	var on int
+	if err := db.WithContext(ctx).Raw("SELECT @@global.read_only").Row().Scan(&on); err != nil {
+		return false, fmt.Errorf("read @@global.read_only: %w", err)
+	}
+	return on != 0, nil
+}
+
 // Close closes the pool under db.
 func Close(db *gorm.DB) error {
 	sqlDB, err := db.DB()

@@ -198,7 +198,11 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(percentiles("Redis admission script", `seckill_gateway_redis_duration_seconds_bucket{op="reserve"}`)).
 		WithPanel(percentiles("Kafka ack (acks=all)", `seckill_gateway_kafka_produce_duration_seconds_bucket`)).
 		WithPanel(percentiles("MySQL transaction", `seckill_consumer_tx_duration_seconds_bucket`)).
-		WithPanel(percentiles("Admission → order committed", `seckill_consumer_admission_to_order_seconds_bucket`))
+		WithPanel(percentiles("Admission → order committed", `seckill_consumer_admission_to_order_seconds_bucket`)).
+		WithPanel(series("Admission → order by path latency", "s",
+			"p50 and p99 per path that made the order: grab (the consumers), compensation (the reconciler's replay), workbench (an event a person replayed).",
+			q(`histogram_quantile(0.5, sum by (le, path) (rate(seckill_consumer_admission_to_order_seconds_bucket[$__rate_interval])))`, "p50 {{path}}"),
+			q(`histogram_quantile(0.99, sum by (le, path) (rate(seckill_consumer_admission_to_order_seconds_bucket[$__rate_interval])))`, "p99 {{path}}")))
 
 	d.WithRow(dashboard.NewRowBuilder("Consumers")).
 		WithPanel(series("Consumer lag per grab partition", "short",
@@ -243,9 +247,11 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 				"a direction's series appears at the first drift found"),
 			calm(`sum by (direction) (increase(seckill_reconciler_drift_corrected_total[5m]))`, "corrected {{direction}}",
 				"a direction's series appears at the first drift corrected"))).
-		WithPanel(series("Reconciler runs and lease", "short", "Runs by result per 5 minutes, and seconds since a run last held the lease.",
+		WithPanel(series("Reconciler runs and lease", "short", "Runs by result per 5 minutes, seconds since a lease-holding run last ended (the lease alerts fire past 3 intervals), and whether a run holds the lease now.",
 			q(`sum by (result) (increase(seckill_reconciler_runs_total[5m]))`, "{{result}}"),
-			q(`time() - max(seckill_reconciler_last_run_timestamp_seconds)`, "s since a run held the lease"))).
+			q(`time() - max(seckill_reconciler_last_run_timestamp_seconds)`, "s since a run held the lease"),
+			q(`3 * max(seckill_reconciler_interval_seconds)`, "3 intervals"),
+			q(`max(seckill_reconciler_lease_held)`, "lease held now"))).
 		WithPanel(series("Errors", "short", "Redis errors in the gateway, outcomes not settled in Redis, mismatched redeliveries, schedule reload failures; per 5 minutes.",
 			calm(`sum by (op) (increase(seckill_gateway_redis_errors_total[5m]))`, "redis {{op}}",
 				"an operation's series appears at its first Redis error"),
@@ -302,6 +308,20 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(series("Replication and clients", "short", "Replicas connected to each primary, and clients connected to each node.",
 			q(`max by (instance) (redis_connected_slaves)`, "replicas of {{instance}}"),
 			q(`max by (instance) (redis_connected_clients)`, "clients {{instance}}")))
+
+	// The servers as the pipeline sees them (the reconciler's probes and the gateways' own
+	// view of MySQL): no exporter needed.
+	d.WithRow(dashboard.NewRowBuilder("Servers")).
+		WithPanel(series("MySQL", "short", "1 = yes. Up: the reconcilers' probe answered; read-only: writes fail (1290) and orders wait.",
+			q(`min(seckill_reconciler_mysql_up)`, "up"),
+			q(`max(seckill_reconciler_mysql_read_only)`, "read-only"))).
+		WithPanel(series("Kafka", "short", "Up: a broker answered the reconcilers' metadata request. Brokers down: holding the pipeline's replicas but not alive. Partitions per topic under-replicated, or refusing writes (below min.insync.replicas, or leaderless).",
+			q(`min(seckill_reconciler_kafka_up)`, "up"),
+			q(`max(seckill_reconciler_kafka_brokers_down)`, "brokers down"),
+			q(`max by (topic) (seckill_reconciler_kafka_partitions_under_replicated)`, "under-replicated {{topic}}"),
+			q(`max by (topic) (seckill_reconciler_kafka_partitions_below_min_isr)`, "below min ISR {{topic}}"))).
+		WithPanel(series("Gateway schedule age", "s", "Seconds since each gateway last reloaded the session schedule from MySQL (alert above 60 s for a minute: new sessions answer 409 not_open).",
+			q(`time() - max by (instance) (seckill_gateway_schedule_loaded_timestamp_seconds)`, "{{instance}}")))
 	return d, quiet
 }
 

@@ -1,18 +1,32 @@
-// Command firedrill makes a real alert fire: it drives the services of `make run` into a
-// fault and waits until the local Prometheus (make monitor) reports the alert as firing in
-// /api/v1/alerts, then prints it. It exits non-zero when the alert has not fired in time.
+// Command firedrill makes real alerts fire: it drives the services of `make run` (and, for
+// the scenarios that say so, the servers of the local stack) into a fault, waits until the
+// local Prometheus (make monitor) reports each alert the scenario should raise as firing in
+// /api/v1/alerts, prints it, and undoes the fault. It exits non-zero when an alert has not
+// fired in time. -scenario all runs every scenario in turn and prints, per alert, whether it
+// reached firing and after how long.
 //
 //	go run ./deploy/monitoring/firedrill -scenario conflicts   (SeckillConflictRateHigh)
-//	go run ./deploy/monitoring/firedrill -scenario soldout     (SeckillSoldOutAfterAdmission)
+//	go run ./deploy/monitoring/firedrill -scenario all
 //
-// conflicts: a sale with a steady crowd while another MySQL writer bumps the stock row's
-// version, the way the chaos suite's conflict storm does: the consumers' optimistic lock
-// conflicts, retries and compensates. soldout: Redis is given more stock than MySQL (drift
-// injected into the admission gate's key), so MySQL rejects the excess sold_out.
+// The scenarios (scenarios below lists them with their alerts):
+//   - conflicts: a sale with a steady crowd while another MySQL writer bumps the stock row's
+//     version, as the chaos suite's conflict storm does: the consumers' optimistic lock
+//     conflicts, retries and compensates.
+//   - soldout: Redis is given more stock than MySQL (drift injected into the admission gate's
+//     key), so MySQL rejects the excess sold_out.
+//   - relay: the grab topic's max.message.bytes is set below any grab event, so every
+//     produce to it is refused; a crowd then fills the gateway's relay beyond its queue
+//     (start make run with a small SECKILL_RELAY_QUEUE, e.g. 50, for the drops).
+//   - lease-stuck: a MySQL session of the drill's own holds a write lock on exception_cases,
+//     which every reconcile run reads: the run hangs while its holder keeps the lease.
+//   - mysql-readonly, mysql-down, kafka-down: act on the local stack's servers (the single
+//     profile's, found through SECKILL_STATE_DIR, default .state): SET GLOBAL read_only, or
+//     stop MariaDB or the Kafka broker, and bring them back with `deploy/local/stack up`.
+//     Never run these while tests use the stack.
 //
-// It creates its own activity through the admin API (SECKILL_ADMIN_TOKEN), signs user tokens
-// with SECKILL_JWT_SECRET, and reaches MySQL and Redis through the stack's variables: run it
-// with .state/env and .state/dev-secrets loaded (make firedrill does).
+// It creates its own activities through the admin API (SECKILL_ADMIN_TOKEN), signs user
+// tokens with SECKILL_JWT_SECRET, and reaches MySQL, Redis and Kafka through the stack's
+// variables: run it with .state/env and .state/dev-secrets loaded (make firedrill does).
 package main
 
 import (
@@ -28,19 +42,16 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/adminclient"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/config"
-	"github.com/seckill-pipeline/seckill/pkg/stock"
-	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "firedrill:", err)
@@ -60,17 +71,58 @@ type drill struct {
 	adminToken           string
 	signer               *auth.Signer
 	http                 *http.Client
+	common               config.Common
+	stack, state         string // the stack script and its state folder (server faults)
+	rate, grabs          int
+}
+
+// scenario is a fault and the alerts it must raise. start installs the fault (and starts
+// any load); the stop it returns ends the load and undoes the fault, with a context of its
+// own, whatever happened meanwhile.
+type scenario struct {
+	name   string
+	alerts []string
+	watch  string // a PromQL expression printed while waiting
+	start  func(d *drill, ctx context.Context) (stop func(), err error)
+}
+
+var scenarios = []scenario{
+	{"soldout", []string{"SeckillSoldOutAfterAdmission"},
+		`sum(increase(seckill_consumer_orders_total{status="rejected", reason="sold_out"}[5m]))`, (*drill).soldOut},
+	{"relay", []string{"SeckillGatewayRelayDropped"},
+		`sum(seckill_gateway_relay_pending)`, (*drill).relay},
+	{"lease-stuck", []string{"SeckillReconcilerLeaseHolderStuck"},
+		`time() - max(seckill_reconciler_last_run_timestamp_seconds)`, (*drill).leaseStuck},
+	{"mysql-readonly", []string{"SeckillMySQLReadOnly"}, `max(seckill_reconciler_mysql_read_only)`, (*drill).mysqlReadOnly},
+	{"mysql-down", []string{"SeckillMySQLUnreachable", "SeckillGatewayScheduleStale"},
+		`time() - min(seckill_gateway_schedule_loaded_timestamp_seconds)`, (*drill).mysqlDown},
+	{"kafka-down", []string{"SeckillKafkaUnreachable"}, `min(seckill_reconciler_kafka_up)`, (*drill).kafkaDown},
+	{"conflicts", []string{"SeckillConflictRateHigh"}, "seckill:consumer_conflict_rate:ratio_rate1m", (*drill).conflicts},
+}
+
+func scenarioNames() string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
 }
 
 func run(ctx context.Context) error {
-	scenario := flag.String("scenario", "conflicts", "conflicts or soldout")
-	prom := flag.String("prometheus", env("SECKILL_PROMETHEUS_URL", "http://127.0.0.1:19090"), "Prometheus base URL")
-	timeout := flag.Duration("timeout", 6*time.Minute, "how long to wait for the alert")
-	rate := flag.Int("rate", 40, "grabs per second (conflicts)")
+	name := flag.String("scenario", "conflicts", "one of "+scenarioNames()+", or all")
+	prom := flag.String("prometheus", env("SECKILL_PROMETHEUS_URL", "http://127.0.0.1:"+env("SECKILL_PROMETHEUS_PORT", "19090")), "Prometheus base URL")
+	timeout := flag.Duration("timeout", 6*time.Minute, "how long to wait for a scenario's alerts")
+	rate := flag.Int("rate", 40, "grabs per second (conflicts, relay)")
+	grabs := flag.Int("grabs", 200, "grabs sent while the grab topic refuses writes (relay)")
+	stackScript := flag.String("stack", "deploy/local/stack", "the stack script that brings stopped servers back")
 	flag.Parse()
 	secret, token := os.Getenv("SECKILL_JWT_SECRET"), os.Getenv("SECKILL_ADMIN_TOKEN")
 	if secret == "" || token == "" {
 		return errors.New("SECKILL_JWT_SECRET and SECKILL_ADMIN_TOKEN must be set (load .state/dev-secrets)")
+	}
+	common, err := config.LoadCommon(os.Getenv)
+	if err != nil {
+		return err
 	}
 	d := &drill{
 		gateway: "http://" + env("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"),
@@ -78,16 +130,139 @@ func run(ctx context.Context) error {
 		prom:    *prom, adminToken: token,
 		signer: auth.NewSigner([]byte(secret), env("SECKILL_JWT_ISSUER", "seckill"), env("SECKILL_JWT_AUDIENCE", "seckill-gateway")),
 		http:   &http.Client{Timeout: 10 * time.Second},
+		common: common, stack: *stackScript, state: env("SECKILL_STATE_DIR", ".state"),
+		rate: *rate, grabs: *grabs,
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	var todo []scenario
+	for _, s := range scenarios {
+		if *name == "all" || *name == s.name {
+			todo = append(todo, s)
+		}
+	}
+	if len(todo) == 0 {
+		return fmt.Errorf("unknown scenario %q: want one of %s, or all", *name, scenarioNames())
+	}
+	var results []result
+	for i, s := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		if i > 0 {
+			// A fault undone leaves services reconnecting: start the next one on a working
+			// pipeline (the admin API answers and is ready).
+			d.waitReady(ctx)
+		}
+		fmt.Printf("\n=== scenario %s (alerts: %s)\n", s.name, strings.Join(s.alerts, ", "))
+		results = append(results, d.runScenario(ctx, s, *timeout)...)
+	}
+	fmt.Printf("\nfire drill: alert → state in %s/api/v1/alerts\n", d.prom)
+	failed := 0
+	for _, r := range results {
+		state := "firing after " + r.after.Round(time.Second).String()
+		if !r.fired {
+			state, failed = "NOT firing: "+r.why, failed+1
+		}
+		fmt.Printf("  %-36s %-15s %s\n", r.alert, r.scenario, state)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d alerts did not fire", failed, len(results))
+	}
+	return nil
+}
+
+// result is one alert's outcome in a scenario.
+type result struct {
+	alert, scenario string
+	fired           bool
+	after           time.Duration
+	why             string
+}
+
+func (d *drill) runScenario(ctx context.Context, s scenario, timeout time.Duration) []result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	switch *scenario {
-	case "conflicts":
-		return d.conflicts(ctx, *rate)
-	case "soldout":
-		return d.soldOut(ctx)
+	t0 := time.Now()
+	out := make([]result, len(s.alerts))
+	for i, a := range s.alerts {
+		out[i] = result{alert: a, scenario: s.name, why: "timed out after " + timeout.String()}
 	}
-	return fmt.Errorf("unknown scenario %q", *scenario)
+	stop, err := s.start(d, ctx)
+	if err != nil {
+		for i := range out {
+			out[i].why = "fault not installed: " + err.Error()
+		}
+		fmt.Println("  fault not installed:", err)
+		return out
+	}
+	d.waitFiring(ctx, s, t0, out)
+	fmt.Printf("  undoing the %s fault\n", s.name)
+	stop()
+	return out
+}
+
+// waitFiring polls Prometheus until every alert of s is firing or ctx ends, printing the
+// watched expression meanwhile and each alert's entry once it fires.
+func (d *drill) waitFiring(ctx context.Context, s scenario, t0 time.Time, out []result) {
+	fmt.Printf("  waiting for %s to fire (Prometheus %s)\n", strings.Join(s.alerts, ", "), d.prom)
+	for {
+		pending := 0
+		var states []string
+		for i := range out {
+			if out[i].fired {
+				states = append(states, out[i].alert+": firing")
+				continue
+			}
+			state, body, err := d.alertState(ctx, out[i].alert)
+			if err != nil && ctx.Err() == nil {
+				fmt.Println("  alerts unreadable:", err)
+			}
+			states = append(states, out[i].alert+": "+orInactive(state))
+			if state == "firing" {
+				out[i].fired, out[i].after = true, time.Since(t0)
+				fmt.Printf("\n  GET %s/api/v1/alerts (%s):\n%s\n\n", d.prom, out[i].alert, indent(body))
+				continue
+			}
+			pending++
+		}
+		v, _ := d.value(ctx, s.watch)
+		fmt.Printf("  %4.0fs  %s = %s  %s\n", time.Since(t0).Seconds(), s.watch, v, strings.Join(states, ", "))
+		if pending == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
+
+// waitReady waits (at most two minutes) until the admin listener's /readyz says every
+// dependency answers.
+func (d *drill) waitReady(ctx context.Context) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.admin+"/readyz", nil)
+		if err == nil {
+			if resp, err := d.http.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	fmt.Println("  the gateway is not ready yet; going on")
 }
 
 // sale creates an activity whose one session opens in a few seconds, preheats it and waits
@@ -99,7 +274,7 @@ func (d *drill) sale(ctx context.Context, name string, stockN int) (session, pri
 		return 0, 0, err
 	}
 	session, prize = s.Session, s.Prizes[0]
-	fmt.Printf("activity %d: session %d, prize %d, stock %d, opens %s\n", s.Activity, session, prize, stockN, start.Format(time.RFC3339))
+	fmt.Printf("  activity %d: session %d, prize %d, stock %d, opens %s\n", s.Activity, session, prize, stockN, start.Format(time.RFC3339))
 	select {
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
@@ -133,111 +308,6 @@ func (d *drill) grab(ctx context.Context, session, prize int64, user string) (in
 	return resp.StatusCode, nil
 }
 
-func (d *drill) conflicts(ctx context.Context, rate int) error {
-	db, err := store.Open(ctx, env("SECKILL_MYSQL_DSN", config.DefaultMySQLDSN))
-	if err != nil {
-		return err
-	}
-	defer store.Close(db)
-	session, prize, err := d.sale(ctx, "firedrill: conflict storm", 1_000_000)
-	if err != nil {
-		return err
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	var bumps, sent atomic.Int64
-	codes := sync.Map{}
-	wg.Add(2)
-	go func() { // the other writer: every stock row version of this session, continuously
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if db.WithContext(ctx).Exec("UPDATE session_stocks SET version = version + 1 WHERE session_id = ?", session).Error == nil {
-				bumps.Add(1)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-	go func() { // the crowd: rate distinct users a second
-		defer wg.Done()
-		t := time.NewTicker(time.Second / time.Duration(rate))
-		defer t.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			go func(i int) {
-				code, err := d.grab(ctx, session, prize, fmt.Sprintf("drill-%d-%d", session, i))
-				if err == nil {
-					n, _ := codes.LoadOrStore(code, new(atomic.Int64))
-					n.(*atomic.Int64).Add(1)
-				}
-				sent.Add(1)
-			}(i)
-		}
-	}()
-	defer func() {
-		stop()
-		wg.Wait()
-		summary := map[int]int64{}
-		codes.Range(func(k, v any) bool { summary[k.(int)] = v.(*atomic.Int64).Load(); return true })
-		fmt.Printf("sent %d grabs (answers %v), %d version bumps\n", sent.Load(), summary, bumps.Load())
-	}()
-	return d.waitFiring(ctx, "SeckillConflictRateHigh", "seckill:consumer_conflict_rate:ratio_rate1m")
-}
-
-func (d *drill) soldOut(ctx context.Context) error {
-	rdb, err := stock.Connect(ctx, env("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), os.Getenv("SECKILL_REDIS_PASSWORD"), time.Second)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	const stockN, extra = 10, 15
-	session, prize, err := d.sale(ctx, "firedrill: Redis ahead of MySQL", stockN)
-	if err != nil {
-		return err
-	}
-	// Drift: Redis believes there are 15 more units than MySQL has.
-	if err := rdb.HIncrBy(ctx, stock.KeysFor(session, prize).Meta, "left", extra).Err(); err != nil {
-		return err
-	}
-	answers := map[int]int{}
-	for i := range stockN + extra {
-		code, err := d.grab(ctx, session, prize, fmt.Sprintf("drill-%d-%d", session, i))
-		if err != nil {
-			return err
-		}
-		answers[code]++
-	}
-	fmt.Printf("Redis left raised by %d; %d grabs answered %v\n", extra, stockN+extra, answers)
-	return d.waitFiring(ctx, "SeckillSoldOutAfterAdmission", `sum(increase(seckill_consumer_orders_total{status="rejected", reason="sold_out"}[5m]))`)
-}
-
-// waitFiring polls Prometheus until alert is firing, printing expr's value meanwhile.
-func (d *drill) waitFiring(ctx context.Context, alert, expr string) error {
-	fmt.Printf("waiting for %s to fire (Prometheus %s)\n", alert, d.prom)
-	t0 := time.Now()
-	for {
-		state, body, err := d.alertState(ctx, alert)
-		if err != nil && ctx.Err() == nil {
-			fmt.Println("  alerts unreadable:", err)
-		}
-		v, _ := d.value(ctx, expr)
-		fmt.Printf("  %4.0fs  %s = %s  %s: %s\n", time.Since(t0).Seconds(), expr, v, alert, orInactive(state))
-		if state == "firing" {
-			fmt.Printf("\nGET %s/api/v1/alerts (%s):\n%s\n", d.prom, alert, body)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not fire within the timeout", alert)
-		case <-time.After(5 * time.Second):
-		}
-	}
-}
-
 func orInactive(s string) string {
 	if s == "" {
 		return "inactive"
@@ -268,18 +338,25 @@ func (d *drill) alertState(ctx context.Context, alert string) (string, string, e
 	if err := d.get(ctx, "/api/v1/alerts", &body); err != nil {
 		return "", "", err
 	}
+	// Several entries (one per instance or topic): a firing one wins.
+	var best map[string]any
 	for _, a := range body.Data.Alerts {
 		if labels, _ := a["labels"].(map[string]any); labels["alertname"] == alert {
-			var b bytes.Buffer
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(a)
-			state, _ := a["state"].(string)
-			return state, strings.TrimSpace(b.String()), nil
+			if best == nil || a["state"] == "firing" {
+				best = a
+			}
 		}
 	}
-	return "", "", nil
+	if best == nil {
+		return "", "", nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(best)
+	state, _ := best["state"].(string)
+	return state, strings.TrimSpace(b.String()), nil
 }
 
 func (d *drill) value(ctx context.Context, expr string) (string, error) {
