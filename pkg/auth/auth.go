@@ -143,11 +143,7 @@ func newTokenCache(max int) *tokenCache {
 	return &tokenCache{max: max, cur: map[[sha256.Size]byte]cachedUser{}, prev: map[[sha256.Size]byte]cachedUser{}}
 }
 
-func (c *tokenCache) get(token string, keys *keyPair, now time.Time) (string, bool) {
-	return c.getKey(sha256.Sum256([]byte(token)), keys, now)
-}
-
-// getKey is get with the token's hash already computed.
+// getKey returns the user of a cached token by the token's hash (Verify hashes it once).
 func (c *tokenCache) getKey(k [sha256.Size]byte, keys *keyPair, now time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
