@@ -9,12 +9,15 @@ local ver = tonumber(ARGV[5])
 if ver < tonumber(redis.call('GET', KEYS[3]) or '-1') then
   return -1
 end
-local m = redis.call('HMGET', KEYS[1], 'left', 'total', 'ver')
+local m = redis.call('HMGET', KEYS[1], 'left', 'total', 'ver', 'sent', 'received')
 if m[1] then
   -- A live key (with admissions already counted) is never overwritten. One loaded from an
   -- older revision with nothing admitted yet (its adjustment was lost with Redis writes)
-  -- takes the newer total.
-  if ver <= tonumber(m[3] or '-1') or tonumber(m[1]) ~= tonumber(m[2]) or redis.call('EXISTS', KEYS[2]) == 1 then
+  -- takes the newer total. A stock bucket that took part in a transfer (sent or received
+  -- units, docs/buckets.md) is live too: a take lowers left and total alike, so left =
+  -- total does not mean untouched, and a row read before the transfer's MySQL step would
+  -- put the taken units back.
+  if ver <= tonumber(m[3] or '-1') or tonumber(m[1]) ~= tonumber(m[2]) or m[4] or m[5] or redis.call('EXISTS', KEYS[2]) == 1 then
     return 0
   end
 end
