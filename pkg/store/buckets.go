@@ -418,18 +418,30 @@ func (c *Catalog) Transfer(ctx context.Context, id int64) (Transfer, error) {
 }
 
 func (c *Catalog) transfers(ctx context.Context, where string, args ...any) ([]Transfer, error) {
-	var rows []struct {
-		transferRow
-		EndsAt time.Time
-	}
-	err := c.db.WithContext(ctx).Raw(`SELECT t.*, s.ends_at FROM bucket_transfers t JOIN sessions s ON s.id = t.session_id
-		WHERE `+where+` ORDER BY t.id`, args...).Scan(&rows).Error
+	var rows []transferRow
+	var ends []time.Time
+	res, err := c.db.WithContext(ctx).Raw(`SELECT t.id, t.session_id, t.prize_id, t.from_bucket, t.to_bucket, t.requested, t.taken, t.units,
+		t.state, t.fence, t.created_at, t.updated_at, s.ends_at FROM bucket_transfers t JOIN sessions s ON s.id = t.session_id
+		WHERE `+where+` ORDER BY t.id`, args...).Rows()
 	if err != nil {
+		return nil, fmt.Errorf("bucket transfers: %w", err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var r transferRow
+		var end time.Time
+		if err := res.Scan(&r.ID, &r.SessionID, &r.PrizeID, &r.FromBucket, &r.ToBucket, &r.Requested, &r.Taken, &r.Units,
+			&r.State, &r.Fence, &r.CreatedAt, &r.UpdatedAt, &end); err != nil {
+			return nil, fmt.Errorf("bucket transfers: %w", err)
+		}
+		rows, ends = append(rows, r), append(ends, end)
+	}
+	if err := res.Err(); err != nil {
 		return nil, fmt.Errorf("bucket transfers: %w", err)
 	}
 	out := make([]Transfer, len(rows))
 	for i, r := range rows {
-		out[i] = r.transferRow.domain(r.EndsAt)
+		out[i] = r.domain(ends[i])
 	}
 	return out, nil
 }
