@@ -148,3 +148,16 @@ func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]
 	}
 	return out, nil
 }
+
+// LoadBucket preheats bucket b of a session×prize from its row, exactly as Load does for a
+// prize (b = 0 is Load itself): st carries the bucket row's left, total and version and the
+// prize's per-user limit.
+func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, expireAt time.Time) (LoadResult, error) {
+	k := BucketKeysFor(st.SessionID, st.PrizeID, b)
+	n, err := g.load.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.revision()},
+		st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), st.Version).Int64()
+	if err != nil {
+		return LoadResult{}, fmt.Errorf("preheat session %d prize %d bucket %d: %w", st.SessionID, st.PrizeID, b, err)
+	}
+	return LoadResult{PrizeID: st.PrizeID, Loaded: n == 1, Stale: n == -1}, nil
+}

@@ -118,14 +118,26 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 	if _, err := g.Take(ctx, sid, 1, 0, 42, 1, 2); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("take with fence 2 after 3: %v, want ErrFenced", err)
 	}
-	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 3); err != nil || !given {
+	// A new holder (fence 4) repeating the take records its fence too: the old holder is
+	// locked out of the bucket from then on.
+	if again, err := g.Take(ctx, sid, 1, 0, 41, 8, 4); err != nil || again != 5 {
+		t.Fatalf("take repeated by a newer holder: %d %v", again, err)
+	}
+	if _, err := g.Take(ctx, sid, 1, 0, 46, 1, 3); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("take with fence 3 after 4 repeated a take: %v, want ErrFenced", err)
+	}
+	// A dry bucket gives up nothing, and says so (no "-0" for HINCRBY to refuse).
+	if none, err := g.Take(ctx, sid, 1, 0, 47, 2, 4); err != nil || none != 0 {
+		t.Fatalf("take from a dry bucket: %d %v, want 0", none, err)
+	}
+	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 4); err != nil || !given {
 		t.Fatalf("give: %v %v", given, err)
 	}
-	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 3); err != nil || given {
+	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 4); err != nil || given {
 		t.Fatalf("repeated give: %v %v, want already given", given, err)
 	}
-	if _, err := g.Give(ctx, sid, 1, 1, 43, 1, 1, 2, exp, 2); !errors.Is(err, stock.ErrFenced) {
-		t.Fatalf("give with fence 2 after 3: %v, want ErrFenced", err)
+	if _, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 3); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("give repeated with fence 3 after 4: %v, want ErrFenced", err)
 	}
 	if bs, err = g.Buckets(ctx, sid, 1, 2); err != nil {
 		t.Fatal(err)
@@ -146,13 +158,13 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 	k2, k3 := stock.BucketKeysFor(sid, 1, 2), stock.BucketKeysFor(sid, 1, 3)
 	rev3 := strings.TrimSuffix(k3.Meta, "meta") + "rev"
 	t.Cleanup(func() { rdb.Del(context.Background(), k2.Fence); rdb.Del(context.Background(), k3.Fence, rev3) })
-	if _, err := g.Take(ctx, sid, 1, 2, 44, 1, 3); !errors.Is(err, seckill.ErrNotLoaded) {
+	if _, err := g.Take(ctx, sid, 1, 2, 44, 1, 4); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("take from an unloaded bucket: %v", err)
 	}
 	if n, _ := rdb.Exists(ctx, k2.Meta, k2.Transfers()).Result(); n != 0 {
 		t.Fatalf("take from an unloaded bucket wrote %d keys", n)
 	}
-	if _, err := g.Give(ctx, sid, 1, 3, 45, 1, 1, 9, exp, 3); !errors.Is(err, seckill.ErrNotLoaded) {
+	if _, err := g.Give(ctx, sid, 1, 3, 45, 1, 1, 9, exp, 4); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("give to an unloaded bucket: %v", err)
 	}
 	if v, _ := rdb.Get(ctx, rev3).Result(); v != "9" {

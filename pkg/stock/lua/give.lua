@@ -14,12 +14,13 @@ local fence = tonumber(ARGV[1])
 if fence < tonumber(redis.call('GET', KEYS[2]) or '0') then
   return -2
 end
+local m = redis.call('HMGET', KEYS[1], 'left', 'exp', 'ver')
+local exp = m[2] or ARGV[6]
+-- The fence is recorded even on a repeat (see take.lua).
+redis.call('SET', KEYS[2], ARGV[1], 'PXAT', exp)
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
   return 0
 end
-local m = redis.call('HMGET', KEYS[1], 'left', 'exp', 'ver')
-local exp = m[2] or ARGV[6]
-redis.call('SET', KEYS[2], ARGV[1], 'PXAT', exp)
 local ver = tonumber(ARGV[5])
 if ver > tonumber(redis.call('GET', KEYS[4]) or '-1') then
   redis.call('SET', KEYS[4], ARGV[5], 'PXAT', exp)

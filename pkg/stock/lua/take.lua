@@ -10,21 +10,23 @@ local fence = tonumber(ARGV[1])
 if fence < tonumber(redis.call('GET', KEYS[2]) or '0') then
   return -2
 end
+local m = redis.call('HMGET', KEYS[1], 'left', 'exp')
+-- The fence is recorded even on a repeat: a holder that resumes a transfer its paused
+-- predecessor had taken must still lock that predecessor out of this bucket.
+if m[2] then
+  redis.call('SET', KEYS[2], ARGV[1], 'PXAT', m[2])
+end
 local done = redis.call('HGET', KEYS[3], ARGV[2])
 if done then
   return tonumber(done)
 end
-local m = redis.call('HMGET', KEYS[1], 'left', 'exp')
 if not m[1] then
   return -1
 end
-redis.call('SET', KEYS[2], ARGV[1], 'PXAT', m[2])
-local k = math.min(tonumber(ARGV[3]), tonumber(m[1]))
-if k < 0 then
-  k = 0
-end
-redis.call('HINCRBY', KEYS[1], 'left', -k)
-redis.call('HINCRBY', KEYS[1], 'total', -k)
+local k = math.max(0, math.min(tonumber(ARGV[3]), tonumber(m[1])))
+-- 0 - k, not -k: Lua's -0 reaches Redis as "-0", which HINCRBY refuses.
+redis.call('HINCRBY', KEYS[1], 'left', 0 - k)
+redis.call('HINCRBY', KEYS[1], 'total', 0 - k)
 redis.call('HINCRBY', KEYS[1], 'sent', k)
 redis.call('HSET', KEYS[3], ARGV[2], k)
 redis.call('PEXPIREAT', KEYS[3], m[2])
