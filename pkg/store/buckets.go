@@ -445,3 +445,42 @@ func (c *Catalog) transfers(ctx context.Context, where string, args ...any) ([]T
 	}
 	return out, nil
 }
+
+// TransferLedger is what the journal says one bucket's Redis keys must record: the sums its
+// 'sent' and 'received' fields hold and the transfer ids its transfers hash holds. Preheat,
+// rebuild and drift of a bucket (docs/buckets.md, phase 2) write or compare them.
+type TransferLedger struct {
+	Sent     int           // units taken from this bucket by moved and done transfers
+	Received int           // units taken for this bucket by moved and done transfers
+	Taken    map[int64]int // transfer id -> units taken here (moved and done, from here)
+	Given    map[int64]int // transfer id -> units given here (moved and done, to here)
+}
+
+// Ledger returns, per bucket of a session×prize (index = bucket), what its Redis keys must
+// record of the journal once every transfer past planned is given. A planned transfer
+// counts nowhere: after a Redis loss its take restarts (its units are still in the source
+// row); a moved one counts as given, since a rebuilt destination loads its row, which
+// already holds the units, and must not get them again.
+func (c *Catalog) Ledger(ctx context.Context, sessionID, prizeID int64, n int) ([]TransferLedger, error) {
+	all, err := c.Transfers(ctx, sessionID, prizeID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransferLedger, n)
+	for b := range out {
+		out[b] = TransferLedger{Taken: map[int64]int{}, Given: map[int64]int{}}
+	}
+	for _, t := range all {
+		if t.State != TransferMoved && t.State != TransferDone {
+			continue
+		}
+		if t.From >= n || t.To >= n {
+			return nil, fmt.Errorf("ledger of session %d prize %d: transfer %d names bucket %d or %d of %d", sessionID, prizeID, t.ID, t.From, t.To, n)
+		}
+		out[t.From].Sent += t.Taken
+		out[t.From].Taken[t.ID] = t.Taken
+		out[t.To].Received += t.Taken
+		out[t.To].Given[t.ID] = t.Units
+	}
+	return out, nil
+}

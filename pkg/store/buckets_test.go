@@ -238,4 +238,17 @@ func TestTransferJournal(t *testing.T) {
 	if err != nil || len(all) != 3 || all[2].State != store.TransferCancelled {
 		t.Fatalf("journal: %+v %v", all, err)
 	}
+
+	// The ledger: transfer 1 (0 -> 3, 2 taken, 2 moved, done) and transfer 2 (1 -> 0, 5
+	// taken, 3 moved, moved) count; the cancelled one does not.
+	led, err := f.cat.Ledger(ctx, f.sid, f.pid, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led[0].Sent != 2 || led[0].Received != 5 || led[1].Sent != 5 || led[1].Received != 0 || led[3].Received != 2 || led[2].Sent+led[2].Received != 0 {
+		t.Fatalf("ledger: %+v", led)
+	}
+	if led[0].Given[tr2.ID] != 3 || led[1].Taken[tr2.ID] != 5 || led[3].Given[tr.ID] != 2 || len(led[2].Taken)+len(led[2].Given) != 0 {
+		t.Fatalf("ledger ids: %+v", led)
+	}
 }
