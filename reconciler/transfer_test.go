@@ -71,10 +71,7 @@ func newBucketSale(t *testing.T, rdb redis.UniversalClient) *bucketSale {
 		t.Fatal(err)
 	}
 	for _, b := range bs {
-		st := seckill.Stock{SessionID: s.sid, PrizeID: s.pid, Total: b.Total, Left: b.Left, Version: b.Version, PerUserLimit: 1}
-		if r, err := s.gate.LoadBucket(ctx, st, b.Bucket, now.Add(2*time.Hour)); err != nil || !r.Loaded {
-			t.Fatalf("load bucket %d: %+v %v", b.Bucket, r, err)
-		}
+		s.load(t, b.Bucket)
 	}
 	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k1"), UserID: "u1",
 		SessionID: s.sid, PrizeID: s.pid, AdmittedAt: now})
@@ -82,6 +79,34 @@ func newBucketSale(t *testing.T, rdb redis.UniversalClient) *bucketSale {
 		t.Fatalf("admit one grab in bucket 0: %+v %v", v, err)
 	}
 	return s
+}
+
+// load preheats bucket b from its row and the journal's ledger, as preheat and rebuild do.
+func (s *bucketSale) load(t *testing.T, b int) {
+	t.Helper()
+	ctx := stacktest.Context(t, 10*time.Second)
+	bs, err := s.cat.Buckets(ctx, s.sid, s.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := s.cat.Ledger(ctx, s.sid, s.pid, saleBuckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := seckill.Stock{SessionID: s.sid, PrizeID: s.pid, Total: bs[b].Total, Left: bs[b].Left, Version: bs[b].Version, PerUserLimit: 1}
+	if r, err := s.gate.LoadBucket(ctx, st, b, led[b], time.Now().Add(2*time.Hour)); err != nil || !r.Loaded {
+		t.Fatalf("load bucket %d: %+v %v", b, r, err)
+	}
+}
+
+// lose deletes every key of bucket b, as a Redis that lost its data would.
+func (s *bucketSale) lose(t *testing.T, b int) {
+	t.Helper()
+	k := stock.BucketKeysFor(s.sid, s.pid, b)
+	if err := s.rdb.Del(stacktest.Context(t, 5*time.Second), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
+		k.Meta[:len(k.Meta)-len("meta")]+"rev").Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *bucketSale) acquire(t *testing.T) lease.Fence {
@@ -301,3 +326,39 @@ func TestTransferFromUnloadedBucketIsCancelled(t *testing.T) {
 		t.Fatalf("after a cancelled transfer: %+v", st)
 	}
 }
+
+// Both buckets of a transfer lose their keys after each step in turn and are loaded again
+// from their rows and the journal's ledger (as preheat and rebuild do); the resumed transfer
+// then applies exactly once: a planned one takes again from the reloaded source, a moved one
+// finds its give already recorded in the reloaded destination (whose row holds the units).
+func TestTransferResumesAfterBucketsReload(t *testing.T) {
+	for _, crash := range []transferStep{stepPlanned, stepTaken, stepMoved, stepGiven} {
+		t.Run(fmt.Sprintf("after step %d", crash), func(t *testing.T) {
+			s := newBucketSale(t, stacktest.Redis(t))
+			ctx := stacktest.Context(t, 30*time.Second)
+			x := s.executor(func(_ store.Transfer, step transferStep) error {
+				if step == crash {
+					return errCrash
+				}
+				return nil
+			})
+			if _, err := x.transfer(ctx, s.acquire(t), s.sid, s.pid, 1, 3, 2); !errors.Is(err, errCrash) {
+				t.Fatalf("transfer: %v", err)
+			}
+			for _, b := range []int{1, 3} {
+				s.lose(t, b)
+				s.load(t, b)
+			}
+			s.state(t).check(t, "reloaded")
+			if n, err := s.executor(nil).resume(ctx, s.acquire(t)); err != nil || n != 1 {
+				t.Fatalf("resume: %d %v", n, err)
+			}
+			end := s.state(t)
+			end.check(t, "after resuming")
+			if !slices.Equal(end.mysql, []int{3, 1, 2, 4}) || !slices.Equal(end.redis, []int{2, 1, 2, 4}) || end.inFlight != 0 {
+				t.Fatalf("after resuming: MySQL %v, Redis %v, in flight %d; want [3 1 2 4], [2 1 2 4], 0", end.mysql, end.redis, end.inFlight)
+			}
+		})
+	}
+}
+

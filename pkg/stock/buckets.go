@@ -149,13 +149,19 @@ func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]
 	return out, nil
 }
 
-// LoadBucket preheats bucket b of a session×prize from its row, exactly as Load does for a
-// prize (b = 0 is Load itself): st carries the bucket row's left, total and version and the
-// prize's per-user limit.
-func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, expireAt time.Time) (LoadResult, error) {
+// LoadBucket preheats bucket b of a session×prize from its row, as Load does for a prize:
+// st carries the bucket row's left, total and version and the prize's per-user limit, ledger
+// what the transfers journal says the bucket's keys record (Catalog.Ledger), written in the
+// same script, so a transfer resumed after the load neither takes nor gives twice and the
+// in-flight count holds.
+func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger seckill.BucketLedger, expireAt time.Time) (LoadResult, error) {
 	k := BucketKeysFor(st.SessionID, st.PrizeID, b)
-	n, err := g.load.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.revision()},
-		st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), st.Version).Int64()
+	args := make([]any, 0, 7+2*len(ledger.Transfers))
+	args = append(args, st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), st.Version, ledger.Sent, ledger.Received)
+	for id, n := range ledger.Transfers {
+		args = append(args, id, n)
+	}
+	n, err := g.load.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.revision(), k.Transfers()}, args...).Int64()
 	if err != nil {
 		return LoadResult{}, fmt.Errorf("preheat session %d prize %d bucket %d: %w", st.SessionID, st.PrizeID, b, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
 // Stock buckets (docs/buckets.md): bucket 0 of a session×prize is its session_stocks row,
@@ -446,29 +447,20 @@ func (c *Catalog) transfers(ctx context.Context, where string, args ...any) ([]T
 	return out, nil
 }
 
-// TransferLedger is what the journal says one bucket's Redis keys must record: the sums its
-// 'sent' and 'received' fields hold and the transfer ids its transfers hash holds. Preheat,
-// rebuild and drift of a bucket (docs/buckets.md, phase 2) write or compare them.
-type TransferLedger struct {
-	Sent     int           // units taken from this bucket by moved and done transfers
-	Received int           // units taken for this bucket by moved and done transfers
-	Taken    map[int64]int // transfer id -> units taken here (moved and done, from here)
-	Given    map[int64]int // transfer id -> units given here (moved and done, to here)
-}
-
 // Ledger returns, per bucket of a session×prize (index = bucket), what its Redis keys must
-// record of the journal once every transfer past planned is given. A planned transfer
+// record of the journal once every transfer past planned is given: preheat, rebuild and
+// drift of a bucket write or compare it. A planned transfer
 // counts nowhere: after a Redis loss its take restarts (its units are still in the source
 // row); a moved one counts as given, since a rebuilt destination loads its row, which
 // already holds the units, and must not get them again.
-func (c *Catalog) Ledger(ctx context.Context, sessionID, prizeID int64, n int) ([]TransferLedger, error) {
+func (c *Catalog) Ledger(ctx context.Context, sessionID, prizeID int64, n int) ([]seckill.BucketLedger, error) {
 	all, err := c.Transfers(ctx, sessionID, prizeID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TransferLedger, n)
+	out := make([]seckill.BucketLedger, n)
 	for b := range out {
-		out[b] = TransferLedger{Taken: map[int64]int{}, Given: map[int64]int{}}
+		out[b] = seckill.BucketLedger{Transfers: map[int64]int{}}
 	}
 	for _, t := range all {
 		if t.State != TransferMoved && t.State != TransferDone {
@@ -478,9 +470,9 @@ func (c *Catalog) Ledger(ctx context.Context, sessionID, prizeID int64, n int) (
 			return nil, fmt.Errorf("ledger of session %d prize %d: transfer %d names bucket %d or %d of %d", sessionID, prizeID, t.ID, t.From, t.To, n)
 		}
 		out[t.From].Sent += t.Taken
-		out[t.From].Taken[t.ID] = t.Taken
+		out[t.From].Transfers[t.ID] = t.Taken
 		out[t.To].Received += t.Taken
-		out[t.To].Given[t.ID] = t.Units
+		out[t.To].Transfers[t.ID] = t.Units
 	}
 	return out, nil
 }

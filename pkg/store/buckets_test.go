@@ -248,7 +248,7 @@ func TestTransferJournal(t *testing.T) {
 	if led[0].Sent != 2 || led[0].Received != 5 || led[1].Sent != 5 || led[1].Received != 0 || led[3].Received != 2 || led[2].Sent+led[2].Received != 0 {
 		t.Fatalf("ledger: %+v", led)
 	}
-	if led[0].Given[tr2.ID] != 3 || led[1].Taken[tr2.ID] != 5 || led[3].Given[tr.ID] != 2 || len(led[2].Taken)+len(led[2].Given) != 0 {
+	if led[0].Transfers[tr2.ID] != 3 || led[0].Transfers[tr.ID] != 2 || led[1].Transfers[tr2.ID] != 5 || led[3].Transfers[tr.ID] != 2 || len(led[2].Transfers) != 0 {
 		t.Fatalf("ledger ids: %+v", led)
 	}
 }
