@@ -35,9 +35,7 @@ func BucketKeysFor(sessionID, prizeID int64, b int) Keys {
 	if b == 0 {
 		return KeysFor(sessionID, prizeID)
 	}
-	tag := "sk:{" + strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + ":" + strconv.Itoa(b) + "}:"
-	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out", Fence: tag + "fence",
-		Returned: tag + "ret"}
+	return keysTagged(strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + ":" + strconv.Itoa(b))
 }
 
 // Transfers is the hash of the bucket transfers this bucket took part in: transfer id ->
