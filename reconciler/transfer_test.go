@@ -99,6 +99,25 @@ func (s *bucketSale) load(t *testing.T, b int) {
 	}
 }
 
+// rebuild recreates bucket b from its row and the journal's ledger under fence f (no orders:
+// buckets 1 and 3 have none).
+func (s *bucketSale) rebuild(t *testing.T, b int, f lease.Fence) {
+	t.Helper()
+	ctx := stacktest.Context(t, 10*time.Second)
+	bs, err := s.cat.Buckets(ctx, s.sid, s.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := s.cat.Ledger(ctx, s.sid, s.pid, saleBuckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := seckill.Stock{SessionID: s.sid, PrizeID: s.pid, Total: bs[b].Total, Left: bs[b].Left, Version: bs[b].Version, PerUserLimit: 1}
+	if created, err := s.gate.RebuildBucket(ctx, st, b, nil, nil, nil, led[b], time.Now().Add(2*time.Hour), f.Number); err != nil || !created {
+		t.Fatalf("rebuild bucket %d: %v %v", b, created, err)
+	}
+}
+
 // lose deletes every key of bucket b, as a Redis that lost its data would.
 func (s *bucketSale) lose(t *testing.T, b int) {
 	t.Helper()
@@ -328,10 +347,16 @@ func TestTransferFromUnloadedBucketIsCancelled(t *testing.T) {
 }
 
 // Both buckets of a transfer lose their keys after each step in turn and are loaded again
-// from their rows and the journal's ledger (as preheat and rebuild do); the resumed transfer
-// then applies exactly once: a planned one takes again from the reloaded source, a moved one
-// finds its give already recorded in the reloaded destination (whose row holds the units).
-func TestTransferResumesAfterBucketsReload(t *testing.T) {
+// from their rows and the journal's ledger by a preheat; the resumed transfer then applies
+// exactly once: a planned one takes again from the reloaded source, a moved one finds its
+// give already recorded in the reloaded destination (whose row holds the units).
+func TestTransferResumesAfterBucketsReload(t *testing.T) { transferSurvivesKeyLoss(t, false) }
+
+// The same with the buckets rebuilt (fenced, from rows, orders and the ledger), as after a
+// Redis that lost its data mid-transfer.
+func TestRebuildWithTransfersInFlight(t *testing.T) { transferSurvivesKeyLoss(t, true) }
+
+func transferSurvivesKeyLoss(t *testing.T, rebuild bool) {
 	for _, crash := range []transferStep{stepPlanned, stepTaken, stepMoved, stepGiven} {
 		t.Run(fmt.Sprintf("after step %d", crash), func(t *testing.T) {
 			s := newBucketSale(t, stacktest.Redis(t))
@@ -345,12 +370,17 @@ func TestTransferResumesAfterBucketsReload(t *testing.T) {
 			if _, err := x.transfer(ctx, s.acquire(t), s.sid, s.pid, 1, 3, 2); !errors.Is(err, errCrash) {
 				t.Fatalf("transfer: %v", err)
 			}
+			f := s.acquire(t)
 			for _, b := range []int{1, 3} {
 				s.lose(t, b)
-				s.load(t, b)
+				if rebuild {
+					s.rebuild(t, b, f)
+				} else {
+					s.load(t, b)
+				}
 			}
 			s.state(t).check(t, "reloaded")
-			if n, err := s.executor(nil).resume(ctx, s.acquire(t)); err != nil || n != 1 {
+			if n, err := s.executor(nil).resume(ctx, f); err != nil || n != 1 {
 				t.Fatalf("resume: %d %v", n, err)
 			}
 			end := s.state(t)
@@ -361,4 +391,3 @@ func TestTransferResumesAfterBucketsReload(t *testing.T) {
 		})
 	}
 }
-

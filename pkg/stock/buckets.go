@@ -165,3 +165,12 @@ func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger s
 	}
 	return LoadResult{PrizeID: st.PrizeID, Loaded: n == 1, Stale: n == -1}, nil
 }
+
+// RebuildBucket recreates bucket b of a session×prize after Redis lost it, as Rebuild does
+// for a prize (the same script, the same refusals), from the bucket's row (st), the per-user
+// counts, outcomes and returns of its orders, and its ledger of the transfers journal
+// (Catalog.Ledger), all written in one step.
+func (g *Gate) RebuildBucket(ctx context.Context, st seckill.Stock, b int, users map[string]int, outcomes []Settlement, returned []string,
+	ledger seckill.BucketLedger, expireAt time.Time, fence int64) (bool, error) {
+	return g.rebuild(ctx, BucketKeysFor(st.SessionID, st.PrizeID, b), st, users, outcomes, returned, &ledger, expireAt, fence)
+}
