@@ -171,7 +171,8 @@ func (r report) cpuSection() string {
 	b.WriteString("\n## Gateway: CPU per grab\n\n" +
 		"CPU time (utime + stime from /proc/<pid>/stat) each process spent during the closed-loop window that set the " +
 		"maximum, divided by the requests answered in it. All processes share the same cores, so the total bounds the " +
-		"rate this machine can serve; a process not found (in a container, another user's) is not listed.\n\n" +
+		"rate this machine can serve; a process not found (in a container, another user's) is not listed. Redis and Kafka " +
+		"count whatever else they served in the window: on a machine where other work uses them the figures are high.\n\n" +
 		"| process | CPU µs per grab |\n|---|---:|\n")
 	for _, name := range append(cpuComponents, "total") {
 		if v, ok := x.Extra["cpu_us_per_grab_"+name]; ok {
@@ -179,6 +180,8 @@ func (r report) cpuSection() string {
 			switch name {
 			case "generator":
 				label = "load generator (the bench itself)"
+			case "redis":
+				label = "Redis"
 			case "kafka":
 				label = "Kafka broker(s)"
 			case "total":
