@@ -167,6 +167,9 @@ func (r report) cpuSection() string {
 	if x == nil {
 		return ""
 	}
+	if _, ok := x.Extra["cpu_us_per_grab_total"]; !ok {
+		return "" // a results file from before the bench measured it
+	}
 	var b strings.Builder
 	b.WriteString("\n## Gateway: CPU per grab\n\n" +
 		"CPU time (utime + stime from /proc/<pid>/stat) each process spent during the closed-loop window that set the " +
