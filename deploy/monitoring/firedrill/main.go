@@ -174,7 +174,7 @@ func run(ctx context.Context) error {
 	flag.Parse()
 	// The addresses make run and make monitor give each profile (deploy/local/run, cluster.sh).
 	defaults := map[string][3]string{
-		single:  {"http://127.0.0.1:" + env("SECKILL_PROMETHEUS_PORT", "19090"), env("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"), env("SECKILL_ADMIN_ADDR", "127.0.0.1:8081")},
+		single:  {env("SECKILL_PROMETHEUS_URL", "http://127.0.0.1:"+env("SECKILL_PROMETHEUS_PORT", "19090")), env("SECKILL_GATEWAY_ADDR", "127.0.0.1:8080"), env("SECKILL_ADMIN_ADDR", "127.0.0.1:8081")},
 		cluster: {"http://127.0.0.1:" + env("SECKILL_CLUSTER_PROMETHEUS_PORT", "19091"), env("SECKILL_PROXY_ADDR", "127.0.0.1:8090"), "127.0.0.1:8191"},
 	}
 	def, ok := defaults[*profile]
@@ -197,9 +197,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 	d := &drill{
-		gateway: "http://" + or(*gateway, def[1]),
-		admin:   "http://" + or(*admin, def[2]),
-		prom:    or(*prom, env("SECKILL_PROMETHEUS_URL", def[0])), adminToken: token,
+		gateway: "http://" + orDefault(*gateway, def[1]),
+		admin:   "http://" + orDefault(*admin, def[2]),
+		prom:    orDefault(*prom, def[0]), adminToken: token,
 		signer: auth.NewSigner([]byte(secret), env("SECKILL_JWT_ISSUER", "seckill"), env("SECKILL_JWT_AUDIENCE", "seckill-gateway")),
 		http:   &http.Client{Timeout: 10 * time.Second},
 		common: common, stack: *stackScript, state: env("SECKILL_STATE_DIR", ".state"),
@@ -246,7 +246,7 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-func or(v, def string) string {
+func orDefault(v, def string) string {
 	if v != "" {
 		return v
 	}
