@@ -106,7 +106,7 @@ rules: ## write the alert rules with absolute runbook links (SECKILL_RUNBOOK_BAS
 # stack's own MariaDB and Kafka: never while tests use the stack.
 # PROFILE=cluster: against make run PROFILE=cluster and make monitor PROFILE=cluster, faults on
 # the cluster's nodes, each verified undone (the stack healthy again): SCENARIO=broker-down
-# (the default), below-min-isr, replica-stopped, replica-lag, semisync-off, or all (about 20
+# (the default), below-min-isr, replica-stopped, replica-lag, semisync-off, or all (about 16
 # minutes). Never while tests or chaos runs use the cluster.
 ifeq ($(PROFILE),cluster)
 FIREDRILL_ENV = $(STATE)/cluster/env
