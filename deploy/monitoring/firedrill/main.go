@@ -205,6 +205,9 @@ func run(ctx context.Context) error {
 		common: common, stack: *stackScript, state: env("SECKILL_STATE_DIR", ".state"),
 		rate: *rate, grabs: *grabs,
 	}
+	if err := d.preflight(ctx, *profile); err != nil {
+		return err
+	}
 	var results []result
 	for i, s := range todo {
 		if ctx.Err() != nil {
@@ -312,6 +315,20 @@ func (d *drill) runScenario(ctx context.Context, s scenario, timeout time.Durati
 		out[i].restored = max(time.Since(t1), time.Second)
 	}
 	return out
+}
+
+// preflight fails at once, with what to start, when Prometheus does not answer or scrapes
+// no reconciler (whose gauges most alerts read), rather than after a scenario's timeout.
+func (d *drill) preflight(ctx context.Context, profile string) error {
+	suffix := map[string]string{single: "", cluster: " PROFILE=cluster"}[profile]
+	v, err := d.value(ctx, `count(up{job="seckill-reconciler"} == 1)`)
+	if err != nil {
+		return fmt.Errorf("no answer from Prometheus at %s (start make monitor%s): %w", d.prom, suffix, err)
+	}
+	if v == "none" {
+		return fmt.Errorf("no reconciler up in Prometheus at %s (start make run%s)", d.prom, suffix)
+	}
+	return nil
 }
 
 // waitHealthy waits (at most limit) until s.healthy returns a sample and none of s's alerts
