@@ -109,8 +109,8 @@ func (d *drill) brokerDown(ctx context.Context) (func(), error) {
 }
 
 // belowMinISR: two brokers of three stopped, one after the other: every partition is left
-// with one in-sync replica, below min.insync.replicas 2, and refuses acks=all writes (grabs
-// are answered 503 once the gateways' relays are full). The second stop also takes the
+// with one in-sync replica, below min.insync.replicas 2, and refuses acks=all writes
+// (admitted grabs wait in the gateways' relays). The second stop also takes the
 // KRaft quorum below its majority; the metadata the survivor serves is the one recorded
 // while the second broker shut down.
 func (d *drill) belowMinISR(ctx context.Context) (func(), error) {
