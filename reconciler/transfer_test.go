@@ -81,8 +81,8 @@ func newBucketSale(t *testing.T, rdb redis.UniversalClient) *bucketSale {
 	return s
 }
 
-// load preheats bucket b from its row and the journal's ledger, as preheat and rebuild do.
-func (s *bucketSale) load(t *testing.T, b int) {
+// row reads bucket b's row and its ledger of the transfers journal.
+func (s *bucketSale) row(t *testing.T, b int) (seckill.Stock, seckill.BucketLedger) {
 	t.Helper()
 	ctx := stacktest.Context(t, 10*time.Second)
 	bs, err := s.cat.Buckets(ctx, s.sid, s.pid)
@@ -93,8 +93,14 @@ func (s *bucketSale) load(t *testing.T, b int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := seckill.Stock{SessionID: s.sid, PrizeID: s.pid, Total: bs[b].Total, Left: bs[b].Left, Version: bs[b].Version, PerUserLimit: 1}
-	if r, err := s.gate.LoadBucket(ctx, st, b, led[b], time.Now().Add(2*time.Hour)); err != nil || !r.Loaded {
+	return seckill.Stock{SessionID: s.sid, PrizeID: s.pid, Total: bs[b].Total, Left: bs[b].Left, Version: bs[b].Version, PerUserLimit: 1}, led[b]
+}
+
+// load preheats bucket b from its row and the journal's ledger, as preheat does.
+func (s *bucketSale) load(t *testing.T, b int) {
+	t.Helper()
+	st, led := s.row(t, b)
+	if r, err := s.gate.LoadBucket(stacktest.Context(t, 10*time.Second), st, b, led, time.Now().Add(2*time.Hour)); err != nil || !r.Loaded {
 		t.Fatalf("load bucket %d: %+v %v", b, r, err)
 	}
 }
@@ -103,17 +109,9 @@ func (s *bucketSale) load(t *testing.T, b int) {
 // buckets 1 and 3 have none).
 func (s *bucketSale) rebuild(t *testing.T, b int, f lease.Fence) {
 	t.Helper()
-	ctx := stacktest.Context(t, 10*time.Second)
-	bs, err := s.cat.Buckets(ctx, s.sid, s.pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	led, err := s.cat.Ledger(ctx, s.sid, s.pid, saleBuckets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := seckill.Stock{SessionID: s.sid, PrizeID: s.pid, Total: bs[b].Total, Left: bs[b].Left, Version: bs[b].Version, PerUserLimit: 1}
-	if created, err := s.gate.RebuildBucket(ctx, st, b, nil, nil, nil, led[b], time.Now().Add(2*time.Hour), f.Number); err != nil || !created {
+	st, led := s.row(t, b)
+	created, err := s.gate.RebuildBucket(stacktest.Context(t, 10*time.Second), st, b, nil, nil, nil, led, time.Now().Add(2*time.Hour), f.Number)
+	if err != nil || !created {
 		t.Fatalf("rebuild bucket %d: %v %v", b, created, err)
 	}
 }
