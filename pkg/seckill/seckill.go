@@ -98,6 +98,15 @@ type Stock struct {
 // SessionPrize is the session×prize this stock belongs to.
 func (s Stock) SessionPrize() SessionPrize { return SessionPrize{s.SessionID, s.PrizeID} }
 
+// BucketLedger is what the journal of bucket transfers says one stock bucket's Redis keys
+// must record (docs/buckets.md): the units transfers took from it (Sent) and the units taken
+// for it (Received), and per transfer id the units taken from or given to it (Transfers).
+type BucketLedger struct {
+	Sent      int
+	Received  int
+	Transfers map[int64]int
+}
+
 // Grab is one admitted attempt of a user on a session×prize.
 type Grab struct {
 	RequestID  string
