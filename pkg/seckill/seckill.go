@@ -109,10 +109,13 @@ type BucketLedger struct {
 
 // Grab is one admitted attempt of a user on a session×prize.
 type Grab struct {
-	RequestID  string
-	UserID     string
-	SessionID  int64
-	PrizeID    int64
+	RequestID string
+	UserID    string
+	SessionID int64
+	PrizeID   int64
+	// Bucket is the stock bucket that admitted the grab (docs/buckets.md): the user's home
+	// bucket of the prize; 0 for a prize without buckets.
+	Bucket     int
 	AdmittedAt time.Time
 }
 
