@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
@@ -32,13 +33,18 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0,
-		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
-			"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}})
+	gwEnv := map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
+		"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}
+	maps.Copy(gwEnv, b.gatewayEnv) // -gateway-env (kafkatune.go)
+	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0, GatewayEnv: gwEnv})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	if err := b.applyKafkaConfig(ctx, c); err != nil {
+		return nil, err
+	}
+	defer b.restoreKafkaConfig(ctx, c)
 	// Without consumers every admission stays a reservation; the reconciler would spend the
 	// run re-checking them. Admission alone is measured here.
 	_ = c.Reconciler.Stop(10 * time.Second)

@@ -48,7 +48,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "smaller runs and one repetition (a smoke test of the bench itself)")
 	reps := fs.Int("reps", 3, "repetitions, interleaved (-quick: 1)")
 	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB once per repetition)")
-	only := fs.String("only", "", "run only these steps: ceilings,gateway,strategies,persistence,sale")
+	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale")
+	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
+	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
 	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +82,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
+	rep := report{Machine: machine(ctx)}
 	b, err := newBench(out, *quick, *binlog, *reps)
 	if err != nil {
 		return err
@@ -88,8 +91,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if b.only, err = parseOnly(*only, b.steps()); err != nil {
 		return err
 	}
+	if b.gatewayEnv, err = parseSettings(*gatewayEnv); err != nil {
+		return fmt.Errorf("-gateway-env: %w", err)
+	}
+	if b.kafkaConfig, err = parseSettings(*kafkaConfig); err != nil {
+		return fmt.Errorf("-kafka-config: %w", err)
+	}
+	rep.Settings = settingsNote(b.gatewayEnv, b.kafkaConfig)
 	started := time.Now()
-	rep := report{Machine: machine(ctx)}
 	runErr := b.all(ctx, &rep)
 	rep.DurationS = time.Since(started).Seconds()
 	if runErr != nil {

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/internal/load"
+	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
+
+// What latency does a client see while a sale runs? The gateway step measures admission
+// alone (no consumer, no reconciler); in a sale the consumers persist every admitted grab
+// on the same machines at the same time. This step runs the whole pipeline: gateway,
+// consumers and reconciler on their shipped settings, a stock no crowd here can sell out
+// (every grab is admitted and persisted, so the sold-out answer never shortcuts the work),
+// finds the closed-loop maximum with all of them running, then offers 10, 25, 50, 75 and
+// 90 % of THAT maximum in an open loop, timed from the schedule. Around every window it
+// scrapes the gateway's and the consumers' histograms for the per-stage breakdown, and
+// after every window it waits until every grab Redis admitted is an order in MySQL, so a
+// window never inherits the one before's backlog; the wait is reported. The last check is
+// an invariant: admitted minus orders must be 0, and a count that cannot be read, or is
+// not 0, fails the run.
+
+// curveConsumers is how many consumers the single-node shapes ship (docker-compose.yml and
+// the single-node overlay run one consumer and one reconciler on one machine, as the bench
+// does). With one hot prize only one consumer would work in any case: its events are on
+// one partition.
+const curveConsumers = 1
+
+// curveStock is more than every window of the step can admit together.
+const curveStock = 9_000_000
+
+// persistWait bounds the wait for the orders of one window.
+const persistWait = 3 * time.Minute
+
+// harnessTestEnv are the harness's speed-ups for tests (shorter batches waits, reconcile
+// periods, stale ages and leases); the sale curve runs the shipped defaults instead.
+var harnessTestEnv = []string{"SECKILL_BATCH_WAIT", "SECKILL_STALE_AFTER", "SECKILL_RECONCILE_INTERVAL",
+	"SECKILL_CATCHUP_WAIT", "SECKILL_LEASE_TTL"}
+
+func shippedEnv(env map[string]string) map[string]string {
+	out := maps.Clone(env)
+	for _, k := range harnessTestEnv {
+		delete(out, k)
+	}
+	return out
+}
+
+func keySaleOpen(pct int) string { return fmt.Sprintf("salecurve_open_%d", pct) }
+
+const keySaleMax = "salecurve_max"
+
+// persistedCheck is the step's invariant: every grab Redis admitted became an order. It
+// returns admitted minus orders, and an error when either count could not be read (a
+// failed count must not read as 0) or the difference is not 0.
+func persistedCheck(admitted, orders int64, readErr error) (int64, error) {
+	if readErr != nil {
+		return 0, fmt.Errorf("admitted grabs without an order: cannot be read: %w", readErr)
+	}
+	if d := admitted - orders; d != 0 {
+		return d, fmt.Errorf("admitted grabs without an order: %d (Redis admitted %d, MySQL has %d orders)", d, admitted, orders)
+	}
+	return 0, nil
+}
+
+func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
+	adminAddr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	gwEnv := map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
+		"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}
+	maps.Copy(gwEnv, b.gatewayEnv)
+	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{curveStock}, Limit: 1, Consumers: 0, GatewayEnv: gwEnv})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := b.applyKafkaConfig(ctx, c); err != nil {
+		return nil, err
+	}
+	defer b.restoreKafkaConfig(ctx, c)
+	// The harness's reconciler runs test settings; this one runs the shipped ones.
+	if err := c.Reconciler.Stop(10 * time.Second); err != nil {
+		return nil, fmt.Errorf("stop the harness's reconciler: %w", err)
+	}
+	shipped := shippedEnv(c.Env)
+	recAddr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	recEnv := maps.Clone(shipped)
+	recEnv["SECKILL_RECONCILER_ADDR"] = recAddr
+	rec, err := harness.Start("reconciler", filepath.Join(b.bin, "reconciler"), recEnv)
+	if err != nil {
+		return nil, err
+	}
+	c.Reconciler, c.Reconcilers = rec, []*harness.Proc{rec} // c.Close stops it
+	if err := waitHTTP(ctx, rec, "http://"+recAddr+"/healthz", 30*time.Second); err != nil {
+		return nil, err
+	}
+	consumerURLs, err := b.startConsumers(ctx, c, curveConsumers, shipped)
+	if err != nil {
+		return nil, err
+	}
+	gatewayURL, adminToken := "http://"+adminAddr+"/metrics", c.Env["SECKILL_ADMIN_TOKEN"]
+	scrapeAll := func() ([]series, error) {
+		all, err := scrape(ctx, gatewayURL, adminToken)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range consumerURLs {
+			ss, err := scrape(ctx, u, "")
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, ss...)
+		}
+		return all, nil
+	}
+
+	grabURL := fmt.Sprintf("http://%s/api/v1/sessions/%d/prizes/%d/grab", c.GatewayAddr, c.Session.ID, c.Prizes[0].ID)
+	url := func(int) string { return grabURL }
+	if err := b.warmUp(ctx, c, grabURL); err != nil {
+		return nil, err
+	}
+	procs, err := b.pipelineProcs(c)
+	if err != nil {
+		return nil, err
+	}
+	id := seckill.SessionPrize{Session: c.Session.ID, Prize: c.Prizes[0].ID}
+	// persisted waits until every grab Redis admitted so far is an order, and says how long
+	// that took after the window closed.
+	persisted := func() (lag float64, err error) {
+		start := time.Now()
+		admitted, orders, err := b.waitOrders(ctx, c, id, persistWait)
+		if _, err := persistedCheck(admitted, orders, err); err != nil {
+			return 0, err
+		}
+		return time.Since(start).Seconds(), nil
+	}
+
+	offset := 0
+	next := func(n int) (func(i int) string, error) {
+		tok, err := b.tokens(offset + n)
+		if err != nil {
+			return nil, err
+		}
+		from := offset
+		offset += n
+		return func(i int) string { return tok(from + i) }, nil
+	}
+
+	var best load.Summary
+	var bestConc int
+	var bestCPU map[string]float64
+	var bestLag float64
+	for _, conc := range gatewayConcurrencies {
+		n := b.n(30_000)
+		tok, err := next(n)
+		if err != nil {
+			return nil, err
+		}
+		before, err := cpuTimes(procs)
+		if err != nil {
+			return nil, err
+		}
+		s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc}, b.httpGrab(url, tok, fmt.Sprintf("pc%d", conc)))
+		// The window's CPU includes persisting its grabs: wait for the orders first.
+		lag, err := persisted()
+		if err != nil {
+			return nil, fmt.Errorf("closed loop at %d clients: %w", conc, err)
+		}
+		after, err := cpuTimes(procs)
+		if err != nil {
+			return nil, err
+		}
+		per := cpuPerGrab(procs, before, after, s.Codes["202"])
+		b.logf("  pipeline closed loop, concurrency %d: %s; all persisted %.2fs after; %s", conc, s, lag, cpuLine(per))
+		if s.ThroughputPS > best.ThroughputPS {
+			best, bestConc, bestCPU, bestLag = s, conc, per, lag
+		}
+	}
+	if best.ThroughputPS == 0 {
+		return nil, fmt.Errorf("the pipeline served nothing in the closed loop")
+	}
+	ms := sampleFrom(best)
+	ms.Extra["concurrency"] = bestConc
+	ms.Extra["persist_lag_s"] = bestLag
+	maps.Copy(ms.Extra, anyMap(bestCPU))
+	out := []measured{{keySaleMax, fmt.Sprintf("pipeline (gateway + %d consumer + reconciler persisting every grab): grabs/s, closed loop (best of 64, 256, 768 clients)", curveConsumers), ms}}
+
+	for _, pct := range openLevels {
+		rate := best.ThroughputPS * float64(pct) / 100
+		n := max(int(rate*b.levelSeconds()), 200)
+		tok, err := next(n)
+		if err != nil {
+			return nil, err
+		}
+		before, err := scrapeAll()
+		if err != nil {
+			return nil, err
+		}
+		s := load.Run(ctx, load.Options{Requests: n, Concurrency: 4096, Rate: rate,
+			MaxDuration: time.Duration(b.levelSeconds()*3+10) * time.Second},
+			b.httpGrab(url, tok, fmt.Sprintf("po%d", pct)))
+		lag, err := persisted()
+		if err != nil {
+			return nil, fmt.Errorf("open loop at %d%%: %w", pct, err)
+		}
+		// After the orders: the consumers' histograms then hold every order of the window.
+		after, err := scrapeAll()
+		if err != nil {
+			return nil, err
+		}
+		b.logf("  pipeline open loop at %d%% of max (%.0f/s): %s; all persisted %.2fs after", pct, rate, s, lag)
+		sm := sampleFrom(s)
+		sm.Extra["pct_of_max"] = pct
+		sm.Extra["offered_per_s"] = rate
+		sm.Extra["late"] = s.Late
+		sm.Extra["saturated"] = s.Saturated
+		sm.Extra["late_fraction"] = float64(s.Late) / float64(max(1, s.Requests))
+		sm.Extra["persist_lag_s"] = lag
+		if err := stageExtras(append(gatewayStages(), consumerStages()...), before, after, sm.Extra); err != nil {
+			return nil, err
+		}
+		out = append(out, measured{keySaleOpen(pct), fmt.Sprintf("pipeline: open loop at %d%% of its max", pct), sm})
+		if err := pause(ctx, time.Second); err != nil {
+			return out, err
+		}
+	}
+
+	// The invariant, once more over the whole step (the warm-up grab included): a figure
+	// that cannot be read, or is not 0, fails the run, and the rows say which.
+	admitted, orders, err := b.countOrders(ctx, c, id)
+	diff, cerr := persistedCheck(admitted, orders, err)
+	for _, m := range out {
+		m.s.Extra["not_persisted"] = diff
+		m.s.Oversold = max(0, orders-curveStock)
+	}
+	return out, cerr
+}
+
+func anyMap(m map[string]float64) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// countOrders reads how many grabs Redis admitted for id (stock minus what is left) and
+// how many orders MySQL holds for it.
+func (b *bench) countOrders(ctx context.Context, c *harness.Pipeline, id seckill.SessionPrize) (admitted, orders int64, err error) {
+	snaps, err := c.Gate.Snapshots(ctx, []seckill.SessionPrize{id})
+	if err != nil {
+		return 0, 0, fmt.Errorf("read Redis's stock: %w", err)
+	}
+	if len(snaps) != 1 || !snaps[0].Loaded {
+		return 0, 0, fmt.Errorf("read Redis's stock: the prize is not loaded")
+	}
+	admitted = snaps[0].Total - snaps[0].Left
+	if err := c.DB.WithContext(ctx).Raw("SELECT COUNT(*) FROM orders WHERE session_id = ? AND prize_id = ? AND status = 'succeeded'",
+		id.Session, id.Prize).Scan(&orders).Error; err != nil {
+		return 0, 0, fmt.Errorf("count orders: %w", err)
+	}
+	return admitted, orders, nil
+}
+
+// waitOrders polls countOrders until the orders catch up with the admissions or d passes,
+// and returns the last counts. It polls between measured windows only.
+func (b *bench) waitOrders(ctx context.Context, c *harness.Pipeline, id seckill.SessionPrize, d time.Duration) (admitted, orders int64, err error) {
+	deadline := time.Now().Add(d)
+	for {
+		admitted, orders, err = b.countOrders(ctx, c, id)
+		if err != nil || orders >= admitted || time.Now().After(deadline) {
+			return admitted, orders, err
+		}
+		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			return admitted, orders, err
+		}
+	}
+}
+
+// startConsumers starts n consumers with env and returns their /metrics URLs; c.Close
+// stops them with the rest. They are started here rather than by the harness so their
+// metrics addresses are known.
+func (b *bench) startConsumers(ctx context.Context, c *harness.Pipeline, n int, env map[string]string) ([]string, error) {
+	var urls []string
+	for range n {
+		addr, err := harness.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		e := maps.Clone(env)
+		e["SECKILL_CONSUMER_ADDR"] = addr
+		p, err := harness.Start("consumer", filepath.Join(b.bin, "consumer"), e)
+		if err != nil {
+			return nil, err
+		}
+		c.Consumers = append(c.Consumers, p)
+		if err := waitHTTP(ctx, p, "http://"+addr+"/healthz", 30*time.Second); err != nil {
+			return nil, err
+		}
+		urls = append(urls, "http://"+addr+"/metrics")
+	}
+	return urls, nil
+}
+
+// pipelineProcs are the processes whose CPU the pipeline's closed loop accounts for: the
+// services, the load generator, and the servers found by their listening sockets.
+func (b *bench) pipelineProcs(c *harness.Pipeline) ([]cpuProc, error) {
+	procs := b.cpuProcs(c.Gateway.Pid(), envOr("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), c.Brokers)
+	var consumers []int
+	for _, p := range c.Consumers {
+		consumers = append(consumers, p.Pid())
+	}
+	procs = append(procs, cpuProc{"consumer", consumers}, cpuProc{"reconciler", []int{c.Reconciler.Pid()}})
+	if p, ok, err := b.mariadbProc(c.DSN); err != nil {
+		return nil, err
+	} else if ok {
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// mariadbProc finds the MySQL server of dsn by its listening socket; ok is false (and the
+// log says so) when it runs elsewhere.
+func (b *bench) mariadbProc(dsn string) (cpuProc, bool, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return cpuProc{}, false, err
+	}
+	pids, err := listeners([]string{cfg.Addr})
+	if err != nil || len(pids) == 0 {
+		b.logf("  CPU of mysql not measured: no process found listening on %s (%v)", cfg.Addr, err)
+		return cpuProc{}, false, nil
+	}
+	return cpuProc{"mysql", pids}, true, nil
+}
