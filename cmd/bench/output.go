@@ -59,7 +59,7 @@ func spr(s spread) string {
 // noteExtras are the numeric extras worth a note in the results table, in this order.
 var noteExtras = []string{"concurrency", "cpu_seconds_per_1000_grabs", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
 	"reconciler_peak_rss_mb", extraPerOrder, "conflict_rate", "attempt_conflict_rate", "requests_failed_on_conflict_rate",
-	"sold", "last_admission_to_last_order_s", "errors"}
+	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "errors"}
 
 func (r report) markdown(charts []string) string {
 	var b strings.Builder
