@@ -149,7 +149,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer store.Close(db)
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
+	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
+		event.WithBatchTimeout(cfg.KafkaBatchTimeout))
 	if err != nil {
 		return err
 	}
