@@ -3,8 +3,9 @@
 // stages.png) into a results folder: the ceilings (the grab script straight at Redis, a
 // trivial HTTP handler, one that verifies the same JWT), the gateway (closed-loop max, then
 // latency against offered load in an open loop, with a per-stage breakdown from the
-// services' histograms), the classic strategies side by side on one hot item, persistence
-// into one hot row, and a whole sale. Every step runs once per repetition, interleaved,
+// services' histograms), the same curve with the whole pipeline persisting every grab
+// (salecurve.go, the one the latency target is judged on), the classic strategies side by
+// side on one hot item, persistence into one hot row, and a whole sale. Every step runs once per repetition, interleaved,
 // and each figure is reported as the median (min–max) over repetitions; every ratio is
 // computed within one repetition. It prints numbers and judges targets in results.md; it
 // asserts nothing. `bench -serve strategies` is the strategy server it starts for itself.
