@@ -186,7 +186,9 @@ type Gateway struct {
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
 	// KafkaBatchTimeout is the grab writer's batch timeout (event.WithBatchTimeout).
 	KafkaBatchTimeout time.Duration
-	RelayQueue        int // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
+	// KafkaWriters is how many writers the grab events take turns on.
+	KafkaWriters int
+	RelayQueue   int // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
 	// ReplicaWait is how long a grab whose produce failed waits for a Redis replica to
 	// acknowledge its reservation before the 202 (WAIT); without one, the answer is a 503
 	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
@@ -241,6 +243,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		ScheduleRefresh:   r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
 		ProduceTimeout:    r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
 		KafkaBatchTimeout: r.duration("SECKILL_KAFKA_BATCH_TIMEOUT", time.Millisecond, 50*time.Microsecond, 50*time.Millisecond),
+		KafkaWriters:      r.integer("SECKILL_KAFKA_WRITERS", 1, 1, 16),
 		RelayQueue:        r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
 		ReplicaWait:       r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
 	}

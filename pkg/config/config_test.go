@@ -187,7 +187,17 @@ func TestKafkaBatchTimeout(t *testing.T) {
 		{"0", 0, false}, {"100ms", 0, false}} {
 		c, err := LoadGateway(env(tc.in))
 		if (err == nil) != tc.ok || (tc.ok && c.KafkaBatchTimeout != tc.want) {
-			t.Errorf("SECKILL_KAFKA_BATCH_TIMEOUT=%q: %v, %v; want %v (ok %v)", tc.in, c.KafkaBatchTimeout, err, tc.want, tc.ok)
+			t.Errorf("SECKILL_KAFKA_BATCH_TIMEOUT=%q: %v, want %v (ok %v)", tc.in, err, tc.want, tc.ok)
+		}
+		if tc.ok && c.KafkaWriters != 1 {
+			t.Errorf("SECKILL_KAFKA_WRITERS default = %d, want 1", c.KafkaWriters)
+		}
+	}
+	m := map[string]string{"SECKILL_ADMIN_TOKEN": "0123456789abcdef", "SECKILL_JWT_SECRET": "0123456789abcdef0123456789abcdef"}
+	for v, ok := range map[string]bool{"4": true, "0": false, "17": false} {
+		m["SECKILL_KAFKA_WRITERS"] = v
+		if c, err := LoadGateway(getenv(m)); (err == nil) != ok || (ok && c.KafkaWriters != 4) {
+			t.Errorf("SECKILL_KAFKA_WRITERS=%s: %v (want ok %v)", v, err, ok)
 		}
 	}
 }
