@@ -656,14 +656,14 @@ func stagesChart(r report) (*plot.Plot, error) {
 		if s.P50ms == nil {
 			continue
 		}
-		names = append(names, wrap(s.Name, 22))
+		names = append(names, wrap(s.Name, 15)) // up to a dozen stages share the axis
 		p50, p99, p999 = append(p50, *s.P50ms), append(p99, *s.P99ms), append(p999, *s.P999ms)
 	}
 	if len(names) == 0 {
 		return nil, nil
 	}
 	p := plot.New()
-	p.Title.Text = "Where a grab's time goes: per-stage latency (gateway at 50% of max; consumer during the whole sale)"
+	p.Title.Text = "Where a grab's time goes: per-stage latency (gateway alone and whole pipeline at 50% of their max; consumer during the whole sale)"
 	p.X.Label.Text = "stage (from the services' histograms, bucket-interpolated; stages no histogram covers are listed in results.md)"
 	p.Y.Label.Text = "latency, ms (log scale; whiskers: min–max)"
 	label := func(v float64) string { return num(v) }
