@@ -53,18 +53,7 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	url := func(int) string { return grabURL }
 	pid := c.Gateway.Pid()
 
-	// Every request is a different user (per-user limit 1), as in a sale: a repeat would be
-	// answered limit_reached, and the gateway's token cache would skip the JWT check.
-	offset := 0
-	next := func(n int) (func(i int) string, error) {
-		tok, err := b.tokens(offset + n)
-		if err != nil {
-			return nil, err
-		}
-		from := offset
-		offset += n
-		return func(i int) string { return tok(from + i) }, nil
-	}
+	next := b.userFeed()
 
 	var best load.Summary
 	var bestConc int
@@ -105,30 +94,18 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	out := []measured{{keyGatewayMax, "gateway: grabs/s, closed loop (best of 64, 256, 768 clients)", gs}}
 
 	for _, pct := range openLevels {
-		rate := best.ThroughputPS * float64(pct) / 100
-		n := max(int(rate*b.levelSeconds()), 200)
-		tok, err := next(n)
-		if err != nil {
-			return nil, err
-		}
 		before, err := scrape(ctx, metricsURL, adminToken)
 		if err != nil {
 			return nil, err
 		}
-		s := load.Run(ctx, load.Options{Requests: n, Concurrency: 4096, Rate: rate,
-			MaxDuration: time.Duration(b.levelSeconds()*3+10) * time.Second},
-			b.httpGrab(url, tok, fmt.Sprintf("open%d", pct)))
+		sm, err := b.openLevel(ctx, pct, best.ThroughputPS, url, next, "open")
+		if err != nil {
+			return nil, err
+		}
 		after, err := scrape(ctx, metricsURL, adminToken)
 		if err != nil {
 			return nil, err
 		}
-		b.logf("  open loop at %d%% of max (%.0f/s): %s", pct, rate, s)
-		sm := sampleFrom(s)
-		sm.Extra["pct_of_max"] = pct
-		sm.Extra["offered_per_s"] = rate
-		sm.Extra["late"] = s.Late
-		sm.Extra["saturated"] = s.Saturated
-		sm.Extra["late_fraction"] = float64(s.Late) / float64(max(1, s.Requests))
 		if err := stageExtras(gatewayStages(), before, after, sm.Extra); err != nil {
 			return nil, err
 		}

@@ -148,16 +148,7 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 		return time.Since(start).Seconds(), nil
 	}
 
-	offset := 0
-	next := func(n int) (func(i int) string, error) {
-		tok, err := b.tokens(offset + n)
-		if err != nil {
-			return nil, err
-		}
-		from := offset
-		offset += n
-		return func(i int) string { return tok(from + i) }, nil
-	}
+	next := b.userFeed()
 
 	var best load.Summary
 	var bestConc int
@@ -199,19 +190,14 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 	out := []measured{{keySaleMax, fmt.Sprintf("pipeline (gateway + %d consumer + reconciler persisting every grab): grabs/s, closed loop (best of 64, 256, 768 clients)", curveConsumers), ms}}
 
 	for _, pct := range openLevels {
-		rate := best.ThroughputPS * float64(pct) / 100
-		n := max(int(rate*b.levelSeconds()), 200)
-		tok, err := next(n)
-		if err != nil {
-			return nil, err
-		}
 		before, err := scrapeAll()
 		if err != nil {
 			return nil, err
 		}
-		s := load.Run(ctx, load.Options{Requests: n, Concurrency: 4096, Rate: rate,
-			MaxDuration: time.Duration(b.levelSeconds()*3+10) * time.Second},
-			b.httpGrab(url, tok, fmt.Sprintf("po%d", pct)))
+		sm, err := b.openLevel(ctx, pct, best.ThroughputPS, url, next, "po")
+		if err != nil {
+			return nil, err
+		}
 		lag, err := persisted()
 		if err != nil {
 			return nil, fmt.Errorf("open loop at %d%%: %w", pct, err)
@@ -221,13 +207,7 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.logf("  pipeline open loop at %d%% of max (%.0f/s): %s; all persisted %.2fs after", pct, rate, s, lag)
-		sm := sampleFrom(s)
-		sm.Extra["pct_of_max"] = pct
-		sm.Extra["offered_per_s"] = rate
-		sm.Extra["late"] = s.Late
-		sm.Extra["saturated"] = s.Saturated
-		sm.Extra["late_fraction"] = float64(s.Late) / float64(max(1, s.Requests))
+		b.logf("  all persisted %.2fs after", lag)
 		sm.Extra["persist_lag_s"] = lag
 		if err := stageExtras(append(gatewayStages(), consumerStages()...), before, after, sm.Extra); err != nil {
 			return nil, err
