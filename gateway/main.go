@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
@@ -149,8 +150,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer store.Close(db)
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
-		event.WithBatchTimeout(cfg.KafkaBatchTimeout))
+	// kafka-go allocates room for BatchSize messages (about 160 bytes each) for every batch it
+	// starts, and a grab batch holds what arrives for one partition within the batch timeout
+	// (SECKILL_KAFKA_BATCH_TIMEOUT, 1 ms by default): a few dozen at the rates a gateway
+	// serves. The default 500 made the gateway allocate and clear about 80 KB per batch,
+	// every millisecond, for nothing; a full batch is sent at once, so a smaller cap costs no
+	// latency.
+	newGrabWriter := func() (*kafka.Writer, error) {
+		return event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
+			event.WithBatchSize(grabBatch), event.WithBatchTimeout(cfg.KafkaBatchTimeout))
+	}
+	grabs, err := newGrabWriter()
 	if err != nil {
 		return err
 	}
@@ -160,8 +170,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// SECKILL_KAFKA_WRITERS > 1: more writers for the grab events, used in turn (writers.go).
 	grabWriters := []publisher{grabs}
 	for range cfg.KafkaWriters - 1 {
-		w, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
-			event.WithBatchTimeout(cfg.KafkaBatchTimeout))
+		w, err := newGrabWriter()
 		if err != nil {
 			return err
 		}

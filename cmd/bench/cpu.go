@@ -24,6 +24,9 @@ type cpuProc struct {
 	pids []int
 }
 
+// cpuComponents are the processes in the order the report lists them.
+var cpuComponents = []string{"gateway", "generator", "redis", "kafka"}
+
 // cpuProcs names the gateway, this process (the load generator) and the servers listening
 // on redisAddr and kafkaAddrs. A server whose process cannot be found (it runs in a
 // container, or as another user) is left out and said so in the log: its row is then not
@@ -71,6 +74,17 @@ func cpuPerGrab(ps []cpuProc, before, after []time.Duration, answered int) map[s
 	}
 	out["cpu_us_per_grab_total"] = total
 	return out
+}
+
+// cpuLine is the per-process figures for the log.
+func cpuLine(m map[string]float64) string {
+	var parts []string
+	for _, name := range append(cpuComponents, "total") {
+		if v, ok := m["cpu_us_per_grab_"+name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", name, v))
+		}
+	}
+	return "CPU µs/grab: " + strings.Join(parts, ", ")
 }
 
 // listeners returns the processes holding a listening TCP socket on the ports of addrs
@@ -144,4 +158,40 @@ func listenInodes(file string, ports, inodes map[string]bool) error {
 		}
 	}
 	return sc.Err()
+}
+
+// cpuSection is the report's table of CPU per grab at the gateway's closed-loop maximum;
+// empty when the gateway step did not run.
+func (r report) cpuSection() string {
+	x := r.find(keyGatewayMax)
+	if x == nil {
+		return ""
+	}
+	if _, ok := x.Extra["cpu_us_per_grab_total"]; !ok {
+		return "" // a results file from before the bench measured it
+	}
+	var b strings.Builder
+	b.WriteString("\n## Gateway: CPU per grab\n\n" +
+		"CPU time (utime + stime from /proc/<pid>/stat) each process spent during the closed-loop window that set the " +
+		"maximum, divided by the requests answered in it. All processes share the same cores, so the total bounds the " +
+		"rate this machine can serve; a process not found (in a container, another user's) is not listed. Redis and Kafka " +
+		"count whatever else they served in the window: on a machine where other work uses them the figures are high.\n\n" +
+		"| process | CPU µs per grab |\n|---|---:|\n")
+	for _, name := range append(cpuComponents, "total") {
+		if v, ok := x.Extra["cpu_us_per_grab_"+name]; ok {
+			label := name
+			switch name {
+			case "generator":
+				label = "load generator (the bench itself)"
+			case "redis":
+				label = "Redis"
+			case "kafka":
+				label = "Kafka broker(s)"
+			case "total":
+				label = "**total**"
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", label, spr(v))
+		}
+	}
+	return b.String()
 }
