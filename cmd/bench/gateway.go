@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/load"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 )
@@ -30,22 +28,11 @@ func (b *bench) levelSeconds() float64 {
 }
 
 func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
-	adminAddr, err := harness.FreeAddr()
+	c, adminAddr, done, err := b.curvePipeline(ctx, 9_000_000)
 	if err != nil {
 		return nil, err
 	}
-	gwEnv := map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
-		"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}
-	maps.Copy(gwEnv, b.gatewayEnv) // -gateway-env (kafkatune.go)
-	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0, GatewayEnv: gwEnv})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	if err := b.applyKafkaConfig(ctx, c); err != nil {
-		return nil, err
-	}
-	defer b.restoreKafkaConfig(ctx, c)
+	defer done()
 	// Without consumers every admission stays a reservation; the reconciler would spend the
 	// run re-checking them. Admission alone is measured here.
 	_ = c.Reconciler.Stop(10 * time.Second)
@@ -61,25 +48,10 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	var bestConc int
 	var cpu map[string]float64
 	for _, conc := range gatewayConcurrencies {
-		n := b.n(30_000)
-		tok, err := next(n)
+		s, per, err := b.closedWindow(ctx, conc, url, next, "gw", procs, nil)
 		if err != nil {
 			return nil, err
 		}
-		before, err := cpuTimes(procs)
-		if err != nil {
-			return nil, err
-		}
-		s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc}, b.httpGrab(url, tok, fmt.Sprintf("gw%d", conc)))
-		after, err := cpuTimes(procs)
-		if err != nil {
-			return nil, err
-		}
-		answered := 0
-		for _, k := range s.Codes {
-			answered += k
-		}
-		per := cpuPerGrab(procs, before, after, answered)
 		b.logf("  closed loop, concurrency %d: %s; %s", conc, s, cpuLine(per))
 		if s.ThroughputPS > best.ThroughputPS {
 			best, bestConc, cpu = s, conc, per

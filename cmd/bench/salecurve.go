@@ -72,22 +72,11 @@ func persistedCheck(admitted, orders int64, readErr error) (int64, error) {
 }
 
 func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
-	adminAddr, err := harness.FreeAddr()
+	c, adminAddr, done, err := b.curvePipeline(ctx, curveStock)
 	if err != nil {
 		return nil, err
 	}
-	gwEnv := map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
-		"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}
-	maps.Copy(gwEnv, b.gatewayEnv)
-	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{curveStock}, Limit: 1, Consumers: 0, GatewayEnv: gwEnv})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	if err := b.applyKafkaConfig(ctx, c); err != nil {
-		return nil, err
-	}
-	defer b.restoreKafkaConfig(ctx, c)
+	defer done()
 	// The harness's reconciler runs test settings; this one runs the shipped ones.
 	if err := c.Reconciler.Stop(10 * time.Second); err != nil {
 		return nil, fmt.Errorf("stop the harness's reconciler: %w", err)
@@ -155,26 +144,15 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 	var bestCPU map[string]float64
 	var bestLag float64
 	for _, conc := range gatewayConcurrencies {
-		n := b.n(30_000)
-		tok, err := next(n)
-		if err != nil {
-			return nil, err
-		}
-		before, err := cpuTimes(procs)
-		if err != nil {
-			return nil, err
-		}
-		s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc}, b.httpGrab(url, tok, fmt.Sprintf("pc%d", conc)))
-		// The window's CPU includes persisting its grabs: wait for the orders first.
-		lag, err := persisted()
+		// The window's CPU includes persisting its grabs: the orders first, then the CPU.
+		var lag float64
+		s, per, err := b.closedWindow(ctx, conc, url, next, "pc", procs, func() (err error) {
+			lag, err = persisted()
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("closed loop at %d clients: %w", conc, err)
 		}
-		after, err := cpuTimes(procs)
-		if err != nil {
-			return nil, err
-		}
-		per := cpuPerGrab(procs, before, after, s.Codes["202"])
 		b.logf("  pipeline closed loop, concurrency %d: %s; all persisted %.2fs after; CPU µs/grab: %s", conc, s, lag, cpuAll(per))
 		if s.ThroughputPS > best.ThroughputPS {
 			best, bestConc, bestCPU, bestLag = s, conc, per, lag
