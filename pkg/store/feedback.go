@@ -345,10 +345,14 @@ type DueOrder struct {
 // not heard of it and could not collect payment.
 func (o *Orders) DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]DueOrder, error) {
 	var out []DueOrder
-	err := o.db.WithContext(ctx).Raw(`SELECT id, request_id FROM orders
-		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
-		AND event_published_at < ? AND id > ?
-		ORDER BY id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), after, limit).Scan(&out).Error
+	// An order published from memory (grab_seq below its partition's progress) has no stamp:
+	// its event went out right after the commit, so its clock starts at created_at. Orders a
+	// recovery published are stamped then.
+	err := o.db.WithContext(ctx).Raw(`SELECT o.id, o.request_id FROM orders o
+		WHERE o.session_id = ? AND o.prize_id = ? AND o.status = 'succeeded' AND o.paid_at IS NULL
+		AND (o.event_published_at < ? OR (o.event_published_at IS NULL AND o.created_at < ? AND `+publishedSQL+`))
+		AND o.id > ?
+		ORDER BY o.id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), cutoff.UTC(), after, limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("due unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
 	}
@@ -360,9 +364,9 @@ func (o *Orders) DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff
 // payment timeouts a relay that is behind defers.
 func (o *Orders) CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error) {
 	var n int64
-	err := o.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders
-		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
-		AND event_published_at IS NULL AND created_at < ?`, sessionID, prizeID, cutoff.UTC()).Scan(&n).Error
+	err := o.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders o
+		WHERE o.session_id = ? AND o.prize_id = ? AND o.status = 'succeeded' AND o.paid_at IS NULL
+		AND o.created_at < ? AND NOT `+publishedSQL, sessionID, prizeID, cutoff.UTC()).Scan(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("unpublished unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
 	}

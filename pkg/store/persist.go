@@ -36,6 +36,10 @@ type PersistResult struct {
 	Rejected  int       // new rejected orders
 	Existing  int       // redelivered request ids that already had an order
 	Version   int64     // the stock row's version after the update
+	// Events are the new orders' creation events when the transaction wrote them under a
+	// current GrabSource claim: the caller publishes them from memory after the commit. Nil
+	// otherwise (no source, or its claim was taken over): the relay publishes them.
+	Events []OutboxEvent
 }
 
 // Persist turns grabs of one session×prize into orders in one transaction:
@@ -55,6 +59,14 @@ type PersistResult struct {
 //
 // Every call is one fresh transaction: a retry after a conflict re-reads the version.
 func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (PersistResult, error) {
+	return o.PersistFrom(ctx, sessionID, prizeID, grabs, now, nil)
+}
+
+// PersistFrom is Persist for a grab partition's batch (src, nil for none). When src's claim
+// is still the partition's, read under a shared lock in the same transaction, the orders
+// carry the partition and src.Seq and their events come back in the result for the caller
+// to publish; otherwise they go to the relay like any other path's.
+func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time, src *GrabSource) (PersistResult, error) {
 	grabs = dedupe(grabs)
 	var res PersistResult
 	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -127,6 +139,15 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 			res.Version = st.Version + 1
 		}
 		if len(rows) > 0 {
+			claimed, err := fenceSource(tx, src)
+			if err != nil {
+				return err
+			}
+			if claimed {
+				for i := range rows {
+					rows[i].GrabPartition, rows[i].GrabSeq = &src.Partition, &src.Seq
+				}
+			}
 			if err := tx.Create(&rows).Error; err != nil {
 				return fmt.Errorf("insert orders: %w", err)
 			}
@@ -141,6 +162,14 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 			}
 			if err := saveCases(tx, admittedRejected(rows)); err != nil {
 				return err
+			}
+			if claimed {
+				res.Events = make([]OutboxEvent, len(rows))
+				for i, r := range rows {
+					if res.Events[i], err = creationEvent(r); err != nil {
+						return err
+					}
+				}
 			}
 		}
 
