@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 type batchProcessor interface {
@@ -26,7 +28,16 @@ type groupConsumer struct {
 	batchSize int
 	batchWait time.Duration
 	proc      batchProcessor
-	log       *slog.Logger
+	// events, when set, publishes the orders' events of each partition's batches from
+	// memory; proc must then be a sourcedProcessor. Nil: proc.Process alone (feedback).
+	events *batchEvents
+	log    *slog.Logger
+}
+
+// sourcedProcessor persists a batch under a grab partition's claim and returns the events
+// to publish from memory: *processor.
+type sourcedProcessor interface {
+	ProcessFrom(ctx context.Context, msgs []kafka.Message, src *store.GrabSource) ([]store.OutboxEvent, error)
 }
 
 // Run consumes until ctx ends. On shutdown every worker finishes its in-flight batch and
@@ -163,11 +174,27 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 		return true
 	}
 	defer commit()
+	process := c.proc.Process
+	if c.events != nil {
+		// One publisher per partition worker: batches in offset order, each batch's events
+		// published and recorded before the next batch is persisted.
+		pe := c.events.open(partition)
+		defer pe.close()
+		sp := c.proc.(sourcedProcessor)
+		process = func(ctx context.Context, batch []kafka.Message) error {
+			src := pe.begin(ctx)
+			evs, err := sp.ProcessFrom(ctx, batch, src)
+			if err == nil {
+				pe.finish(ctx, src, evs)
+			}
+			return err
+		}
+	}
 	for {
 		batch := c.fetch(stop, r)
 		if len(batch) > 0 {
 			// Processing uses ctx, not stop: a rebalance lets the in-flight batch finish.
-			if err := c.proc.Process(ctx, batch); err != nil {
+			if err := process(ctx, batch); err != nil {
 				c.log.Warn("batch not committed; it will be redelivered", "partition", partition,
 					"first_offset", batch[0].Offset, "error", err.Error())
 				return
