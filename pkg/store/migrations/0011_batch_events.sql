@@ -38,4 +38,4 @@ CREATE TABLE IF NOT EXISTS order_event_progress (
   next_seq       BIGINT NOT NULL,
   scan_from      VARCHAR(4096) NOT NULL,
   updated_at     DATETIME(6) NOT NULL
-) ENGINE=InnoDB;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
