@@ -79,6 +79,9 @@ func (pe *partitionEvents) close() {
 	}
 }
 
+// settled reports whether every batch this worker persisted is recorded under its claim.
+func (pe *partitionEvents) settled() bool { return pe.held != nil && !pe.dirty }
+
 // begin returns the source the next batch is persisted under, or nil (stamp path) while the
 // lock is held elsewhere (a previous owner finishing its batch), MySQL or the order topic
 // is unreachable, or a recovery failed.

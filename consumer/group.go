@@ -175,6 +175,9 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	}
 	defer commit()
 	process := c.proc.Process
+	// idle is how long a fetch may wait for a first message before the worker gets to do
+	// something else (0: as long as it takes), and settle what it does then.
+	idle, settle := func() time.Duration { return 0 }, func() {}
 	if c.events != nil {
 		// One publisher per partition worker: batches in offset order, each batch's events
 		// published and recorded before the next batch is persisted.
@@ -189,9 +192,21 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 			}
 			return err
 		}
+		// A partition whose events are not all recorded (its lock is elsewhere, a publish
+		// failed) must not wait for the next grab to be recovered: an idle partition retries.
+		idle = func() time.Duration {
+			if pe.settled() {
+				return 0
+			}
+			return c.events.retryEvery
+		}
+		settle = func() { pe.begin(ctx) }
 	}
 	for {
-		batch := c.fetch(stop, r)
+		batch := c.fetch(stop, r, idle())
+		if len(batch) == 0 && stop.Err() == nil {
+			settle()
+		}
 		if len(batch) > 0 {
 			// Processing uses ctx, not stop: a rebalance lets the in-flight batch finish.
 			if err := process(ctx, batch); err != nil {
@@ -213,9 +228,16 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 }
 
 // fetch waits for a first message, then takes more until batchSize messages or batchWait
-// has passed since the first. FetchMessage never commits; a cancelled fetch loses nothing.
-func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader) []kafka.Message {
-	first, err := r.FetchMessage(stop)
+// has passed since the first, or nothing when idle (> 0) passed without a message.
+// FetchMessage never commits; a cancelled fetch loses nothing.
+func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader, idle time.Duration) []kafka.Message {
+	fctx := stop
+	if idle > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(stop, idle)
+		defer cancel()
+	}
+	first, err := r.FetchMessage(fctx)
 	if err != nil {
 		return nil
 	}
