@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/metadata"
 )
 
 // Admin runs the few cluster-level calls the pipeline needs: probing readiness, creating
@@ -30,16 +31,40 @@ func NewAdmin(brokers []string, opts ...AdminOption) (*Admin, error) {
 	return a, nil
 }
 
-// Ping sends a metadata request and reports whether at least one broker answered.
+// Ping sends a metadata request and reports whether at least one broker answered. It asks
+// the brokers each time (freshMetadata): a readiness probe answered from a cache would stay
+// green with every broker gone.
 func (a *Admin) Ping(ctx context.Context) error {
-	md, err := a.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	md, err := a.freshMetadata(ctx, []string{})
 	if err != nil {
-		return fmt.Errorf("kafka metadata: %w", err)
+		return err
 	}
 	if len(md.Brokers) == 0 {
 		return errors.New("kafka metadata: no brokers in the answer")
 	}
 	return nil
+}
+
+// freshMetadata sends one metadata request for topics (none: only the brokers) through a
+// transport of its own, with the admin's SASL login and TLS, and closes its connections
+// after. A kafka-go Transport answers metadata requests from its cache and keeps answering
+// from it while every broker is down (it keeps a known layout over a failed refresh), so the
+// shared one would report a dead cluster as healthy.
+func (a *Admin) freshMetadata(ctx context.Context, topics []string) (*metadata.Response, error) {
+	rt := &kafka.Transport{DialTimeout: 5 * time.Second}
+	if t, ok := a.client.Transport.(*kafka.Transport); ok && t != nil {
+		rt.SASL, rt.TLS, rt.ClientID = t.SASL, t.TLS, t.ClientID
+	}
+	defer rt.CloseIdleConnections()
+	res, err := rt.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: topics})
+	if err != nil {
+		return nil, fmt.Errorf("kafka metadata of %v: %w", topics, err)
+	}
+	md, ok := res.(*metadata.Response)
+	if !ok {
+		return nil, fmt.Errorf("kafka metadata of %v: unexpected answer %T", topics, res)
+	}
+	return md, nil
 }
 
 // WaitReady probes with metadata requests until one succeeds or ctx ends.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/metadata"
@@ -134,22 +133,10 @@ func (a *Admin) Cluster(ctx context.Context, topics ...Topic) (ClusterState, err
 		names[i] = t.Name
 	}
 	// The raw metadata answer: kafka-go's own type looks replicas up among the live brokers,
-	// so a broker that is down (the case worth describing) would show as replica 0. Sent
-	// through a transport of its own, with the admin's SASL login and TLS: a kafka-go
-	// Transport answers metadata requests from its cache, and keeps answering from it while
-	// every broker is down, so the shared one would report a dead cluster as healthy.
-	rt := &kafka.Transport{DialTimeout: 5 * time.Second}
-	if t, ok := a.client.Transport.(*kafka.Transport); ok && t != nil {
-		rt.SASL, rt.TLS, rt.ClientID = t.SASL, t.TLS, t.ClientID
-	}
-	defer rt.CloseIdleConnections()
-	res0, err := rt.RoundTrip(ctx, a.client.Addr, &metadata.Request{TopicNames: names})
+	// so a broker that is down (the case worth describing) would show as replica 0.
+	md, err := a.freshMetadata(ctx, names)
 	if err != nil {
-		return ClusterState{}, fmt.Errorf("metadata of %v: %w", names, err)
-	}
-	md, ok := res0.(*metadata.Response)
-	if !ok {
-		return ClusterState{}, fmt.Errorf("metadata of %v: unexpected answer %T", names, res0)
+		return ClusterState{}, err
 	}
 	byName := map[string]metadata.ResponseTopic{}
 	for _, t := range md.Topics {
