@@ -128,6 +128,9 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("request_id IN ?", rids).Find(&rows).Error; err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}
+	if err := publishedFromMemory(tx, rows); err != nil {
+		return err
+	}
 	byRID := make(map[string]*orderRow, len(rows))
 	for i := range rows {
 		byRID[rows[i].RequestID] = &rows[i]
@@ -586,4 +589,43 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "")
+}
+
+// publishedFromMemory sets, in memory only, the publication time of rows the consumer
+// published from memory (no stamp, grab_seq below its partition's progress) to their
+// created_at: the payment timeout's rule (decideFeedback) counts from the publication, and
+// such an event went out right after its order's commit.
+func publishedFromMemory(tx *gorm.DB, rows []orderRow) error {
+	parts := map[int]bool{}
+	for _, r := range rows {
+		if r.EventPublishedAt == nil && r.GrabPartition != nil {
+			parts[*r.GrabPartition] = true
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	ids := make([]int, 0, len(parts))
+	for p := range parts {
+		ids = append(ids, p)
+	}
+	var progress []struct {
+		GrabPartition int
+		NextSeq       int64
+	}
+	if err := tx.Raw("SELECT grab_partition, next_seq FROM order_event_progress WHERE grab_partition IN ?", ids).
+		Scan(&progress).Error; err != nil {
+		return fmt.Errorf("read order event progress: %w", err)
+	}
+	next := make(map[int]int64, len(progress))
+	for _, p := range progress {
+		next[p.GrabPartition] = p.NextSeq
+	}
+	for i, r := range rows {
+		if r.EventPublishedAt == nil && r.GrabPartition != nil && *r.GrabSeq < next[*r.GrabPartition] {
+			at := r.CreatedAt
+			rows[i].EventPublishedAt = &at
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -119,8 +120,15 @@ func (e *EventProgress) Unrecorded(ctx context.Context, partition int, from int6
 
 // publishedSQL is true for an order (alias o) whose creation event is on the topic: stamped,
 // or below its grab partition's progress.
-const publishedSQL = `(o.event_published_at IS NOT NULL OR IFNULL(o.grab_seq <
-	(SELECT g.next_seq FROM order_event_progress g WHERE g.grab_partition = o.grab_partition), FALSE))`
+var publishedSQL = PublishedSQL("o")
+
+// PublishedSQL is the condition "this order's creation event is published" on the orders
+// table named (or aliased) table: its stamp is set, or its grab_seq is below its partition's
+// next_seq. Every reader of "published" uses it (and tests, to wait for it).
+func PublishedSQL(table string) string {
+	return strings.NewReplacer("T.", table+".").Replace(`(T.event_published_at IS NOT NULL OR IFNULL(T.grab_seq <
+	(SELECT g.next_seq FROM order_event_progress g WHERE g.grab_partition = T.grab_partition), FALSE))`)
+}
 
 // fenceSource reads the partition's epoch with a shared lock in tx and reports whether src
 // still holds the claim: the lock keeps a takeover's Claim waiting until tx ends.

@@ -61,6 +61,13 @@ func TestBatchPathOrdersArePublishedByProgress(t *testing.T) {
 	if p, err := outbox.Pending(s.ctx, 10); err != nil || len(p) != 0 {
 		t.Fatalf("relay sees %+v (%v) before the creation event is recorded, want nothing", p, err)
 	}
+	// The payment timeout does not count before the event is recorded published...
+	timeout := seckill.Feedback{RequestID: s.rid("b"), Kind: seckill.FeedbackCancelled, Reason: seckill.ReasonPaymentTimeout,
+		At: s.now, DueBefore: s.now.Add(time.Hour)}
+	s.apply(t, s.now, timeout)
+	if n := s.n(t, "SELECT COUNT(*) FROM orders WHERE status = 'cancelled'"); n != 1 {
+		t.Fatalf("%d cancelled, want a alone: b's event is not recorded published", n)
+	}
 	if ok, err := progress.Advance(s.ctx, 3, claim.Epoch, 1, map[int]int64{0: 7}); err != nil || !ok {
 		t.Fatalf("advance: %v %v", ok, err)
 	}
@@ -73,6 +80,11 @@ func TestBatchPathOrdersArePublishedByProgress(t *testing.T) {
 	if n := s.pending(t); n != 1 {
 		t.Fatalf("pending %d after the progress write, want the cancellation", n)
 	}
+	// ...and counts from the commit once it is.
+	s.apply(t, s.now, timeout)
+	if n := s.n(t, "SELECT COUNT(*) FROM orders WHERE status = 'cancelled'"); n != 2 {
+		t.Fatalf("%d cancelled, want a and b (timed out)", n)
+	}
 	// Monotone: the same or a lower sequence number changes nothing.
 	for _, next := range []int64{1, 0} {
 		if ok, err := progress.Advance(s.ctx, 3, claim.Epoch, next, nil); err != nil || ok {
@@ -84,8 +96,8 @@ func TestBatchPathOrdersArePublishedByProgress(t *testing.T) {
 		t.Fatalf("%d unpublished unpaid (%v), want 0", n, err)
 	}
 	due, err := s.orders.DueUnpaid(s.ctx, s.sid, s.pid, s.now.Add(time.Hour), 0, 10)
-	if err != nil || len(due) != 2 {
-		t.Fatalf("due %+v (%v), want b and c", due, err)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due %+v (%v), want c", due, err)
 	}
 	again, err := progress.Claim(s.ctx, 3)
 	if err != nil || again.Epoch != 2 || again.NextSeq != 1 || again.ScanFrom[0] != 7 {
