@@ -223,3 +223,62 @@ func TestBatchEventsRebalanceAndALostLock(t *testing.T) {
 		t.Fatalf("%d events pending, want the relay's 1", n)
 	}
 }
+
+func TestSplitFound(t *testing.T) {
+	evs := []store.SeqEvent{{OutboxEvent: store.OutboxEvent{EventID: "a"}}, {OutboxEvent: store.OutboxEvent{EventID: "b"}},
+		{OutboxEvent: store.OutboxEvent{EventID: "c"}}}
+	missing, found := splitFound(evs, map[string]bool{"b": true, "x": true})
+	if found != 1 || len(missing) != 2 || missing[0].EventID != "a" || missing[1].EventID != "c" {
+		t.Fatalf("missing %+v, found %d; want a and c missing, b found", missing, found)
+	}
+}
+
+// failFirst fails its first write without writing: a produce error.
+type failFirst struct {
+	producer
+	failed atomic.Bool
+}
+
+func (f *failFirst) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return fmt.Errorf("injected produce error")
+	}
+	return f.producer.WriteMessages(ctx, msgs...)
+}
+
+// A batch whose publish failed is recovered even when no grab follows it: the idle worker
+// retries, and publishes each event once.
+func TestIdlePartitionRecoversAFailedPublish(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 3)
+	for i := range msgs {
+		msgs[i].Topic = ""
+	}
+	if err := e.writer(t, e.topics.Grab.Name).WriteMessages(e.ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	b := e.batchEvents(t, e.partitionLocks(t))
+	b.writer = &failFirst{producer: b.writer}
+	b.retryEvery = 50 * time.Millisecond
+	g := &groupConsumer{brokers: e.brokers, groupID: "t-" + stacktest.ID(t), topic: e.topics.Grab.Name, batchSize: 100,
+		batchWait: 10 * time.Millisecond, proc: e.processor(t, store.NewOrders(e.db)), events: b, log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for e.count(t, "1=1") < 3 || e.pending(t) > 0 {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("%d orders, %d events pending after 60 s", e.count(t, "1=1"), e.pending(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !b.writer.(*failFirst).failed.Load() {
+		t.Fatal("the publish never failed: the test tests nothing")
+	}
+	onceEach(t, e, 3)
+}
