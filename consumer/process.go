@@ -36,7 +36,7 @@ type processor struct {
 	deadLetters  deadLetterer
 	metrics      *metrics
 	log          *slog.Logger
-	onPersisted  func() // wakes the outbox relay
+	onPersisted  func() // wakes the outbox relay (orders written on its stamp path)
 }
 
 // Process handles msgs, which come from one partition in offset order, on the stamp path.

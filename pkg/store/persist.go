@@ -50,8 +50,9 @@ type PersistResult struct {
 //     the stock a rejected order (reason sold_out);
 //   - one conditional UPDATE takes the accepted count off left_stock if the version is
 //     still the one read; 0 rows matched is seckill.ErrConflict;
-//   - one multi-row INSERT stores the orders, each with its order event still to publish
-//     (the orders table is the transactional outbox).
+//   - one multi-row INSERT stores the orders, each with its order event still to publish:
+//     by the relay (the orders table is its outbox), or, under PersistFrom's claim, by the
+//     consumer from memory after the commit.
 //
 // The UPDATE runs before the INSERT on purpose: it takes the stock row's exclusive lock
 // first, so the orders' foreign-key check (a shared lock on the same row) cannot deadlock
