@@ -190,10 +190,12 @@ func (r *outboxRelay) publishBatch(ctx context.Context, held func(context.Contex
 	return len(events), nil
 }
 
-// checkpoint records the topic's end offsets. Everything below them was published by this
-// relay (it holds the lock) and marked, since marking follows every successful produce in
+// checkpoint records the topic's end offsets. Every relay event below them was published by
+// this relay (it holds the lock) and marked, since marking follows every successful produce in
 // this same goroutine; checked right before the write, since a relay that lost it may be
-// reading end offsets that cover another holder's unmarked events.
+// reading end offsets that cover another holder's unmarked events. (The consumers' events
+// published from memory lie below them too; their recovery reads from their own
+// order_event_progress.scan_from, never from here.)
 func (r *outboxRelay) checkpoint(ctx context.Context, held func(context.Context) error) error {
 	ends, err := r.endOffsets(ctx)
 	if err != nil {
