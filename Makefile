@@ -104,10 +104,18 @@ rules: ## write the alert rules with absolute runbook links (SECKILL_RUNBOOK_BAS
 # SECKILL_RELAY_QUEUE), lease-stuck, or all (every scenario in turn, then alert by alert
 # whether it fired; about 12 minutes). mysql-readonly, mysql-down and kafka-down act on the
 # stack's own MariaDB and Kafka: never while tests use the stack.
-SCENARIO ?= conflicts
-firedrill: ## make real alerts fire (SCENARIO=conflicts, soldout, relay, lease-stuck, mysql-readonly, mysql-down, kafka-down, all)
-	set -a && source $(STATE)/env && source $(STATE)/dev-secrets && set +a && \
-		SECKILL_STATE_DIR=$(STATE) $(GO) run ./deploy/monitoring/firedrill -scenario $(SCENARIO) -stack $(STACK)
+# PROFILE=cluster: against make run PROFILE=cluster and make monitor PROFILE=cluster, faults on
+# the cluster's nodes, each verified undone (the stack healthy again): SCENARIO=broker-down
+# (the default), below-min-isr, replica-stopped, replica-lag, semisync-off, or all (about 16
+# minutes). Never while tests or chaos runs use the cluster.
+ifeq ($(PROFILE),cluster)
+FIREDRILL_ENV = $(STATE)/cluster/env
+else
+FIREDRILL_ENV = $(STATE)/env
+endif
+firedrill: ## make real alerts fire (SCENARIO=conflicts, soldout, relay, lease-stuck, mysql-readonly, mysql-down, kafka-down, all; PROFILE=cluster: broker-down, below-min-isr, replica-stopped, replica-lag, semisync-off, all)
+	set -a && source $(FIREDRILL_ENV) && source $(STATE)/dev-secrets && set +a && \
+		SECKILL_STATE_DIR=$(STATE) $(GO) run ./deploy/monitoring/firedrill -profile $(PROFILE) $(if $(SCENARIO),-scenario $(SCENARIO)) -stack $(STACK)
 
 # Writes .env once (the secrets docker compose reads); an existing .env is kept.
 docker-env: ## write .env, the secrets docker compose reads (an existing one is kept)

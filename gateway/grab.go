@@ -72,6 +72,10 @@ type grabAPI struct {
 
 const grabBodyLimit = 1 << 10
 
+// grabBatch is the most grab events one produce request to a partition carries (see the
+// writer in main).
+const grabBatch = 100
+
 // admitTimeout is how long the gateway waits for an admission verdict (go-redis retries
 // included) before answering 503 with the request id to poll.
 const admitTimeout = 5 * time.Second

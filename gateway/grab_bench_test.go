@@ -63,8 +63,10 @@ func BenchmarkGrab(b *testing.B) {
 			}
 		}
 	})
-	g := seckill.Grab{RequestID: seckill.RequestID(12, 34, "bench-key-000001"), UserID: "bench-user-1",
-		SessionID: 12, PrizeID: 34, AdmittedAt: now}
+	// A request id as the gateway makes one without an Idempotency-Key (a UUIDv7 key) for a
+	// session id as big as a time-based one: the event's buffer must fit ids this long.
+	g := seckill.Grab{RequestID: seckill.RequestID(1764633600123, 34, "01937f3c-5b2a-7c4e-9a1d-2f6b8e0c4d71"),
+		UserID: "bench-user-123456", SessionID: 1764633600123, PrizeID: 34, AdmittedAt: now}
 	b.Run("encode event", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {

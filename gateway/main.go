@@ -149,7 +149,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer store.Close(db)
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
+	// kafka-go allocates room for BatchSize messages (about 160 bytes each) for every batch it
+	// starts, and a grab batch holds what arrives for one partition within the 1 ms batch
+	// timeout: a few dozen at the rates a gateway serves. The default 500 made the gateway
+	// allocate and clear about 80 KB per batch, every millisecond, for nothing; a full
+	// batch is sent at once, so a smaller cap costs no latency.
+	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka), event.WithBatchSize(grabBatch))
 	if err != nil {
 		return err
 	}

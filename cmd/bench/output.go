@@ -57,7 +57,7 @@ func spr(s spread) string {
 }
 
 // noteExtras are the numeric extras worth a note in the results table, in this order.
-var noteExtras = []string{"concurrency", "cpu_seconds_per_1000_grabs", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
+var noteExtras = []string{"concurrency", "cpu_us_per_grab_total", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
 	"reconciler_peak_rss_mb", extraPerOrder, "conflict_rate", "attempt_conflict_rate", "requests_failed_on_conflict_rate",
 	"sold", "last_admission_to_last_order_s", "errors"}
 
@@ -132,6 +132,7 @@ func (r report) markdown(charts []string) string {
 				spr(l.row.P50ms), spr(l.row.P99ms), spr(l.row.P999ms), spr(l.row.Extra["late"]), spr(l.row.Extra["saturated"]))
 		}
 	}
+	b.WriteString(r.cpuSection())
 	if drawn["strategies.png"] {
 		b.WriteString("\n## Strategies on one hot item\n\n![strategies on one hot item](strategies.png)\n")
 	}

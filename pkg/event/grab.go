@@ -44,7 +44,10 @@ func PartitionKey(sessionID, prizeID int64) []byte {
 
 // EncodeGrab returns the grab event message for an admitted grab.
 func EncodeGrab(g seckill.Grab) (kafka.Message, error) {
-	b, err := appendGrabEvent(make([]byte, 0, 160), g)
+	// Room for the whole event at once: the field names and punctuation (about 80 bytes), two
+	// int64s, an RFC 3339 time with nanoseconds and the two ids. A fixed 160 bytes was too
+	// little for a gateway's request ids (a UUID key), and the buffer was copied once more.
+	b, err := appendGrabEvent(make([]byte, 0, 160+len(g.RequestID)+len(g.UserID)), g)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("encode grab %s: %w", g.RequestID, err)
 	}

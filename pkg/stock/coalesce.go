@@ -12,10 +12,11 @@ import (
 // coalescer sends concurrent Reserve calls to Redis as pipelines: a few dispatchers each
 // take the first waiting call and whatever else is already queued (up to max) and send
 // them in one round trip. Nothing waits for a batch to fill, so a lone call goes out at
-// once; under a flash crowd one write and one read carry dozens of scripts, which is what
-// lets Redis and the gateway spend their CPU on the scripts rather than on syscalls. Each
-// script still runs atomically on its own; a pipeline retried by go-redis re-runs scripts
-// that are idempotent on the request id.
+// once; under a flash crowd one write and one read carry dozens of grabs, which is what
+// lets Redis and the gateway spend their CPU on the scripts rather than on syscalls. The
+// grabs of one session×prize in a batch go in one script call (group), so a crowd on a hot
+// prize costs one EVALSHA per round trip instead of one per grab; each call runs atomically,
+// and a pipeline retried by go-redis re-runs scripts that are idempotent on the request id.
 type coalescer struct {
 	rdb     redis.UniversalClient
 	script  *redis.Script
@@ -63,16 +64,43 @@ func (c *coalescer) send(batch []*pending) {
 	// The calls' own contexts may end while queued; the pipeline runs under the first's
 	// deadline-free parent so one impatient caller cannot fail the others.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	calls := make([]scriptCall, len(batch))
-	for i, p := range batch {
-		calls[i] = scriptCall{keys: p.keys, args: p.args}
-	}
-	// One command per call, whichever node of a cluster served it (runScripts).
+	calls, members := group(batch)
+	// One command per session×prize, whichever node of a cluster served it (runScripts).
 	cmds := runScripts(ctx, c.rdb, c.script, calls)
-	for i, p := range batch {
-		p.res, p.err = cmds[i].Slice()
-		close(p.done)
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if err == nil && len(res) != 3*len(members[i]) {
+			err = fmt.Errorf("admission script answered %d values for %d grabs", len(res), len(members[i]))
+		}
+		for j, p := range members[i] {
+			if err != nil {
+				p.err = err
+			} else {
+				p.res = res[3*j : 3*j+3 : 3*j+3]
+			}
+			close(p.done)
+		}
 	}
+}
+
+// group makes one script call per session×prize of batch: the calls with the same keys
+// (one prize's four keys, so one cluster slot) become one call whose arguments are theirs
+// in arrival order, which the script judges one after another exactly as separate calls in
+// that order. members[i] are the pendings of calls[i], in argument order.
+func group(batch []*pending) (calls []scriptCall, members [][]*pending) {
+	at := make(map[string]int, 4)
+	for _, p := range batch {
+		i, ok := at[p.keys[0]]
+		if !ok {
+			i = len(calls)
+			at[p.keys[0]] = i
+			calls = append(calls, scriptCall{keys: p.keys, args: make([]any, 0, 3*len(batch))})
+			members = append(members, nil)
+		}
+		calls[i].args = append(calls[i].args, p.args...)
+		members[i] = append(members[i], p)
+	}
+	return calls, members
 }
 
 // call queues one script call and waits for its reply or ctx.

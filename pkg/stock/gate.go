@@ -136,8 +136,13 @@ func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
+	return verdictOf(gr.RequestID, res)
+}
+
+// verdictOf reads one grab's {code, left, detail} from the admission script's reply.
+func verdictOf(requestID string, res []any) (Verdict, error) {
 	if len(res) != 3 {
-		return Verdict{}, fmt.Errorf("reserve %s: unexpected reply %v", gr.RequestID, res)
+		return Verdict{}, fmt.Errorf("reserve %s: unexpected reply %v", requestID, res)
 	}
 	code, _ := res[0].(int64)
 	left, _ := res[1].(int64)

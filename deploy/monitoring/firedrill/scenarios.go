@@ -21,8 +21,11 @@ import (
 )
 
 // crowd sends grabs of distinct users at rate a second, at most limit (0: no limit), until
-// stopped; the stop function waits for the answers and prints them by status.
+// stopped; the stop function waits for the answers and prints them by status. A grab in
+// flight when it stops gets its answer (the HTTP client's timeout bounds it): cut off, it
+// would be counted as an error the gateway never made.
 func (d *drill) crowd(ctx context.Context, session, prize int64, rate, limit int) (stop func()) {
+	inFlight := context.WithoutCancel(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var sent atomic.Int64
@@ -42,7 +45,7 @@ func (d *drill) crowd(ctx context.Context, session, prize int64, rate, limit int
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				code, err := d.grab(ctx, session, prize, fmt.Sprintf("drill-%d-%d", session, i))
+				code, err := d.grab(inFlight, session, prize, fmt.Sprintf("drill-%d-%d", session, i))
 				answer := strconv.Itoa(code)
 				if err != nil {
 					answer = "error"
