@@ -98,12 +98,24 @@ type Stock struct {
 // SessionPrize is the session×prize this stock belongs to.
 func (s Stock) SessionPrize() SessionPrize { return SessionPrize{s.SessionID, s.PrizeID} }
 
+// BucketLedger is what the journal of bucket transfers says one stock bucket's Redis keys
+// must record (docs/buckets.md): the units transfers took from it (Sent) and the units taken
+// for it (Received), and per transfer id the units taken from or given to it (Transfers).
+type BucketLedger struct {
+	Sent      int
+	Received  int
+	Transfers map[int64]int
+}
+
 // Grab is one admitted attempt of a user on a session×prize.
 type Grab struct {
-	RequestID  string
-	UserID     string
-	SessionID  int64
-	PrizeID    int64
+	RequestID string
+	UserID    string
+	SessionID int64
+	PrizeID   int64
+	// Bucket is the stock bucket that admitted the grab (docs/buckets.md): the user's home
+	// bucket of the prize; 0 for a prize without buckets.
+	Bucket     int
 	AdmittedAt time.Time
 }
 

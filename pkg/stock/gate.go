@@ -38,7 +38,12 @@ type Keys struct {
 
 // KeysFor returns the keys of a session×prize.
 func KeysFor(sessionID, prizeID int64) Keys {
-	tag := "sk:{" + strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + "}:"
+	return keysTagged(strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10))
+}
+
+// keysTagged names the keys of one hash tag (a session×prize, or one of its stock buckets).
+func keysTagged(hashTag string) Keys {
+	tag := "sk:{" + hashTag + "}:"
 	return Keys{Meta: tag + "meta", Users: tag + "users", Reserved: tag + "res", Outcomes: tag + "out", Fence: tag + "fence",
 		Returned: tag + "ret"}
 }

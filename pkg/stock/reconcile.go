@@ -122,7 +122,13 @@ func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID int64, from V
 // (returned: their request ids, so a return replayed later adds nothing) and the stock key,
 // or nothing at all when the stock key exists. It returns false when the key was there.
 func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []Settlement, returned []string, expireAt time.Time, fence int64) (bool, error) {
-	k := KeysFor(st.SessionID, st.PrizeID)
+	return g.rebuild(ctx, KeysFor(st.SessionID, st.PrizeID), st, users, outcomes, returned, nil, expireAt, fence)
+}
+
+// rebuild runs rebuild.lua on k; a stock bucket's ledger (nil for a prize without buckets)
+// goes after the outcomes, with the transfers key.
+func (g *Gate) rebuild(ctx context.Context, k Keys, st seckill.Stock, users map[string]int, outcomes []Settlement, returned []string,
+	ledger *seckill.BucketLedger, expireAt time.Time, fence int64) (bool, error) {
 	args := make([]any, 0, 7+2*len(users)+len(returned)+2*len(outcomes))
 	args = append(args, fence, st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), len(users), len(returned))
 	for u, n := range users {
@@ -135,7 +141,15 @@ func (g *Gate) Rebuild(ctx context.Context, st seckill.Stock, users map[string]i
 		kind, detail := o.encode()
 		args = append(args, o.RequestID, o.UserID+"|"+kind+"|"+detail)
 	}
-	n, err := rebuildScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Outcomes, k.Fence, k.Returned}, args...).Int64()
+	keys := []string{k.Meta, k.Users, k.Outcomes, k.Fence, k.Returned}
+	if ledger != nil {
+		keys = append(keys, k.Transfers())
+		for id, n := range ledger.Transfers {
+			args = append(args, id, n)
+		}
+		args = append(args, ledger.Sent, ledger.Received, len(ledger.Transfers))
+	}
+	n, err := rebuildScript.Run(ctx, g.rdb, keys, args...).Int64()
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("rebuild session %d prize %d: %w", st.SessionID, st.PrizeID, err)

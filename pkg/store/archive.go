@@ -100,7 +100,7 @@ func (a *Archive) Candidates(ctx context.Context, cutoff time.Time) ([]ArchiveCa
 
 // orderColumns are the columns orders and orders_archive share, in one order for both.
 const orderColumns = `id, request_id, user_id, session_id, prize_id, status, reason, per_user_limit, slot,
-	admitted_at, created_at, event_published_at, paid_at, cancelled_at`
+	admitted_at, created_at, event_published_at, paid_at, cancelled_at, bucket`
 
 // Move archives one session×prize's orders, batch rows per transaction, and returns how many
 // moved. It first stamps the stock row archived_at in a transaction of its own, so every

@@ -8,6 +8,10 @@
 --       7 number of returned units r, then n pairs (user, count), then r request ids (the
 --       cancelled orders whose unit MySQL's left already counts for resale: recorded as
 --       returned, so a return replayed later adds nothing), then pairs (request id, outcome).
+-- A stock bucket (docs/buckets.md) adds KEYS 6 transfers and, after the outcomes, its ledger
+-- of the transfers journal: pairs (transfer id, units), then sent, received, and last the
+-- number of pairs; written in the same step, so a transfer resumed after the rebuild neither
+-- takes nor gives twice.
 -- Returns 1 created, 0 already there, -2 stale fence (a newer reconciler acted here).
 local fence = tonumber(ARGV[1])
 local seen = tonumber(redis.call('GET', KEYS[4]) or '0')
@@ -39,10 +43,22 @@ if returned_end > users_end then
   end
   redis.call('PEXPIREAT', KEYS[5], ARGV[5])
 end
-if #ARGV > returned_end then
-  hset_range(KEYS[3], returned_end + 1, #ARGV)
+local outcomes_end = #ARGV
+if KEYS[6] then
+  local pairs_n = tonumber(ARGV[#ARGV])
+  outcomes_end = #ARGV - 3 - 2 * pairs_n
+end
+if outcomes_end > returned_end then
+  hset_range(KEYS[3], returned_end + 1, outcomes_end)
   redis.call('PEXPIREAT', KEYS[3], ARGV[5])
 end
 redis.call('HSET', KEYS[1], 'left', ARGV[2], 'total', ARGV[3], 'limit', ARGV[4], 'exp', ARGV[5])
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+if KEYS[6] and (tonumber(ARGV[#ARGV - 2]) ~= 0 or tonumber(ARGV[#ARGV - 1]) ~= 0 or #ARGV - 3 > outcomes_end) then
+  redis.call('HSET', KEYS[1], 'sent', ARGV[#ARGV - 2], 'received', ARGV[#ARGV - 1])
+  if #ARGV - 3 > outcomes_end then
+    hset_range(KEYS[6], outcomes_end + 1, #ARGV - 3)
+    redis.call('PEXPIREAT', KEYS[6], ARGV[5])
+  end
+end
 return 1

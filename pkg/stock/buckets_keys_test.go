@@ -1,0 +1,31 @@
+package stock
+
+import "testing"
+
+// Bucket 0 is keyed exactly as a prize without buckets; every other bucket's keys share one
+// tag of their own, different from bucket 0's and from every other bucket's.
+func TestBucketKeys(t *testing.T) {
+	if BucketKeysFor(7, 12, 0) != KeysFor(7, 12) {
+		t.Fatal("bucket 0's keys are not the prize's own")
+	}
+	tags := map[string]int{}
+	for b := range 4 {
+		k := BucketKeysFor(7, 12, b)
+		tag := hashTag(k.Meta)
+		if tag == k.Meta || tag == "" {
+			t.Fatalf("%s has no hash tag", k.Meta)
+		}
+		for _, key := range []string{k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers()} {
+			if got := hashTag(key); got != tag {
+				t.Errorf("%s hashes on %q, want %q", key, got, tag)
+			}
+		}
+		if prev, dup := tags[tag]; dup {
+			t.Errorf("buckets %d and %d share the tag %q", prev, b, tag)
+		}
+		tags[tag] = b
+	}
+	if want := "sk:{7:12:3}:meta"; BucketKeysFor(7, 12, 3).Meta != want {
+		t.Fatalf("bucket 3's meta is %s, want %s", BucketKeysFor(7, 12, 3).Meta, want)
+	}
+}

@@ -1,0 +1,176 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+)
+
+// A user's home bucket must be the same on every gateway of every version: these values
+// are FNV-1a 32 of the user id mod n, and must never change (the per-user limit of a prize
+// with buckets depends on it). "" and "a" hash to the published FNV-1a vectors 0x811c9dc5
+// and 0xe40c292c.
+func TestHomeBucketIsPinned(t *testing.T) {
+	for _, c := range []struct {
+		user              string
+		n2, n3, n8, n1000 int
+	}{
+		{"", 1, 1, 5, 261},
+		{"a", 0, 1, 4, 220},
+		{"u1", 1, 0, 3, 235},
+		{"alice", 1, 2, 7, 479},
+		{"bob", 0, 2, 4, 244},
+		{"user-42", 1, 0, 3, 499},
+		{"0123456789", 0, 0, 2, 242},
+		{"用户", 1, 1, 1, 193},
+	} {
+		for _, w := range []struct{ n, want int }{{1, 0}, {0, 0}, {2, c.n2}, {3, c.n3}, {8, c.n8}, {1000, c.n1000}} {
+			if got := stock.HomeBucket(c.user, w.n); got != w.want {
+				t.Errorf("HomeBucket(%q, %d) = %d, want %d", c.user, w.n, got, w.want)
+			}
+		}
+	}
+	if 0x811c9dc5%1000 != 261 || 0xe40c292c%1000 != 220 {
+		t.Fatal("the pinned values do not follow the FNV-1a test vectors")
+	}
+}
+
+// The Redis Cluster agrees: one bucket's keys (the transfers hash included) share a slot,
+// and the buckets of one prize land on different slots.
+func TestClusterBucketKeysSlots(t *testing.T) {
+	cc := stacktest.ClusterRedis(t)
+	ctx := stacktest.Context(t, 10*time.Second)
+	sid := testSession(t)
+	slots := map[int64]int{}
+	for b := range 4 {
+		k := stock.BucketKeysFor(sid, 3, b)
+		want, err := cc.ClusterKeySlot(ctx, k.Meta).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers()} {
+			if got, err := cc.ClusterKeySlot(ctx, key).Result(); err != nil || got != want {
+				t.Errorf("CLUSTER KEYSLOT %s = %d (%v), want %d", key, got, err, want)
+			}
+		}
+		slots[want] = b
+	}
+	if len(slots) != 4 {
+		t.Fatalf("4 buckets on %d slots", len(slots))
+	}
+}
+
+func loadBucket(t *testing.T, g *stock.Gate, rdb redis.UniversalClient, ctx context.Context, sid, pid int64, b, left int) {
+	t.Helper()
+	k := stock.BucketKeysFor(sid, pid, b)
+	t.Cleanup(func() {
+		rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
+			strings.TrimSuffix(k.Meta, "meta")+"rev")
+	})
+	if b == 0 {
+		res, err := g.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: pid, Total: left, Left: left, PerUserLimit: 1}}, time.Now().Add(time.Hour))
+		if err != nil || !res[0].Loaded {
+			t.Fatalf("load bucket 0: %v %v", res, err)
+		}
+		return
+	}
+	// Phase 1 has no preheat of buckets ≥ 1 yet: the test writes the meta as load.lua does.
+	exp := time.Now().Add(time.Hour).UnixMilli()
+	if err := rdb.HSet(ctx, k.Meta, "left", left, "total", left, "limit", 1, "exp", exp, "ver", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.PExpireAt(ctx, k.Meta, time.UnixMilli(exp))
+}
+
+// take and give: idempotent by transfer id, fenced like every reconciler write, and the
+// in-flight count (sum of sent minus sum of received) covers the units between them.
+func TestTakeAndGive(t *testing.T) { onEachRedis(t, takeAndGive) }
+
+func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
+	sid := testSession(t)
+	loadBucket(t, g, rdb, ctx, sid, 1, 0, 5)
+	loadBucket(t, g, rdb, ctx, sid, 1, 1, 2)
+	exp := time.Now().Add(time.Hour)
+
+	taken, err := g.Take(ctx, sid, 1, 0, 41, 8, 3)
+	if err != nil || taken != 5 {
+		t.Fatalf("take 8 of 5: %d %v, want 5", taken, err)
+	}
+	if again, err := g.Take(ctx, sid, 1, 0, 41, 8, 3); err != nil || again != 5 {
+		t.Fatalf("repeated take: %d %v, want the recorded 5", again, err)
+	}
+	bs, err := g.Buckets(ctx, sid, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs[0].Left != 0 || bs[0].Total != 0 || bs[0].Sent != 5 || stock.InFlight(bs) != 5 {
+		t.Fatalf("after take: %+v, in flight %d", bs, stock.InFlight(bs))
+	}
+	if _, err := g.Take(ctx, sid, 1, 0, 42, 1, 2); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("take with fence 2 after 3: %v, want ErrFenced", err)
+	}
+	// A new holder (fence 4) repeating the take records its fence too: the old holder is
+	// locked out of the bucket from then on.
+	if again, err := g.Take(ctx, sid, 1, 0, 41, 8, 4); err != nil || again != 5 {
+		t.Fatalf("take repeated by a newer holder: %d %v", again, err)
+	}
+	if _, err := g.Take(ctx, sid, 1, 0, 46, 1, 3); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("take with fence 3 after 4 repeated a take: %v, want ErrFenced", err)
+	}
+	// A dry bucket gives up nothing, and says so (no "-0" for HINCRBY to refuse).
+	if none, err := g.Take(ctx, sid, 1, 0, 47, 2, 4); err != nil || none != 0 {
+		t.Fatalf("take from a dry bucket: %d %v, want 0", none, err)
+	}
+	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 4); err != nil || !given {
+		t.Fatalf("give: %v %v", given, err)
+	}
+	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 4); err != nil || given {
+		t.Fatalf("repeated give: %v %v, want already given", given, err)
+	}
+	if _, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 3); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("give repeated with fence 3 after 4: %v, want ErrFenced", err)
+	}
+	if bs, err = g.Buckets(ctx, sid, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if bs[1].Left != 7 || bs[1].Total != 7 || bs[1].Received != 5 || stock.InFlight(bs) != 0 {
+		t.Fatalf("after give: %+v, in flight %d", bs, stock.InFlight(bs))
+	}
+
+	// A preheat must not put taken units back: bucket 0 has left = total = 0 and nothing
+	// admitted, and a newer row would otherwise overwrite it (load.lua's rule for keys whose
+	// adjustment was lost).
+	res, err := g.Load(ctx, []seckill.Stock{{SessionID: sid, PrizeID: 1, Total: 5, Left: 5, PerUserLimit: 1, Version: 7}}, exp)
+	if err != nil || res[0].Loaded {
+		t.Fatalf("preheat over a bucket that sent units: %+v %v, want kept", res, err)
+	}
+
+	// Buckets not loaded: take records nothing, give only the revision.
+	k2, k3 := stock.BucketKeysFor(sid, 1, 2), stock.BucketKeysFor(sid, 1, 3)
+	rev3 := strings.TrimSuffix(k3.Meta, "meta") + "rev"
+	t.Cleanup(func() { rdb.Del(context.Background(), k2.Fence); rdb.Del(context.Background(), k3.Fence, rev3) })
+	if _, err := g.Take(ctx, sid, 1, 2, 44, 1, 4); !errors.Is(err, seckill.ErrNotLoaded) {
+		t.Fatalf("take from an unloaded bucket: %v", err)
+	}
+	if n, _ := rdb.Exists(ctx, k2.Meta, k2.Transfers()).Result(); n != 0 {
+		t.Fatalf("take from an unloaded bucket wrote %d keys", n)
+	}
+	if _, err := g.Give(ctx, sid, 1, 3, 45, 1, 1, 9, exp, 4); !errors.Is(err, seckill.ErrNotLoaded) {
+		t.Fatalf("give to an unloaded bucket: %v", err)
+	}
+	if v, _ := rdb.Get(ctx, rev3).Result(); v != "9" {
+		t.Fatalf("revision %q after a give to an unloaded bucket, want 9", v)
+	}
+	if n, _ := rdb.Exists(ctx, k3.Meta, k3.Transfers()).Result(); n != 0 {
+		t.Fatalf("give to an unloaded bucket wrote %d keys", n)
+	}
+}
