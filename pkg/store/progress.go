@@ -28,7 +28,7 @@ type Progress struct {
 
 // EventProgress records how far each grab partition's order events are published: one row
 // per partition, written once per batch, in place of a stamp on every order (migration
-// 0011). Only the holder of the partition's named lock writes it.
+// 0012). Only the holder of the partition's named lock writes it.
 type EventProgress struct {
 	db  *gorm.DB
 	now func() time.Time
