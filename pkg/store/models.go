@@ -78,6 +78,8 @@ type stockRow struct {
 	Version      int64
 	PerUserLimit int
 	UpdatedAt    time.Time
+	// Buckets is written only by CreateBuckets (the column's default is 1): read-only here.
+	Buckets int `gorm:"->"`
 	// ArchivedAt is set once the archive job started moving the orders of this
 	// session×prize to orders_archive (archive.go): Persist then reads both tables.
 	ArchivedAt *time.Time `gorm:"->"`

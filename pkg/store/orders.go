@@ -12,11 +12,14 @@ import (
 )
 
 type orderRow struct {
-	ID           int64 `gorm:"primaryKey"`
-	RequestID    string
-	UserID       string
-	SessionID    int64
-	PrizeID      int64
+	ID        int64 `gorm:"primaryKey"`
+	RequestID string
+	UserID    string
+	SessionID int64
+	PrizeID   int64
+	// Bucket is the stock bucket whose row the order's unit came from (docs/buckets.md):
+	// 0, the session_stocks row, for a prize without buckets.
+	Bucket       int
 	Status       string
 	Reason       string
 	PerUserLimit int
