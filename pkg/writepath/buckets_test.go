@@ -35,51 +35,9 @@ const nBuckets = 4
 
 func newBucketPrize(t *testing.T) *bucketPrize {
 	t.Helper()
-	_, db := stacktest.Migrated(t)
-	rdb := stacktest.Redis(t)
-	ctx := stacktest.Context(t, 30*time.Second)
-	now := time.Now().UTC()
-	cat := store.NewCatalog(db, func() time.Time { return now })
-	act, err := cat.CreateActivity(ctx, seckill.Activity{Name: "buckets", WindowStart: now.Add(-time.Minute),
-		WindowEnd: now.Add(time.Hour), Interval: time.Hour, SessionLength: time.Hour, PerUserLimit: 1,
-		Prizes: []seckill.Prize{{Name: "hot", StockPerSession: 10 * nBuckets}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions, err := cat.Sessions(ctx, act.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &bucketPrize{db: db, rdb: rdb, cat: cat, k: seckill.SessionPrize{Session: sessions[0].ID, Prize: act.Prizes[0].ID}}
-	if err := cat.CreateBuckets(ctx, p.k.Session, p.k.Prize, nBuckets); err != nil {
-		t.Fatal(err)
-	}
-	if p.gate, err = stock.NewGate(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.gate.Close)
-	t.Cleanup(func() {
-		for b := range nBuckets {
-			k := stock.BucketKeysFor(p.k.Session, p.k.Prize, b)
-			rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
-				k.Meta[:len(k.Meta)-len("meta")]+"rev")
-		}
-	})
-	bs, err := cat.Buckets(ctx, p.k.Session, p.k.Prize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	led, err := cat.Ledger(ctx, p.k.Session, p.k.Prize, nBuckets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bs {
-		st := seckill.Stock{SessionID: p.k.Session, PrizeID: p.k.Prize, Total: b.Total, Left: b.Left, Version: b.Version, PerUserLimit: 1}
-		if r, err := p.gate.LoadBucket(ctx, st, b.Bucket, led[b.Bucket], now.Add(2*time.Hour)); err != nil || !r.Loaded {
-			t.Fatalf("load bucket %d: %+v %v", b.Bucket, r, err)
-		}
-	}
-	return p
+	op := stacktest.NewBucketedPrize(t, 10, nBuckets, 1)
+	return &bucketPrize{db: op.DB, rdb: op.Redis, cat: store.NewCatalog(op.DB, time.Now), gate: op.Gate,
+		k: seckill.SessionPrize{Session: op.SessionID, Prize: op.PrizeID}}
 }
 
 // users returns n user ids whose home bucket is b.
