@@ -43,7 +43,7 @@ func (orderRow) TableName() string { return "orders" }
 
 func (r orderRow) domain() seckill.Order {
 	return seckill.Order{ID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
-		PrizeID: r.PrizeID, Status: seckill.OrderStatus(r.Status), Reason: seckill.Reason(r.Reason),
+		PrizeID: r.PrizeID, Bucket: r.Bucket, Status: seckill.OrderStatus(r.Status), Reason: seckill.Reason(r.Reason),
 		AdmittedAt: r.AdmittedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 		PaidAt: utc(r.PaidAt), CancelledAt: utc(r.CancelledAt), HoldsSlot: r.Slot != nil}
 }

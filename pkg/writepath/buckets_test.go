@@ -2,9 +2,11 @@ package writepath_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -221,6 +224,17 @@ func TestPersistAcrossBuckets(t *testing.T) {
 	}
 	if wrong != 0 {
 		t.Errorf("%d orders stored in another bucket than their grab's", wrong)
+	}
+	// The orders as read back (and as their events are built) carry the bucket.
+	for b := range nBuckets {
+		g := admitted[b][0]
+		got, err := store.NewOrders(p.db).Existing(ctx, []string{g.RequestID})
+		if err != nil || got[g.RequestID].Bucket != b {
+			t.Errorf("order of %s read back as %+v (%v), want bucket %d", g.RequestID, got[g.RequestID], err, b)
+		}
+		if ev, _ := json.Marshal(event.NewOrderEvent(got[g.RequestID])); strings.Contains(string(ev), `"bucket"`) != (b > 0) {
+			t.Errorf("order event of bucket %d: %s", b, ev)
+		}
 	}
 
 	// Redis learnt every outcome on the bucket's own keys; no reservation is left anywhere.
