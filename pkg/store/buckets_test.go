@@ -140,6 +140,11 @@ func TestCreateBucketsAndPrizeStock(t *testing.T) {
 	if bs, err := f.cat.Buckets(ctx, f.sid1, f.pid1); err != nil || len(bs) != 1 || bs[0].Left != 3 {
 		t.Fatalf("buckets of a prize without buckets: %+v %v", bs, err)
 	}
+	// The rebalance loop's list names the bucketed prize only, with its sums.
+	listed, err := f.cat.BucketedStocks(ctx, f.sid, f.sid1)
+	if err != nil || len(listed) != 1 || listed[0] != (store.PrizeStock{SessionID: f.sid, PrizeID: f.pid, Buckets: 4, Total: 10, Left: 10}) {
+		t.Fatalf("bucketed stocks %+v %v, want only session %d prize %d, 10 of 10 in 4", listed, err, f.sid, f.pid)
+	}
 	// A touched row cannot be split any more.
 	f.db.Exec("UPDATE session_stocks SET left_stock = left_stock - 1, version = version + 1 WHERE session_id = ? AND prize_id = ?", f.sid1, f.pid1)
 	if err := f.cat.CreateBuckets(ctx, f.sid1, f.pid1, 2); !errors.Is(err, store.ErrBucketsFixed) {
