@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -295,4 +296,62 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Help: "Partitions of the topic that refuse acks=all writes: fewer in-sync replicas than min.insync.replicas, or no leader; absent when unreadable."}, []string{"topic"}),
 	}
 	return m
+}
+
+// rebalanceMetrics are the stock buckets' rebalance loop's and transfers' (rebalanceloop.go,
+// transfer.go). A nil *rebalanceMetrics counts nothing (the tests' executors).
+type rebalanceMetrics struct {
+	rounds    *prometheus.CounterVec // result: ok, failed, busy
+	transfers *prometheus.CounterVec // result: done, cancelled, failed
+	units     prometheus.Counter
+	wanted    prometheus.Gauge
+}
+
+func newRebalanceMetrics(reg prometheus.Registerer) *rebalanceMetrics {
+	f := promauto.With(reg)
+	m := &rebalanceMetrics{
+		rounds: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_rebalance_rounds_total",
+			Help: "Rebalance rounds over the prizes with stock buckets of open sessions, by result (ok, failed, busy: another instance held the lease)."}, []string{"result"}),
+		transfers: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_bucket_transfers_total",
+			Help: "Transfers of units between stock buckets this instance ended, by result (done; cancelled: the source was not loaded; failed: stopped by an error, the journal resumes it)."}, []string{"result"}),
+		units: f.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_bucket_units_moved_total",
+			Help: "Units moved between stock buckets by the transfers this instance finished (MySQL's moved units)."}),
+		wanted: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_buckets_wanted",
+			Help: "Stock buckets a gateway flagged wanted (dry while units remained elsewhere) at this instance's last rebalance round."}),
+	}
+	for _, r := range []string{"ok", "failed", "busy"} {
+		m.rounds.WithLabelValues(r)
+	}
+	for _, r := range []string{"done", "cancelled", "failed"} {
+		m.transfers.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *rebalanceMetrics) round(result string) {
+	if m != nil {
+		m.rounds.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *rebalanceMetrics) ended(t store.Transfer) {
+	if m == nil {
+		return
+	}
+	m.transfers.WithLabelValues(t.State).Inc()
+	if t.State == store.TransferDone {
+		m.units.Add(float64(t.Units))
+	}
+}
+
+func (m *rebalanceMetrics) failed() {
+	if m != nil {
+		m.transfers.WithLabelValues("failed").Inc()
+	}
+}
+
+func (m *rebalanceMetrics) setWanted(n int64) {
+	if m != nil {
+		m.wanted.Set(float64(n))
+	}
 }

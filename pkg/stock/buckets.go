@@ -124,7 +124,7 @@ func InFlight(buckets []BucketState) int64 {
 func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]BucketState, error) {
 	cmds, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			p.HMGet(ctx, BucketKeysFor(sessionID, prizeID, b).Meta, "left", "total", "sent", "received")
+			ReadBucketState(ctx, p, sessionID, prizeID, b)
 		}
 		return nil
 	})
@@ -133,18 +133,29 @@ func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]
 	}
 	out := make([]BucketState, n)
 	for b, c := range cmds {
-		vals := c.(*redis.SliceCmd).Val()
-		if len(vals) != 4 || vals[0] == nil {
-			continue
-		}
-		num := func(v any) int64 {
-			s, _ := v.(string)
-			x, _ := strconv.ParseInt(s, 10, 64)
-			return x
-		}
-		out[b] = BucketState{Loaded: true, Left: num(vals[0]), Total: num(vals[1]), Sent: num(vals[2]), Received: num(vals[3])}
+		out[b] = BucketStateOf(c.(*redis.SliceCmd))
 	}
 	return out, nil
+}
+
+// ReadBucketState queues the read of bucket b's state on a pipeline (the reconciler's
+// rebalance loop reads more of each bucket in the same round trip); BucketStateOf decodes it.
+func ReadBucketState(ctx context.Context, p redis.Pipeliner, sessionID, prizeID int64, b int) *redis.SliceCmd {
+	return p.HMGet(ctx, BucketKeysFor(sessionID, prizeID, b).Meta, "left", "total", "sent", "received")
+}
+
+// BucketStateOf decodes a ReadBucketState reply: not loaded when the bucket has no keys.
+func BucketStateOf(c *redis.SliceCmd) BucketState {
+	vals := c.Val()
+	if len(vals) != 4 || vals[0] == nil {
+		return BucketState{}
+	}
+	num := func(v any) int64 {
+		s, _ := v.(string)
+		x, _ := strconv.ParseInt(s, 10, 64)
+		return x
+	}
+	return BucketState{Loaded: true, Left: num(vals[0]), Total: num(vals[1]), Sent: num(vals[2]), Received: num(vals[3])}
 }
 
 // LoadBucket preheats bucket b of a session×prize from its row, as Load does for a prize:
