@@ -223,6 +223,7 @@ func (l rebalanceLoop) tick(ctx context.Context) (roundStats, bool) {
 		return roundStats{}, false
 	}
 	if len(prizes) == 0 {
+		l.metrics.setWanted(0)
 		return roundStats{}, false
 	}
 	var st roundStats
@@ -233,6 +234,8 @@ func (l rebalanceLoop) tick(ctx context.Context) (roundStats, bool) {
 	})
 	switch {
 	case !acquired && err == nil:
+		// The holder's own gauge speaks for the flags; this one's would go stale.
+		l.metrics.setWanted(0)
 		l.metrics.round("busy")
 	case err != nil:
 		l.metrics.round("failed")
