@@ -382,6 +382,21 @@ type StockState struct {
 // (left_stock raised, order cancelled, return recorded) or not at all. The reconciler's
 // rebuild copies Redis from it.
 func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockState, error) {
+	return o.state(ctx, sessionID, prizeID, -1)
+}
+
+// BucketState is State for stock bucket b of a session×prize with buckets (docs/buckets.md):
+// the bucket's row (with the prize's per-user limit), the orders it admitted
+// (orders.bucket) and their returns, from one snapshot. Bucket 0 is the session_stocks row.
+func (o *Orders) BucketState(ctx context.Context, sessionID, prizeID int64, b int) (StockState, error) {
+	if b < 0 {
+		return StockState{}, fmt.Errorf("state of session %d prize %d: bucket %d", sessionID, prizeID, b)
+	}
+	return o.state(ctx, sessionID, prizeID, b)
+}
+
+// state reads the whole prize (bucket < 0) or one bucket.
+func (o *Orders) state(ctx context.Context, sessionID, prizeID int64, bucket int) (StockState, error) {
 	var out StockState
 	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = StockState{Resale: map[string]bool{}}
@@ -390,8 +405,23 @@ func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockStat
 			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		out.Stock = st.domain()
+		orders := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID)
+		returns := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID)
+		if bucket >= 0 {
+			bs, err := readBuckets(tx, sessionID, prizeID)
+			if err != nil {
+				return err
+			}
+			if bucket >= len(bs) {
+				return fmt.Errorf("stock of session %d prize %d: bucket %d of %d: %w", sessionID, prizeID, bucket, len(bs), gorm.ErrRecordNotFound)
+			}
+			out.Stock.Total, out.Stock.Left, out.Stock.Version = bs[bucket].Total, bs[bucket].Left, bs[bucket].Version
+			orders = orders.Where("bucket = ?", bucket)
+			returns = returns.Where("order_id IN (?)", tx.Model(&orderRow{}).Select("id").
+				Where("session_id = ? AND prize_id = ? AND bucket = ?", sessionID, prizeID, bucket))
+		}
 		var rows []orderRow
-		if err := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Order("id").Find(&rows).Error; err != nil {
+		if err := orders.Order("id").Find(&rows).Error; err != nil {
 			return fmt.Errorf("orders of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		out.Orders = make([]seckill.Order, len(rows))
@@ -399,7 +429,7 @@ func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockStat
 			out.Orders[i] = r.domain()
 		}
 		var rets []returnRow
-		if err := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Find(&rets).Error; err != nil {
+		if err := returns.Find(&rets).Error; err != nil {
 			return fmt.Errorf("returns of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		for _, r := range rets {
