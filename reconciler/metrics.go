@@ -62,6 +62,10 @@ type driftMetrics struct {
 	// a series exists only while the count is above 0, so it is bounded by the drifted.
 	uncorrected *prometheus.GaugeVec
 	streaks     map[seckill.SessionPrize]int
+	// Per stock bucket of the prizes with buckets: set by the last run, as drift is per prize.
+	bucketDrift  *prometheus.GaugeVec
+	bucketRun    map[driftTarget]float64
+	bucketSeries map[driftTarget]bool
 }
 
 func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
@@ -79,8 +83,21 @@ func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
 			Help: "Consecutive reconciler runs that found this session×prize's Redis stock drifted and did not correct it; absent when 0."},
 			[]string{"session_id", "prize_id"}),
 		streaks: map[seckill.SessionPrize]int{},
+		bucketDrift: f.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_bucket_drift",
+			Help: "Redis left minus expected left, per stock bucket of a prize with buckets in scope, at the last check (seckill_reconciler_drift is their sum)."},
+			[]string{"session_id", "prize_id", "bucket"}),
+		bucketRun:    map[driftTarget]float64{},
+		bucketSeries: map[driftTarget]bool{},
 	}
 	return m
+}
+
+// bucket records one stock bucket's drift for this run's keep (a prize without buckets has
+// only its prize series).
+func (m *driftMetrics) bucket(t driftTarget, v float64) {
+	if t.bucket >= 0 {
+		m.bucketRun[t] = v
+	}
 }
 
 // keep sets the drift series of the session×prizes checked this run and deletes the
@@ -96,6 +113,21 @@ func (m *driftMetrics) keep(values map[seckill.SessionPrize]float64) {
 		m.drift.WithLabelValues(labels(k)...).Set(v)
 		m.series[k] = true
 	}
+	for t := range m.bucketSeries {
+		if _, ok := m.bucketRun[t]; !ok {
+			m.bucketDrift.DeleteLabelValues(bucketLabels(t)...)
+			delete(m.bucketSeries, t)
+		}
+	}
+	for t, v := range m.bucketRun {
+		m.bucketDrift.WithLabelValues(bucketLabels(t)...).Set(v)
+		m.bucketSeries[t] = true
+	}
+	m.bucketRun = map[driftTarget]float64{}
+}
+
+func bucketLabels(t driftTarget) []string {
+	return labels(seckill.SessionPrize{Session: t.sid, Prize: t.pid}, strconv.Itoa(t.bucket))
 }
 
 // track updates the uncorrected-run counts: left[k] is true when this run found k drifted

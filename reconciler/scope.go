@@ -60,9 +60,25 @@ func (f inFlight) pendingPrize(s scope) int64 {
 	return n
 }
 
-// bucketPartitionKey is the grab events' key of stock bucket b >= 1.
+// bucketPartitionKey is the grab events' key of stock bucket b: the prize's for bucket 0.
 func bucketPartitionKey(sessionID, prizeID int64, b int) []byte {
+	if b == 0 {
+		return event.PartitionKey(sessionID, prizeID)
+	}
 	return strconv.AppendInt(append(event.PartitionKey(sessionID, prizeID), ':'), int64(b), 10)
+}
+
+// sessionIDs are the sessions of scopes, each once.
+func sessionIDs(sc []scope) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for _, s := range sc {
+		if !seen[s.stock.SessionID] {
+			seen[s.stock.SessionID] = true
+			out = append(out, s.stock.SessionID)
+		}
+	}
+	return out
 }
 
 // pendingKey is the lag of the partition the messages keyed key land on.
