@@ -114,3 +114,41 @@ func driftPerBucket(t *testing.T, rdb redis.UniversalClient) {
 func (s *bucketSale) key() seckill.SessionPrize {
 	return seckill.SessionPrize{Session: s.sid, Prize: s.pid}
 }
+
+// The stock gauges of a prize with buckets are its buckets' sums, MySQL's (PrizeStock) and
+// Redis's (left and pending over every bucket), not bucket 0's row and keys.
+func TestStockGaugesSumBuckets(t *testing.T) {
+	s := newBucketSale(t, stacktest.Redis(t))
+	m := newStockMetrics(prometheus.NewRegistry())
+	g := &stockGauges{catalog: s.cat, gate: s.gate, lead: time.Minute, grace: time.Minute, every: 10 * time.Second, metrics: m,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	// A transfer in flight: 2 units taken from bucket 3, not yet given.
+	f := s.acquire(t)
+	crash := s.executor(func(_ store.Transfer, at transferStep) error {
+		if at == stepMoved {
+			return errCrash
+		}
+		return nil
+	})
+	if _, err := crash.transfer(stacktest.Context(t, 10*time.Second), f, s.sid, s.pid, 3, 1, 2); !errors.Is(err, errCrash) {
+		t.Fatalf("transfer: %v", err)
+	}
+	if err := g.sample(stacktest.Context(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	k := s.key()
+	for name, c := range map[string]struct {
+		got  float64
+		want float64
+	}{
+		"total":      {testutil.ToFloat64(m.total.WithLabelValues(labels(k)...)), 10},
+		"mysql left": {testutil.ToFloat64(m.left.WithLabelValues(labels(k, "mysql")...)), 10},
+		"sold":       {testutil.ToFloat64(m.sold.WithLabelValues(labels(k)...)), 0},
+		"redis left": {testutil.ToFloat64(m.left.WithLabelValues(labels(k, "redis")...)), 7}, // 2 + 3 + 2 + 0
+		"pending":    {testutil.ToFloat64(m.pending.WithLabelValues(labels(k)...)), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", name, c.got, c.want)
+		}
+	}
+}
