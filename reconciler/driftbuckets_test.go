@@ -26,27 +26,14 @@ import (
 // the transfer ends. A bucket whose received differs from the journal is reported. Gauges
 // per bucket, their sum per prize.
 func TestDriftPerBucket(t *testing.T) {
-	for _, r := range []struct {
-		name string
-		rdb  func(testing.TB) redis.UniversalClient
-	}{
-		{"stack", stacktest.Redis},
-		{"cluster", func(tb testing.TB) redis.UniversalClient { return stacktest.ClusterRedis(tb) }},
-	} {
-		t.Run(r.name, func(t *testing.T) { driftPerBucket(t, r.rdb(t)) })
-	}
+	onBothRedis(t, driftPerBucket)
 }
 
 func driftPerBucket(t *testing.T, rdb redis.UniversalClient) {
 	s := newBucketSale(t, rdb)
 	ctx := stacktest.Context(t, 30*time.Second)
 	f := s.acquire(t)
-	crash := s.executor(func(_ store.Transfer, at transferStep) error {
-		if at == stepTaken {
-			return errCrash
-		}
-		return nil
-	})
+	crash := s.crashAfter(stepTaken)
 	if _, err := crash.transfer(ctx, f, s.sid, s.pid, 3, 0, 1); !errors.Is(err, errCrash) {
 		t.Fatalf("transfer: %v, want the simulated crash", err)
 	}
@@ -124,12 +111,7 @@ func TestStockGaugesSumBuckets(t *testing.T) {
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
 	// A transfer in flight: 2 units taken from bucket 3, not yet given.
 	f := s.acquire(t)
-	crash := s.executor(func(_ store.Transfer, at transferStep) error {
-		if at == stepMoved {
-			return errCrash
-		}
-		return nil
-	})
+	crash := s.crashAfter(stepMoved)
 	if _, err := crash.transfer(stacktest.Context(t, 10*time.Second), f, s.sid, s.pid, 3, 1, 2); !errors.Is(err, errCrash) {
 		t.Fatalf("transfer: %v", err)
 	}

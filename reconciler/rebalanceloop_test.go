@@ -51,15 +51,7 @@ func (s *bucketSale) rebalancer(exec transferExecutor) rebalancer {
 // flag) from the others; the demand counters are read and reset. Every bucket's Redis stock
 // stays at most its row's and no unit is gained or lost throughout.
 func TestRebalanceRound(t *testing.T) {
-	for _, r := range []struct {
-		name string
-		rdb  func(testing.TB) redis.UniversalClient
-	}{
-		{"stack", stacktest.Redis},
-		{"cluster", func(tb testing.TB) redis.UniversalClient { return stacktest.ClusterRedis(tb) }},
-	} {
-		t.Run(r.name, func(t *testing.T) { rebalanceRound(t, r.rdb(t)) })
-	}
+	onBothRedis(t, rebalanceRound)
 }
 
 func rebalanceRound(t *testing.T, rdb redis.UniversalClient) {
@@ -76,12 +68,7 @@ func rebalanceRound(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	dying := func(step transferStep) transferExecutor {
-		x := s.executor(func(_ store.Transfer, at transferStep) error {
-			if at == step {
-				return errCrash
-			}
-			return nil
-		})
+		x := s.crashAfter(step)
 		x.metrics = exec.metrics
 		return x
 	}
@@ -193,4 +180,28 @@ func TestRebalanceLoopTakesTheLease(t *testing.T) {
 	if _, acquired := loop.tick(ctx); acquired || testutil.ToFloat64(exec.metrics.rounds.WithLabelValues("ok")) != before {
 		t.Fatalf("tick without an open bucketed prize took the lease")
 	}
+}
+
+// onBothRedis runs a test on the single Redis and on the cluster, where a prize's buckets
+// live on slots of their own.
+func onBothRedis(t *testing.T, test func(t *testing.T, rdb redis.UniversalClient)) {
+	for _, r := range []struct {
+		name string
+		rdb  func(testing.TB) redis.UniversalClient
+	}{
+		{"stack", stacktest.Redis},
+		{"cluster", func(tb testing.TB) redis.UniversalClient { return stacktest.ClusterRedis(tb) }},
+	} {
+		t.Run(r.name, func(t *testing.T) { test(t, r.rdb(t)) })
+	}
+}
+
+// crashAfter is an executor that stops, as a crash would, once step is durable.
+func (s *bucketSale) crashAfter(step transferStep) transferExecutor {
+	return s.executor(func(_ store.Transfer, at transferStep) error {
+		if at == step {
+			return errCrash
+		}
+		return nil
+	})
 }

@@ -39,15 +39,7 @@ func (caughtUp) Quiet(context.Context, int64, int64, time.Time, time.Duration) (
 // is in flight afterwards. The buckets Redis kept are left alone. On a single Redis and on
 // the cluster.
 func TestRebuildJobRebuildsLostBuckets(t *testing.T) {
-	for _, r := range []struct {
-		name string
-		rdb  func(testing.TB) redis.UniversalClient
-	}{
-		{"stack", stacktest.Redis},
-		{"cluster", func(tb testing.TB) redis.UniversalClient { return stacktest.ClusterRedis(tb) }},
-	} {
-		t.Run(r.name, func(t *testing.T) { rebuildLostBuckets(t, r.rdb(t)) })
-	}
+	onBothRedis(t, rebuildLostBuckets)
 }
 
 // sums checks every bucket's Redis left against its row and that every unit MySQL holds is
@@ -88,12 +80,7 @@ func rebuildLostBuckets(t *testing.T, rdb redis.UniversalClient) {
 	}
 	f := s.acquire(t)
 	// 2 units from bucket 1 to 3: the holder dies after the move, before the give.
-	crash := s.executor(func(_ store.Transfer, at transferStep) error {
-		if at == stepMoved {
-			return errCrash
-		}
-		return nil
-	})
+	crash := s.crashAfter(stepMoved)
 	if _, err := crash.transfer(ctx, f, s.sid, s.pid, 1, 3, 2); !errors.Is(err, errCrash) {
 		t.Fatalf("transfer: %v, want the simulated crash", err)
 	}
