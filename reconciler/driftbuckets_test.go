@@ -134,3 +134,13 @@ func TestStockGaugesSumBuckets(t *testing.T) {
 		}
 	}
 }
+
+// A prize's final report counts every stock bucket (PrizeStock), not bucket 0's row.
+func TestSessionReportSumsBuckets(t *testing.T) {
+	s := newBucketSale(t, stacktest.Redis(t))
+	j := lifecycleJob{catalog: s.cat, orders: store.NewOrders(s.db), returns: store.NewReturns(s.db)}
+	r, err := j.report(stacktest.Context(t, 10*time.Second), seckill.Stock{SessionID: s.sid, PrizeID: s.pid})
+	if err != nil || r.Total != 10 || r.Left != 10 {
+		t.Fatalf("report %+v %v, want total 10, left 10 (bucket 0 alone holds 3)", r, err)
+	}
+}
