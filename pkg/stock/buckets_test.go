@@ -174,3 +174,35 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatalf("give to an unloaded bucket wrote %d keys", n)
 	}
 }
+
+// A cancelled order's unit goes back to the keys of the bucket that sold it: ReturnAll runs
+// one script per bucket, each unit once per request id; the other buckets are untouched.
+func TestReturnToTheOrdersBucket(t *testing.T) { onEachRedis(t, returnToBucket) }
+
+func returnToBucket(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
+	sid := testSession(t)
+	loadBucket(t, g, rdb, ctx, sid, 1, 0, 5)
+	loadBucket(t, g, rdb, ctx, sid, 1, 2, 2)
+	items := []stock.UnitReturn{
+		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b2"), UserID: "u2", OrderID: 7, Reason: "buyer_cancelled", Resale: true, Bucket: 2},
+		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b0"), UserID: "u0", OrderID: 8, Reason: "buyer_cancelled", Resale: true},
+	}
+	rep, err := g.ReturnAll(ctx, items)
+	if err != nil || rep.Returned != 2 || len(rep.Done) != 2 {
+		t.Fatalf("return: %+v %v", rep, err)
+	}
+	if again, err := g.ReturnAll(ctx, items); err != nil || again.Returned != 0 || again.Already != 2 {
+		t.Fatalf("return again: %+v %v, want both already done", again, err)
+	}
+	bs, err := g.Buckets(ctx, sid, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs[0].Left != 6 || bs[1].Loaded || bs[2].Left != 3 {
+		t.Fatalf("buckets after the returns: %+v, want 6 in bucket 0, 3 in bucket 2", bs)
+	}
+	if n, err := rdb.HExists(ctx, stock.BucketKeysFor(sid, 1, 2).Returned, items[0].RequestID).Result(); err != nil || !n {
+		t.Fatalf("bucket 2's returned hash lacks its unit's request id: %v %v", n, err)
+	}
+}

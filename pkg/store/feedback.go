@@ -32,6 +32,7 @@ type StockReturn struct {
 	Reason      seckill.Reason
 	ReleaseSlot bool // the buyer may grab again: the per-user count goes down too
 	Resale      bool // the session was open: the unit goes back into Redis to be sold again
+	Bucket      int  // the order's stock bucket (orders.bucket): the unit goes back to its keys
 }
 
 // FeedbackOutcome is what one report did.
@@ -156,6 +157,7 @@ type feedbackWrites struct {
 
 	paid, cancelled []int64
 	cancelReason    []seckill.Reason // per cancelled
+	cancelBucket    []int            // per cancelled: the order's stock bucket, whose row gets the unit
 	redelivered     []int64          // cancellations of orders cancelled before this batch
 	events          []orderEventRow
 	returns         []returnRow
@@ -223,10 +225,11 @@ func (w *feedbackWrites) apply(tx *gorm.DB, i int, r *orderRow, d feedbackDecisi
 		r.Status, r.Reason, r.CancelledAt = string(seckill.OrderCancelled), string(it.Reason), &w.now
 		w.cancelled = append(w.cancelled, r.ID)
 		w.cancelReason = append(w.cancelReason, it.Reason)
+		w.cancelBucket = append(w.cancelBucket, r.Bucket)
 		w.events = append(w.events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
 			Type: EventCancelled, Reason: string(it.Reason), OccurredAt: w.now})
 		ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: w.k.Session, PrizeID: w.k.Prize,
-			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now}
+			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now, Bucket: r.Bucket}
 		w.returns = append(w.returns, ret)
 		res.Returns = append(res.Returns, ret.domain())
 		out.Result = seckill.FeedbackApplied
@@ -270,9 +273,29 @@ func (w *feedbackWrites) write(tx *gorm.DB, stockID int64) error {
 				return fmt.Errorf("cancel %d orders: %d matched: %w", len(ids), upd.RowsAffected, seckill.ErrConflict)
 			}
 		}
-		upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", len(w.cancelled), now, stockID)
-		if upd.Error != nil {
-			return fmt.Errorf("return %d units: %w", len(w.cancelled), upd.Error)
+		// Each unit goes back to the row of the bucket that sold it (bucket 0: the stock row).
+		perBucket := map[int]int{}
+		for _, b := range w.cancelBucket {
+			perBucket[b]++
+		}
+		if n := perBucket[0]; n > 0 {
+			upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", n, now, stockID)
+			if upd.Error != nil {
+				return fmt.Errorf("return %d units: %w", n, upd.Error)
+			}
+		}
+		for b, n := range perBucket {
+			if b == 0 {
+				continue
+			}
+			upd := tx.Exec("UPDATE stock_buckets SET left_stock = left_stock + ?, updated_at = ? WHERE session_id = ? AND prize_id = ? AND bucket = ?",
+				n, now, w.k.Session, w.k.Prize, b)
+			if upd.Error != nil {
+				return fmt.Errorf("return %d units to bucket %d: %w", n, b, upd.Error)
+			}
+			if upd.RowsAffected != 1 {
+				return fmt.Errorf("return %d units to bucket %d of session %d prize %d: no such bucket", n, b, w.k.Session, w.k.Prize)
+			}
 		}
 		if err := tx.Create(&w.returns).Error; err != nil {
 			return fmt.Errorf("record stock returns: %w", err)
@@ -288,7 +311,7 @@ func (w *feedbackWrites) write(tx *gorm.DB, stockID int64) error {
 	// instead of waiting for the reconciler's sweep. The script is idempotent per request id.
 	if len(w.redelivered) > 0 {
 		var pending []returnRow
-		if err := tx.Where("order_id IN ? AND redis_done_at IS NULL", w.redelivered).Find(&pending).Error; err != nil {
+		if err := withBucket(tx).Where("stock_returns.order_id IN ? AND stock_returns.redis_done_at IS NULL", w.redelivered).Find(&pending).Error; err != nil {
 			return fmt.Errorf("read pending stock returns: %w", err)
 		}
 		for _, r := range pending {
@@ -470,13 +493,23 @@ type returnRow struct {
 	Resale      bool
 	ReturnedAt  time.Time
 	RedisDoneAt *time.Time
+	// Bucket is the order's stock bucket, read with withBucket (not a column of the table).
+	Bucket int `gorm:"->"`
 }
 
 func (returnRow) TableName() string { return "stock_returns" }
 
 func (r returnRow) domain() StockReturn {
 	return StockReturn{OrderID: r.OrderID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
-		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale}
+		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale, Bucket: r.Bucket}
+}
+
+// withBucket reads stock returns with their order's stock bucket (stock_returns has no
+// column of its own: the order row says; an order moved to the archive long after its
+// session counts as bucket 0, its keys being gone anyway). Columns are named with their table.
+func withBucket(db *gorm.DB) *gorm.DB {
+	return db.Table("stock_returns").Select("stock_returns.*, COALESCE(o.bucket, 0) AS bucket").
+		Joins("LEFT JOIN orders o ON o.id = stock_returns.order_id")
 }
 
 // Returns reads and stamps the stock returns (the stock_returns table).
@@ -492,7 +525,7 @@ func NewReturns(db *gorm.DB) *Returns { return &Returns{db: db} }
 // oldest first.
 func (r *Returns) PendingRedis(ctx context.Context, limit int) ([]StockReturn, error) {
 	var rows []returnRow
-	if err := r.db.WithContext(ctx).Where("redis_done_at IS NULL").Order("order_id").Limit(limit).Find(&rows).Error; err != nil {
+	if err := withBucket(r.db.WithContext(ctx)).Where("stock_returns.redis_done_at IS NULL").Order("stock_returns.order_id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("pending redis returns: %w", err)
 	}
 	out := make([]StockReturn, len(rows))
@@ -526,8 +559,8 @@ func (r *Returns) PendingRedisPrizes(ctx context.Context) ([]PendingPrize, error
 // known to have run, oldest first.
 func (r *Returns) PendingRedisOf(ctx context.Context, sessionID, prizeID int64, limit int) ([]StockReturn, error) {
 	var rows []returnRow
-	err := r.db.WithContext(ctx).Where("session_id = ? AND prize_id = ? AND redis_done_at IS NULL", sessionID, prizeID).
-		Order("order_id").Limit(limit).Find(&rows).Error
+	err := withBucket(r.db.WithContext(ctx)).Where("stock_returns.session_id = ? AND stock_returns.prize_id = ? AND stock_returns.redis_done_at IS NULL", sessionID, prizeID).
+		Order("stock_returns.order_id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("pending redis returns of session %d prize %d: %w", sessionID, prizeID, err)
 	}
