@@ -31,6 +31,7 @@ type driftGate interface {
 	ViewBucket(ctx context.Context, sessionID, prizeID int64, b int) (stock.View, error)
 	CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b int, from stock.View, to, fence int64) error
 	Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]stock.BucketState, error)
+	CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b int, from stock.BucketState, ledger seckill.BucketLedger, fence int64) error
 }
 
 // doneReturns reads the returns MySQL has stamped done in Redis and clears a stamp whose
@@ -369,11 +370,11 @@ func (j driftJob) checkBuckets(ctx context.Context, run *driftRun, s scope, n in
 	return j.compareLedger(ctx, run, sid, pid, n, busy)
 }
 
-// compareLedger counts (ledger_mismatch) and logs the loaded buckets whose sent or
-// received differ from the journal's Ledger: a take or give lost with Redis writes in a
-// failover. It does not correct them yet: a lost give leaves the prize's in-flight count
-// above 0, so its gateways answer 503 rebalancing instead of sold_out once every bucket is
-// empty.
+// compareLedger corrects the loaded buckets whose sent or received differ from the
+// journal's Ledger (a take or give lost with Redis writes in a failover: a lost give keeps
+// the prize's in-flight count above 0, and its gateways would answer 503 rebalancing instead
+// of sold_out once every bucket is empty), compare-and-set on what it read. Counted as
+// ledger_mismatch, and ledger_corrected once set.
 func (j driftJob) compareLedger(ctx context.Context, run *driftRun, sid, pid int64, n int, busy map[int]bool) error {
 	want, err := j.catalog.Ledger(ctx, sid, pid, n)
 	if err != nil {
@@ -387,10 +388,22 @@ func (j driftJob) compareLedger(ctx context.Context, run *driftRun, sid, pid int
 		if busy[b] || !have[b].Loaded {
 			continue
 		}
-		if have[b].Sent != int64(want[b].Sent) || have[b].Received != int64(want[b].Received) {
-			run.sum["ledger_mismatch"]++
-			j.log.Warn("a stock bucket's sent or received differs from the transfers journal", "session_id", sid, "prize_id", pid, "bucket", b,
-				"redis_sent", have[b].Sent, "journal_sent", want[b].Sent, "redis_received", have[b].Received, "journal_received", want[b].Received)
+		if have[b].Sent == int64(want[b].Sent) && have[b].Received == int64(want[b].Received) {
+			continue
+		}
+		run.sum["ledger_mismatch"]++
+		j.log.Warn("a stock bucket's sent or received differs from the transfers journal", "session_id", sid, "prize_id", pid, "bucket", b,
+			"redis_sent", have[b].Sent, "journal_sent", want[b].Sent, "redis_received", have[b].Received, "journal_received", want[b].Received)
+		if err := run.fence.Check(ctx); err != nil {
+			return err
+		}
+		switch err := j.gate.CorrectBucketLedger(ctx, sid, pid, b, have[b], want[b], run.fence.Number); {
+		case errors.Is(err, stock.ErrMoved), errors.Is(err, seckill.ErrNotLoaded):
+			// A transfer or a loss since the read: the next run looks again.
+		case err != nil:
+			return err
+		default:
+			run.sum["ledger_corrected"]++
 		}
 	}
 	return nil

@@ -25,8 +25,12 @@ var (
 	//go:embed lua/give.lua
 	giveSrc string
 
-	takeScript = redis.NewScript(takeSrc)
-	giveScript = redis.NewScript(giveSrc)
+	//go:embed lua/ledger.lua
+	ledgerSrc string
+
+	takeScript   = redis.NewScript(takeSrc)
+	giveScript   = redis.NewScript(giveSrc)
+	ledgerScript = redis.NewScript(ledgerSrc)
 )
 
 // BucketKeysFor returns the keys of bucket b of a session×prize: KeysFor's for b = 0, the
@@ -184,4 +188,29 @@ func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger s
 func (g *Gate) RebuildBucket(ctx context.Context, st seckill.Stock, b int, users map[string]int, outcomes []Settlement, returned []string,
 	ledger seckill.BucketLedger, expireAt time.Time, fence int64) (bool, error) {
 	return g.rebuild(ctx, BucketKeysFor(st.SessionID, st.PrizeID, b), st, users, outcomes, returned, &ledger, expireAt, fence)
+}
+
+// CorrectBucketLedger sets bucket b's sent and received to the journal's (ledger, from
+// Catalog.Ledger) and records its transfer ids, only if they are still what from (a Buckets
+// read) holds and fence is not older than the newest that wrote the bucket. ErrMoved: a
+// take or give ran since the read; seckill.ErrNotLoaded: the bucket has no keys.
+func (g *Gate) CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b int, from BucketState, ledger seckill.BucketLedger, fence int64) error {
+	k := BucketKeysFor(sessionID, prizeID, b)
+	args := make([]any, 0, 5+2*len(ledger.Transfers))
+	args = append(args, fence, from.Sent, from.Received, ledger.Sent, ledger.Received)
+	for id, n := range ledger.Transfers {
+		args = append(args, id, n)
+	}
+	n, err := ledgerScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence, k.Transfers()}, args...).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("correct the ledger of session %d prize %d bucket %d: %w", sessionID, prizeID, b, err)
+	case n == 0:
+		return ErrMoved
+	case n == -1:
+		return seckill.ErrNotLoaded
+	case n == -2:
+		return fmt.Errorf("correct the ledger of session %d prize %d bucket %d: %w", sessionID, prizeID, b, ErrFenced)
+	}
+	return nil
 }
