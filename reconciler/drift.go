@@ -28,6 +28,7 @@ type driftGate interface {
 	View(ctx context.Context, sessionID, prizeID int64) (stock.View, error)
 	CorrectLeft(ctx context.Context, sessionID, prizeID int64, from stock.View, to, fence int64) error
 	Returned(ctx context.Context, sessionID, prizeID int64) (map[string]struct{}, bool, error)
+	ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b int) (map[string]struct{}, bool, error)
 	ViewBucket(ctx context.Context, sessionID, prizeID int64, b int) (stock.View, error)
 	CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b int, from stock.View, to, fence int64) error
 	Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]stock.BucketState, error)
@@ -38,6 +39,7 @@ type driftGate interface {
 // Redis effect was lost (store.Returns).
 type doneReturns interface {
 	DoneForResale(ctx context.Context, sessionID, prizeID int64) (map[string]int64, error)
+	DoneForResaleInBucket(ctx context.Context, sessionID, prizeID int64, b int) (map[string]int64, error)
 	ClearRedisDone(ctx context.Context, orderIDs []int64) error
 }
 
@@ -112,7 +114,7 @@ func (j driftJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 			continue
 		}
 		// Grabs in flight do not change which returns Redis holds: checked every run.
-		lost, err := j.lostReturns(ctx, fence, sid, pid)
+		lost, err := j.lostReturns(ctx, fence, driftTarget{sid: sid, pid: pid, bucket: -1})
 		sum["returns_lost"] += int64(lost)
 		if err != nil {
 			return result{Summary: sum}, err
@@ -253,12 +255,25 @@ func (j driftJob) check(ctx context.Context, run *driftRun, t driftTarget) error
 // hash read after only if Redis lost it (a return finishing between the two reads is not
 // stamped in the first and is not looked at). Without the stock key nothing is cleared: the
 // hash went with the keys, and the rebuild writes it from MySQL.
-func (j driftJob) lostReturns(ctx context.Context, fence lease.Fence, sessionID, prizeID int64) (int, error) {
-	done, err := j.returns.DoneForResale(ctx, sessionID, prizeID)
+func (j driftJob) lostReturns(ctx context.Context, fence lease.Fence, t driftTarget) (int, error) {
+	sessionID, prizeID := t.sid, t.pid
+	var done map[string]int64
+	var err error
+	if t.bucket < 0 {
+		done, err = j.returns.DoneForResale(ctx, sessionID, prizeID)
+	} else {
+		done, err = j.returns.DoneForResaleInBucket(ctx, sessionID, prizeID, t.bucket)
+	}
 	if err != nil || len(done) == 0 {
 		return 0, err
 	}
-	have, loaded, err := j.gate.Returned(ctx, sessionID, prizeID)
+	var have map[string]struct{}
+	var loaded bool
+	if t.bucket < 0 {
+		have, loaded, err = j.gate.Returned(ctx, sessionID, prizeID)
+	} else {
+		have, loaded, err = j.gate.ReturnedBucket(ctx, sessionID, prizeID, t.bucket)
+	}
 	if err != nil || !loaded {
 		return 0, err
 	}
@@ -280,7 +295,7 @@ func (j driftJob) lostReturns(ctx context.Context, fence lease.Fence, sessionID,
 		return 0, err
 	}
 	j.log.Warn("returns stamped done that redis lost; the sweep gives them back", "session_id", sessionID,
-		"prize_id", prizeID, "count", len(lost), "request_ids", rids[:min(len(rids), 20)])
+		"prize_id", prizeID, "bucket", t.bucket, "count", len(lost), "request_ids", rids[:min(len(rids), 20)])
 	return len(lost), nil
 }
 
@@ -349,12 +364,19 @@ func (j driftJob) bucketsOf(ctx context.Context, sc []scope) (bucketInfo, error)
 // an unfinished transfer touches is skipped, as its Redis and MySQL stock differ by the
 // units in flight until the transfer ends (the transfers job resumed it at the start of the
 // run; it failed again), and so is a bucket whose grab partition has events in flight. The
-// returns check (lostReturns) is not made per bucket yet. Then each bucket's sent and
-// received are compared with the transfers journal.
+// returns check (lostReturns) runs on every bucket, each with the returns of the orders it
+// sold. Then each bucket's sent and received are compared with the transfers journal.
 func (j driftJob) checkBuckets(ctx context.Context, run *driftRun, s scope, n int, info bucketInfo) error {
 	sid, pid := s.stock.SessionID, s.stock.PrizeID
 	busy := info.busy[s.stock.SessionPrize()]
 	for b := range n {
+		// As for a prize without buckets, every run: neither transfers nor grabs in flight
+		// change which returns a bucket holds.
+		lost, err := j.lostReturns(ctx, run.fence, driftTarget{sid: sid, pid: pid, bucket: b})
+		run.sum["returns_lost"] += int64(lost)
+		if err != nil {
+			return err
+		}
 		if busy[b] {
 			run.sum["skipped_transfer"]++
 			continue

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // Drift per stock bucket, on a single Redis and on the cluster: each bucket is compared with
@@ -138,5 +139,47 @@ func TestSessionReportSumsBuckets(t *testing.T) {
 	r, err := j.report(stacktest.Context(t, 10*time.Second), seckill.Stock{SessionID: s.sid, PrizeID: s.pid})
 	if err != nil || r.Total != 10 || r.Left != 10 {
 		t.Fatalf("report %+v %v, want total 10, left 10 (bucket 0 alone holds 3)", r, err)
+	}
+}
+
+// A return for resale of an order bucket 2 sold goes back to bucket 2's keys; the drift's
+// lost-returns check looks for it in bucket 2's returned hash (not bucket 0's, where it never
+// is), and clears its done stamp only once Redis lost it there, so the sweep makes it again.
+func TestDriftFindsALostReturnInItsBucket(t *testing.T) {
+	s := newBucketSale(t, stacktest.Redis(t))
+	ctx := stacktest.Context(t, 30*time.Second)
+	rid := s.soldIn(t, "u2", 2)
+	orders, returns := store.NewOrders(s.db), store.NewReturns(s.db)
+	res, err := orders.ApplyFeedback(ctx, nil, s.sid, s.pid, []seckill.Feedback{{RequestID: rid, Kind: seckill.FeedbackCancelled,
+		Reason: seckill.ReasonBuyerCancelled, At: time.Now()}}, time.Now())
+	if err != nil || len(res.Returns) != 1 || res.Returns[0].Bucket != 2 || !res.Returns[0].Resale {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	rep, err := writepath.ReturnUnits(ctx, s.gate, res.Returns)
+	if err != nil || rep.Returned != 1 {
+		t.Fatalf("the return's Redis step: %+v %v", rep, err)
+	}
+	if err := returns.MarkRedisDone(ctx, rep.Done, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f := s.acquire(t)
+	job := driftJob{catalog: s.cat, gate: s.gate, returns: returns, orders: orders,
+		lag: grabLag{reader: caughtUp{}, group: "g", topic: event.Topic{Name: "t", Partitions: 4}}, grace: time.Hour,
+		cases: store.NewExceptions(s.db), caseRuns: 3, metrics: newDriftMetrics(prometheus.NewRegistry()),
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	if sum, err := job.Run(ctx, f); err != nil || sum.Summary["returns_lost"] != 0 || sum.Summary["corrected"] != 0 {
+		t.Fatalf("drift with the return in bucket 2: %+v %v, want nothing lost nor corrected", sum.Summary, err)
+	}
+	s.state(t).sums(t, "after the return", 10, 1)
+
+	// Redis loses the return's record (and its unit) in bucket 2.
+	if err := s.rdb.HDel(ctx, stock.BucketKeysFor(s.sid, s.pid, 2).Returned, rid).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := job.Run(ctx, f); sum.Summary["returns_lost"] != 1 {
+		t.Fatalf("drift after the loss: %+v %v, want the return found lost", sum.Summary, err)
+	}
+	if pending, err := returns.PendingRedisOf(ctx, s.sid, s.pid, 10); err != nil || len(pending) != 1 || pending[0].Bucket != 2 {
+		t.Fatalf("returns to make again: %+v %v, want the one of bucket 2", pending, err)
 	}
 }

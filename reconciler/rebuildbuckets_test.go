@@ -65,19 +65,7 @@ func (st saleState) sums(t *testing.T, when string, mysqlLeft, pending int) {
 func rebuildLostBuckets(t *testing.T, rdb redis.UniversalClient) {
 	s := newBucketSale(t, rdb)
 	ctx := stacktest.Context(t, 30*time.Second)
-	// u2's grab was admitted in bucket 2 and persisted: its order, the bucket's row and keys.
-	if err := s.db.WithContext(ctx).Exec(`INSERT INTO orders (request_id, user_id, session_id, prize_id, status, reason, per_user_limit, slot,
-		admitted_at, created_at, bucket) VALUES (?, 'u2', ?, ?, 'succeeded', '', 1, 1, NOW(6), NOW(6), 2)`,
-		seckill.RequestID(s.sid, s.pid, "k2"), s.sid, s.pid).Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.WithContext(ctx).Exec("UPDATE stock_buckets SET left_stock = left_stock - 1, version = version + 1 WHERE session_id = ? AND prize_id = ? AND bucket = 2",
-		s.sid, s.pid).Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := s.rdb.HIncrBy(ctx, stock.BucketKeysFor(s.sid, s.pid, 2).Meta, "left", -1).Err(); err != nil {
-		t.Fatal(err)
-	}
+	s.soldIn(t, "u2", 2)
 	f := s.acquire(t)
 	// 2 units from bucket 1 to 3: the holder dies after the move, before the give.
 	crash := s.crashAfter(stepMoved)
@@ -122,4 +110,25 @@ func rebuildLostBuckets(t *testing.T, rdb redis.UniversalClient) {
 	if st := s.state(t); !slices.Equal(st.redis, end.redis) || st.inFlight != 0 {
 		t.Fatalf("second run changed Redis: %v, in flight %d", st.redis, st.inFlight)
 	}
+}
+
+// soldIn makes user's grab admitted by bucket b >= 1 and persisted: its order (request id
+// key "k-"+user), one unit less in the bucket's row and keys.
+func (s *bucketSale) soldIn(t *testing.T, user string, b int) string {
+	t.Helper()
+	ctx := stacktest.Context(t, 10*time.Second)
+	rid := seckill.RequestID(s.sid, s.pid, "k-"+user)
+	if err := s.db.WithContext(ctx).Exec(`INSERT INTO orders (request_id, user_id, session_id, prize_id, status, reason, per_user_limit, slot,
+		admitted_at, created_at, bucket) VALUES (?, ?, ?, ?, 'succeeded', '', 1, 1, NOW(6), NOW(6), ?)`,
+		rid, user, s.sid, s.pid, b).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.WithContext(ctx).Exec("UPDATE stock_buckets SET left_stock = left_stock - 1, version = version + 1 WHERE session_id = ? AND prize_id = ? AND bucket = ?",
+		s.sid, s.pid, b).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.HIncrBy(ctx, stock.BucketKeysFor(s.sid, s.pid, b).Meta, "left", -1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rid
 }

@@ -85,7 +85,15 @@ func (g *Gate) ReturnBucket(ctx context.Context, sessionID, prizeID int64, b int
 // loaded says whether the prize's stock key exists after the scan: without it the hash is
 // gone with the keys, and the rebuild (which writes it from MySQL) is what restores it.
 func (g *Gate) Returned(ctx context.Context, sessionID, prizeID int64) (ids map[string]struct{}, loaded bool, err error) {
-	k := KeysFor(sessionID, prizeID)
+	return g.returned(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
+}
+
+// ReturnedBucket is Returned of stock bucket b of a session×prize (docs/buckets.md).
+func (g *Gate) ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b int) (ids map[string]struct{}, loaded bool, err error) {
+	return g.returned(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+}
+
+func (g *Gate) returned(ctx context.Context, sessionID, prizeID int64, k Keys) (ids map[string]struct{}, loaded bool, err error) {
 	ids = map[string]struct{}{}
 	var cursor uint64
 	for {

@@ -589,6 +589,22 @@ func (r *Returns) DoneForResale(ctx context.Context, sessionID, prizeID int64) (
 	return out, nil
 }
 
+// DoneForResaleInBucket is DoneForResale of the orders stock bucket b sold (orders.bucket):
+// their request ids are in that bucket's returned hash.
+func (r *Returns) DoneForResaleInBucket(ctx context.Context, sessionID, prizeID int64, b int) (map[string]int64, error) {
+	var rows []returnRow
+	err := withBucket(r.db.WithContext(ctx)).Where(`stock_returns.session_id = ? AND stock_returns.prize_id = ? AND stock_returns.resale
+		AND stock_returns.redis_done_at IS NOT NULL AND COALESCE(o.bucket, 0) = ?`, sessionID, prizeID, b).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("done redis returns of session %d prize %d bucket %d: %w", sessionID, prizeID, b, err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, row := range rows {
+		out[row.RequestID] = row.OrderID
+	}
+	return out, nil
+}
+
 // ClearRedisDone removes the done stamp of returns (by order id) whose Redis effect was
 // lost (a Redis failover lost the script's write), so the sweep makes their Redis step
 // again; the step is at most once per request id, so clearing too much costs a round trip.
