@@ -253,6 +253,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
+	adm.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
 	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin
 	// token (the session, in that credential's name, kept in an HttpOnly cookie), whose every
