@@ -18,11 +18,11 @@ const GrabV1 = 1
 // grabEvent is the grab topic's JSON payload (schema v1). Field names are part of the
 // contract with every consumer: change them only with a new version.
 type grabEvent struct {
-	V          int       `json:"v"`
-	RequestID  string    `json:"request_id"`
-	UserID     string    `json:"user_id"`
-	SessionID  int64     `json:"session_id"`
-	PrizeID    int64     `json:"prize_id"`
+	V         int    `json:"v"`
+	RequestID string `json:"request_id"`
+	UserID    string `json:"user_id"`
+	SessionID int64  `json:"session_id"`
+	PrizeID   int64  `json:"prize_id"`
 	// Bucket is the stock bucket that admitted the grab (docs/buckets.md), written only
 	// for buckets 1 and up: absent is bucket 0, which is also a prize without buckets, so
 	// every event of a prize without buckets stays byte for byte what it was. Additive: v1.
