@@ -219,6 +219,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		events:  grabs, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 		replica: replica, replicaWait: cfg.ReplicaWait,
+		buckets: newBucketRouter(gate, schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
 	}
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
@@ -330,6 +331,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if jwtFiles != nil {
 		g.Go(func() error { jwtFiles.Run(gctx); return nil })
 	}
+	g.Go(func() error { return api.buckets.Run(gctx) })
 	g.Go(func() error {
 		return schedule.Run(gctx, func(err error) {
 			m.scheduleErrors.Inc()
