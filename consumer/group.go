@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 type batchProcessor interface {
@@ -26,7 +28,16 @@ type groupConsumer struct {
 	batchSize int
 	batchWait time.Duration
 	proc      batchProcessor
-	log       *slog.Logger
+	// events, when set, publishes the orders' events of each partition's batches from
+	// memory; proc must then be a sourcedProcessor. Nil: proc.Process alone (feedback).
+	events *batchEvents
+	log    *slog.Logger
+}
+
+// sourcedProcessor persists a batch under a grab partition's claim and returns the events
+// to publish from memory: *processor.
+type sourcedProcessor interface {
+	ProcessFrom(ctx context.Context, msgs []kafka.Message, src *store.GrabSource) ([]store.OutboxEvent, error)
 }
 
 // Run consumes until ctx ends. On shutdown every worker finishes its in-flight batch and
@@ -163,11 +174,42 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 		return true
 	}
 	defer commit()
+	process := c.proc.Process
+	// idle is how long a fetch may wait for a first message before the worker gets to do
+	// something else (0: as long as it takes), and settle what it does then.
+	idle, settle := func() time.Duration { return 0 }, func() {}
+	if c.events != nil {
+		// One publisher per partition worker: batches in offset order, each batch's events
+		// published and recorded before the next batch is persisted.
+		pe := c.events.open(partition)
+		defer pe.close()
+		sp := c.proc.(sourcedProcessor)
+		process = func(ctx context.Context, batch []kafka.Message) error {
+			src := pe.begin(ctx)
+			evs, err := sp.ProcessFrom(ctx, batch, src)
+			if err == nil {
+				pe.finish(ctx, src, evs)
+			}
+			return err
+		}
+		// A partition whose events are not all recorded (its lock is elsewhere, a publish
+		// failed) must not wait for the next grab to be recovered: an idle partition retries.
+		idle = func() time.Duration {
+			if pe.settled() {
+				return 0
+			}
+			return c.events.retryEvery
+		}
+		settle = func() { pe.begin(ctx) }
+	}
 	for {
-		batch := c.fetch(stop, r)
+		batch := c.fetch(stop, r, idle())
+		if len(batch) == 0 && stop.Err() == nil {
+			settle()
+		}
 		if len(batch) > 0 {
 			// Processing uses ctx, not stop: a rebalance lets the in-flight batch finish.
-			if err := c.proc.Process(ctx, batch); err != nil {
+			if err := process(ctx, batch); err != nil {
 				c.log.Warn("batch not committed; it will be redelivered", "partition", partition,
 					"first_offset", batch[0].Offset, "error", err.Error())
 				return
@@ -186,9 +228,16 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 }
 
 // fetch waits for a first message, then takes more until batchSize messages or batchWait
-// has passed since the first. FetchMessage never commits; a cancelled fetch loses nothing.
-func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader) []kafka.Message {
-	first, err := r.FetchMessage(stop)
+// has passed since the first, or nothing when idle (> 0) passed without a message.
+// FetchMessage never commits; a cancelled fetch loses nothing.
+func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader, idle time.Duration) []kafka.Message {
+	fctx := stop
+	if idle > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(stop, idle)
+		defer cancel()
+	}
+	first, err := r.FetchMessage(fctx)
 	if err != nil {
 		return nil
 	}

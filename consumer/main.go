@@ -126,9 +126,18 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		compensation: compensation, deadLetters: deadLetters,
 		metrics: m, log: log, onPersisted: relay.Kick,
 	}
+	events := &batchEvents{
+		progress: store.NewEventProgress(db), outbox: store.NewOutbox(db),
+		locks: mysqlPartitionLock{db: db, name: func(p int) string {
+			return store.ProgressLockName(cfg.MySQLDSN, cfg.Topics.Grab.Name, p)
+		}},
+		writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(),
+		topic: cfg.Topics.Order.Name, metrics: m, log: log, now: time.Now,
+		rescanEvery: 30 * time.Second, retryEvery: time.Second,
+	}
 	group := &groupConsumer{
 		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
-		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, log: log,
+		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, events: events, log: log,
 	}
 	// Downstream's order feedback (paid, cancelled): its own group, the same care.
 	feedback := &groupConsumer{

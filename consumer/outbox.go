@@ -150,8 +150,7 @@ func (r *outboxRelay) publishBatch(ctx context.Context, held func(context.Contex
 	msgs := make([]kafka.Message, len(events))
 	var ids, follow []int64
 	for i, e := range events {
-		msgs[i] = kafka.Message{Key: []byte(e.Key), Value: e.Payload,
-			Headers: []kafka.Header{{Key: eventIDHeader, Value: []byte(e.EventID)}, {Key: "schema", Value: []byte(e.Schema)}}}
+		msgs[i] = orderMessage(e)
 		if e.Follow {
 			follow = append(follow, e.ID)
 		} else {
@@ -191,10 +190,12 @@ func (r *outboxRelay) publishBatch(ctx context.Context, held func(context.Contex
 	return len(events), nil
 }
 
-// checkpoint records the topic's end offsets. Everything below them was published by this
-// relay (it holds the lock) and marked, since marking follows every successful produce in
+// checkpoint records the topic's end offsets. Every relay event below them was published by
+// this relay (it holds the lock) and marked, since marking follows every successful produce in
 // this same goroutine; checked right before the write, since a relay that lost it may be
-// reading end offsets that cover another holder's unmarked events.
+// reading end offsets that cover another holder's unmarked events. (The consumers' events
+// published from memory lie below them too; their recovery reads from their own
+// order_event_progress.scan_from, never from here.)
 func (r *outboxRelay) checkpoint(ctx context.Context, held func(context.Context) error) error {
 	ends, err := r.endOffsets(ctx)
 	if err != nil {
@@ -266,13 +267,23 @@ func (r *outboxRelay) endOffsets(ctx context.Context) (map[int]int64, error) {
 	return ends, nil
 }
 
-// bounds returns every partition's first and end offsets, retrying briefly while leadership
-// settles (right after a topic is created or a broker restarted).
+// bounds returns every partition's first and end offsets.
 func (r *outboxRelay) bounds(ctx context.Context) (map[int]event.PartitionOffsets, error) {
+	return topicBounds(ctx, r.offsets, r.topic)
+}
+
+// readEventIDs returns the event ids of partition p's messages in [from, end).
+func (r *outboxRelay) readEventIDs(ctx context.Context, p int, from, end int64) ([]string, error) {
+	return readEventIDs(ctx, r.brokers, r.dialer, r.topic, p, from, end)
+}
+
+// topicBounds returns every partition's first and end offsets, retrying briefly while
+// leadership settles (right after a topic is created or a broker restarted).
+func topicBounds(ctx context.Context, offsets topicOffsets, topic string) (map[int]event.PartitionOffsets, error) {
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
 		var offs map[int]event.PartitionOffsets
-		if offs, err = r.offsets.Offsets(ctx, r.topic); err == nil {
+		if offs, err = offsets.Offsets(ctx, topic); err == nil {
 			return offs, nil
 		}
 		select {
@@ -284,9 +295,9 @@ func (r *outboxRelay) bounds(ctx context.Context) (map[int]event.PartitionOffset
 	return nil, fmt.Errorf("order topic end offsets: %w", err)
 }
 
-// readEventIDs returns the event ids of partition p's messages in [from, end).
-func (r *outboxRelay) readEventIDs(ctx context.Context, p int, from, end int64) ([]string, error) {
-	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: r.brokers, Dialer: r.dialer, Topic: r.topic, Partition: p,
+// readEventIDs returns the event ids of topic partition p's messages in [from, end).
+func readEventIDs(ctx context.Context, brokers []string, dialer *kafka.Dialer, topic string, p int, from, end int64) ([]string, error) {
+	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Dialer: dialer, Topic: topic, Partition: p,
 		MaxWait: 100 * time.Millisecond, MaxBytes: 8 << 20})
 	defer rd.Close()
 	if err := rd.SetOffset(from); err != nil {
@@ -312,4 +323,10 @@ func (r *outboxRelay) readEventIDs(ctx context.Context, p int, from, end int64) 
 			return nil, errors.New("order topic scan went backwards")
 		}
 	}
+}
+
+// orderMessage is the order topic's message of e.
+func orderMessage(e store.OutboxEvent) kafka.Message {
+	return kafka.Message{Key: []byte(e.Key), Value: e.Payload,
+		Headers: []kafka.Header{{Key: eventIDHeader, Value: []byte(e.EventID)}, {Key: "schema", Value: []byte(e.Schema)}}}
 }

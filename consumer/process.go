@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -35,20 +36,30 @@ type processor struct {
 	deadLetters  deadLetterer
 	metrics      *metrics
 	log          *slog.Logger
-	onPersisted  func() // wakes the outbox relay
+	onPersisted  func() // wakes the outbox relay (orders written on its stamp path)
 }
 
-// Process handles msgs, which come from one partition in offset order.
+// Process handles msgs, which come from one partition in offset order, on the stamp path.
 func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
+	_, err := p.ProcessFrom(ctx, msgs, nil)
+	return err
+}
+
+// ProcessFrom is Process under a grab partition's claim (src, nil for none): it returns the
+// creation events of the orders its transactions wrote under the claim, for the caller to
+// publish.
+func (p *processor) ProcessFrom(ctx context.Context, msgs []kafka.Message, src *store.GrabSource) ([]store.OutboxEvent, error) {
+	var evs []store.OutboxEvent
 	groups, poison := writepath.Group(msgs, writepath.DecodeGrab)
 	// Dead letters of the whole batch go out in one produce, before the offsets can be
 	// committed: a flood of poison must not cost a Kafka round trip per message.
 	if err := p.sendDeadLetters(ctx, poison); err != nil {
-		return err
+		return nil, err
 	}
 	var settle []stock.SettleBatch
+	relayed := false // orders written on the stamp path, for the relay
 	for _, g := range groups {
-		res, err := p.write.Persist(ctx, g.Key, g.Items)
+		res, err := p.write.PersistFrom(ctx, g.Key, g.Items, src)
 		var giveUp *writepath.GiveUp
 		switch {
 		case errors.As(err, &giveUp) && giveUp.Action == retry.DeadLetter:
@@ -57,26 +68,28 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 				dls[i] = event.Poison{Msg: m, Cause: giveUp.Err}
 			}
 			if err := p.sendDeadLetters(ctx, dls); err != nil {
-				return err
+				return nil, err
 			}
 		case errors.As(err, &giveUp):
 			if err := p.sendCompensation(ctx, giveUp.Err, giveUp.Attempts, g); err != nil {
-				return err
+				return nil, err
 			}
 		case err != nil:
-			return err
+			return nil, err
 		default:
+			evs = append(evs, res.Events...)
+			relayed = relayed || (res.Events == nil && res.Succeeded+res.Rejected > 0)
 			writepath.ObserveAdmission(p.metrics.admitToOrder, g, res, writepath.PathGrab, time.Now())
 			settle = append(settle, p.write.Settlement(ctx, g.Key, res))
 		}
 	}
-	if len(settle) > 0 && p.onPersisted != nil {
+	if relayed && p.onPersisted != nil {
 		p.onPersisted()
 	}
 	// Orders are committed; Redis only learns the outcome. If it is down, polls answer
 	// "queued" until the reconciler settles the reservations against MySQL.
 	p.write.Settle(ctx, settle)
-	return nil
+	return evs, nil
 }
 
 // sendDeadLetters publishes messages that can never be processed, each in the one

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
@@ -150,17 +151,33 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer store.Close(db)
 	// kafka-go allocates room for BatchSize messages (about 160 bytes each) for every batch it
-	// starts, and a grab batch holds what arrives for one partition within the 1 ms batch
-	// timeout: a few dozen at the rates a gateway serves. The default 500 made the gateway
-	// allocate and clear about 80 KB per batch, every millisecond, for nothing; a full
-	// batch is sent at once, so a smaller cap costs no latency.
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka), event.WithBatchSize(grabBatch))
+	// starts, and a grab batch holds what arrives for one partition within the batch timeout
+	// (SECKILL_KAFKA_BATCH_TIMEOUT, 1 ms by default): a few dozen at the rates a gateway
+	// serves. The default 500 made the gateway allocate and clear about 80 KB per batch,
+	// every millisecond, for nothing; a full batch is sent at once, so a smaller cap costs no
+	// latency.
+	newGrabWriter := func() (*kafka.Writer, error) {
+		return event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
+			event.WithBatchSize(grabBatch), event.WithBatchTimeout(cfg.KafkaBatchTimeout))
+	}
+	grabs, err := newGrabWriter()
 	if err != nil {
 		return err
 	}
 	// Closed after the HTTP servers and the relay stopped (defers run in reverse), so every
 	// admitted grab's event is flushed before the process exits.
 	defer grabs.Close()
+	// SECKILL_KAFKA_WRITERS > 1: more writers for the grab events, used in turn (writers.go).
+	grabWriters := []publisher{grabs}
+	for range cfg.KafkaWriters - 1 {
+		w, err := newGrabWriter()
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		grabWriters = append(grabWriters, w)
+	}
+	grabEvents := newWriterPool(grabWriters...)
 	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
 	if err != nil {
 		return err
@@ -200,7 +217,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	soldOut := newSoldOutFlags(cfg.SoldOutRecheck)
 	held := newUnpublished()
-	rly := newRelay(grabs, cfg.RelayQueue, held, m, log)
+	rly := newRelay(grabEvents, cfg.RelayQueue, held, m, log)
 	id, err := gatewayID()
 	if err != nil {
 		return err
@@ -216,7 +233,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
 		clients: clients,
-		events:  grabs, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
+		events:  grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 		replica: replica, replicaWait: cfg.ReplicaWait,
 		buckets: newBucketRouter(gate, schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
@@ -294,7 +311,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
 		"redis_maxmemory_policy", "noeviction", "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
-		"kafka_batch_timeout", grabs.BatchTimeout.String(), "produce_timeout", cfg.ProduceTimeout.String(),
+		"kafka_batch_timeout", grabs.BatchTimeout.String(), "kafka_writers", len(grabWriters), "produce_timeout", cfg.ProduceTimeout.String(),
 		"replica_wait", replicaWaitLabel(replica, cfg.ReplicaWait),
 		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "jwt_previous_secret", cfg.JWTSecretPrevious != "",
 		"jwt_secret_reloaded", jwtFiles != nil, "trust_user_header", cfg.TrustUserHeader,

@@ -65,8 +65,8 @@ func (e *recEnv) waitUntil(what string, cond func() bool) {
 	}
 }
 
-// waitPublished waits until the relay stamped the orders' creation events published and
-// returns the latest stamp.
+// waitPublished waits until the orders' creation events are published and returns when the
+// last one's payment clock started.
 func (e *recEnv) waitPublished(rids ...string) time.Time {
 	e.t.Helper()
 	var row struct {
@@ -74,8 +74,9 @@ func (e *recEnv) waitPublished(rids ...string) time.Time {
 		Last *time.Time
 	}
 	e.waitUntil("published", func() bool {
-		err := e.db.Raw("SELECT COUNT(event_published_at) AS n, MAX(event_published_at) AS last FROM orders WHERE request_id IN ?",
-			rids).Scan(&row).Error
+		// Published from memory, an order has no stamp: its payment clock starts at created_at.
+		err := e.db.Raw("SELECT COUNT(*) AS n, MAX(COALESCE(event_published_at, created_at)) AS last FROM orders WHERE request_id IN ? AND "+
+			store.PublishedSQL("orders"), rids).Scan(&row).Error
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -109,12 +110,28 @@ func (e *recEnv) waitFeedbackRead() {
 // orders but publishes none of their events until release.
 func (e *recEnv) holdRelay() (release func()) {
 	e.t.Helper()
-	l, ok, err := store.TryLock(e.ctx, e.db, store.RelayLockName(e.dsn, e.topics.Order.Name))
-	if err != nil || !ok {
-		e.t.Fatalf("take the relay lock: %v %v", ok, err)
+	names := []string{store.RelayLockName(e.dsn, e.topics.Order.Name)}
+	// The consumer publishes its batches' events itself while it holds its grab partition's
+	// lock: held here, its orders go to the relay, held too.
+	for p := range e.topics.Grab.Partitions {
+		names = append(names, store.ProgressLockName(e.dsn, e.topics.Grab.Name, p))
+	}
+	var locks []*store.Lock
+	for _, name := range names {
+		l, ok, err := store.TryLock(e.ctx, e.db, name)
+		if err != nil || !ok {
+			e.t.Fatalf("take lock %s: %v %v", name, ok, err)
+		}
+		locks = append(locks, l)
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { l.Release(context.Background()) }) }
+	release = func() {
+		once.Do(func() {
+			for _, l := range locks {
+				l.Release(context.Background())
+			}
+		})
+	}
 	e.t.Cleanup(release)
 	return release
 }
@@ -326,7 +343,7 @@ func TestOrderNotTimedOutBeforeItsCreationEventIsPublished(t *testing.T) {
 	e.db.Raw("SELECT MAX(created_at) FROM orders").Row().Scan(&created)
 
 	sleepUntil(created.Add(3 * time.Second))
-	if e.orders("event_published_at IS NOT NULL") != 0 {
+	if e.orders(store.PublishedSQL("orders")) != 0 {
 		t.Fatal("the relay published while paused: the test tests nothing")
 	}
 	rep, err := e.once()

@@ -175,7 +175,7 @@ func TestRestoreFromHotBackupDuringASale(t *testing.T) {
 	}
 	e.waitOrders(int64(len(admitted)))
 	e.waitSettled()
-	for deadline := time.Now().Add(30 * time.Second); e.orders("event_published_at IS NULL") > 0; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); e.orders("NOT "+store.PublishedSQL("orders")) > 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("order events not all published after 30 s")
 		}
@@ -357,7 +357,7 @@ func TestRestoreFromHotBackupDuringASale(t *testing.T) {
 	// event ids (it deduplicates on them), never an order announced with two outcomes.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var n int64
-		rdb.Raw("SELECT COUNT(*) FROM orders WHERE event_published_at IS NULL").Row().Scan(&n)
+		rdb.Raw("SELECT COUNT(*) FROM orders WHERE NOT " + store.PublishedSQL("orders")).Row().Scan(&n)
 		if n == 0 {
 			break
 		}

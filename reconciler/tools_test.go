@@ -201,7 +201,7 @@ func TestAddGrabPartitionsBetweenSales(t *testing.T) {
 	}
 	var unpublished int64
 	for time.Now().Before(deadline) {
-		if unpublished = e.orders("event_published_at IS NULL"); unpublished == 0 {
+		if unpublished = e.orders("NOT " + store.PublishedSQL("orders")); unpublished == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -41,6 +41,11 @@ type bench struct {
 	signed []string
 
 	binlogOn bool // MariaDB currently runs with the binary log (persistence.go)
+
+	// Settings to try (kafkatune.go): added to the gateways' environment, and set on the
+	// brokers as cluster-wide dynamic configs for the gateway and salecurve steps.
+	gatewayEnv  map[string]string
+	kafkaConfig map[string]string
 }
 
 // step is one question the bench answers; it runs once per repetition.
@@ -53,6 +58,7 @@ func (b *bench) steps() []step {
 	return []step{
 		{"ceilings", b.ceilings},
 		{"gateway", b.gateway},
+		{"salecurve", b.saleCurve},
 		{"strategies", b.strategies},
 		{"persistence", b.persistence},
 		{"sale", b.sale},
@@ -166,6 +172,12 @@ func runInterleaved(ctx context.Context, steps []step, reps int, logf func(strin
 			logf("== repetition %d of %d: %s", r, reps, s.name)
 			m, err := s.run(ctx, r)
 			if err != nil {
+				// A step that measured and then found an invariant broken returns both:
+				// its rows stay in the report (with the repetitions finished before) so
+				// the figure that failed the run is there to read.
+				if len(m) > 0 {
+					col.add(r, m)
+				}
 				return fmt.Errorf("repetition %d, %s: %w", r, s.name, err)
 			}
 			for _, x := range m {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/load"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 )
@@ -29,17 +28,11 @@ func (b *bench) levelSeconds() float64 {
 }
 
 func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
-	adminAddr, err := harness.FreeAddr()
+	c, adminAddr, done, err := b.curvePipeline(ctx, 9_000_000)
 	if err != nil {
 		return nil, err
 	}
-	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{9_000_000}, Limit: 1, Consumers: 0,
-		GatewayEnv: map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
-			"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+	defer done()
 	// Without consumers every admission stays a reservation; the reconciler would spend the
 	// run re-checking them. Admission alone is measured here.
 	_ = c.Reconciler.Stop(10 * time.Second)
@@ -49,42 +42,16 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	pid := c.Gateway.Pid()
 	procs := b.cpuProcs(pid, envOr("SECKILL_REDIS_ADDR", config.DefaultRedisAddr), c.Brokers)
 
-	// Every request is a different user (per-user limit 1), as in a sale: a repeat would be
-	// answered limit_reached, and the gateway's token cache would skip the JWT check.
-	offset := 0
-	next := func(n int) (func(i int) string, error) {
-		tok, err := b.tokens(offset + n)
-		if err != nil {
-			return nil, err
-		}
-		from := offset
-		offset += n
-		return func(i int) string { return tok(from + i) }, nil
-	}
+	next := b.userFeed()
 
 	var best load.Summary
 	var bestConc int
 	var cpu map[string]float64
 	for _, conc := range gatewayConcurrencies {
-		n := b.n(30_000)
-		tok, err := next(n)
+		s, per, err := b.closedWindow(ctx, conc, url, next, "gw", procs, nil)
 		if err != nil {
 			return nil, err
 		}
-		before, err := cpuTimes(procs)
-		if err != nil {
-			return nil, err
-		}
-		s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc}, b.httpGrab(url, tok, fmt.Sprintf("gw%d", conc)))
-		after, err := cpuTimes(procs)
-		if err != nil {
-			return nil, err
-		}
-		answered := 0
-		for _, k := range s.Codes {
-			answered += k
-		}
-		per := cpuPerGrab(procs, before, after, answered)
 		b.logf("  closed loop, concurrency %d: %s; %s", conc, s, cpuLine(per))
 		if s.ThroughputPS > best.ThroughputPS {
 			best, bestConc, cpu = s, conc, per
@@ -107,30 +74,18 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 	out := []measured{{keyGatewayMax, "gateway: grabs/s, closed loop (best of 64, 256, 768 clients)", gs}}
 
 	for _, pct := range openLevels {
-		rate := best.ThroughputPS * float64(pct) / 100
-		n := max(int(rate*b.levelSeconds()), 200)
-		tok, err := next(n)
-		if err != nil {
-			return nil, err
-		}
 		before, err := scrape(ctx, metricsURL, adminToken)
 		if err != nil {
 			return nil, err
 		}
-		s := load.Run(ctx, load.Options{Requests: n, Concurrency: 4096, Rate: rate,
-			MaxDuration: time.Duration(b.levelSeconds()*3+10) * time.Second},
-			b.httpGrab(url, tok, fmt.Sprintf("open%d", pct)))
+		sm, err := b.openLevel(ctx, pct, best.ThroughputPS, url, next, "open")
+		if err != nil {
+			return nil, err
+		}
 		after, err := scrape(ctx, metricsURL, adminToken)
 		if err != nil {
 			return nil, err
 		}
-		b.logf("  open loop at %d%% of max (%.0f/s): %s", pct, rate, s)
-		sm := sampleFrom(s)
-		sm.Extra["pct_of_max"] = pct
-		sm.Extra["offered_per_s"] = rate
-		sm.Extra["late"] = s.Late
-		sm.Extra["saturated"] = s.Saturated
-		sm.Extra["late_fraction"] = float64(s.Late) / float64(max(1, s.Requests))
 		if err := stageExtras(gatewayStages(), before, after, sm.Extra); err != nil {
 			return nil, err
 		}

@@ -3,8 +3,9 @@
 // stages.png) into a results folder: the ceilings (the grab script straight at Redis, a
 // trivial HTTP handler, one that verifies the same JWT), the gateway (closed-loop max, then
 // latency against offered load in an open loop, with a per-stage breakdown from the
-// services' histograms), the classic strategies side by side on one hot item, persistence
-// into one hot row, and a whole sale. Every step runs once per repetition, interleaved,
+// services' histograms), the same curve with the whole pipeline persisting every grab
+// (salecurve.go, the one the latency target is judged on), the classic strategies side by
+// side on one hot item, persistence into one hot row, and a whole sale. Every step runs once per repetition, interleaved,
 // and each figure is reported as the median (min–max) over repetitions; every ratio is
 // computed within one repetition. It prints numbers and judges targets in results.md; it
 // asserts nothing. `bench -serve strategies` is the strategy server it starts for itself.
@@ -48,7 +49,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "smaller runs and one repetition (a smoke test of the bench itself)")
 	reps := fs.Int("reps", 3, "repetitions, interleaved (-quick: 1)")
 	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB once per repetition)")
-	only := fs.String("only", "", "run only these steps: ceilings,gateway,strategies,persistence,sale")
+	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale")
+	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
+	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
 	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
+	rep := report{Machine: machine(ctx)}
 	b, err := newBench(out, *quick, *binlog, *reps)
 	if err != nil {
 		return err
@@ -88,8 +92,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if b.only, err = parseOnly(*only, b.steps()); err != nil {
 		return err
 	}
+	if b.gatewayEnv, err = parseSettings(*gatewayEnv); err != nil {
+		return fmt.Errorf("-gateway-env: %w", err)
+	}
+	if b.kafkaConfig, err = parseSettings(*kafkaConfig); err != nil {
+		return fmt.Errorf("-kafka-config: %w", err)
+	}
+	rep.Settings = settingsNote(b.gatewayEnv, b.kafkaConfig)
 	started := time.Now()
-	rep := report{Machine: machine(ctx)}
 	runErr := b.all(ctx, &rep)
 	rep.DurationS = time.Since(started).Seconds()
 	if runErr != nil {

@@ -322,6 +322,13 @@ func stageDefs() []stageDef {
 		d.where = "the whole sale (closed loop, consumers running)"
 		out = append(out, d)
 	}
+	// The same stages with the whole pipeline up at half its own max (salecurve.go).
+	pipeline := "pipeline open loop at 50% of max, consumers and reconciler persisting"
+	out = append(out, stageDef{name: "client-observed grab, whole pipeline", row: keySaleOpen(50), where: pipeline})
+	for _, d := range append(gatewayStages(), consumerStages()...) {
+		d.name, d.row, d.where = d.name+", whole pipeline", keySaleOpen(50), pipeline
+		out = append(out, d)
+	}
 	return out
 }
 

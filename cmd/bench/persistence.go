@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -163,6 +164,18 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
+	// CPU per order per process (the cost model in docs/performance.md): the consumer, the
+	// MySQL server and the Kafka broker, from the consumer's start to its last order. The
+	// servers are found by their listening sockets; one not found is left out, not zero.
+	var servers []cpuProc
+	if p, ok := b.serverProc("kafka", c.Brokers); ok {
+		servers = append(servers, p)
+	}
+	if p, ok, err := b.mariadbProc(c.DSN); err != nil {
+		return nil, err
+	} else if ok {
+		servers = append(servers, p)
+	}
 	start := time.Now()
 	p, err := harness.Start("consumer", filepath.Join(b.bin, "consumer"), map[string]string{
 		"SECKILL_MYSQL_DSN": c.DSN, "SECKILL_TOPIC_PREFIX": c.Env["SECKILL_TOPIC_PREFIX"], "SECKILL_CONSUMER_GROUP": c.Env["SECKILL_CONSUMER_GROUP"],
@@ -171,6 +184,11 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 		return nil, err
 	}
 	defer p.Kill()
+	procs := append([]cpuProc{{"consumer", []int{p.Pid()}}}, servers...)
+	cpuBefore, err := cpuTimes(procs)
+	if err != nil {
+		return nil, err
+	}
 	// Done when the last event's order exists: one partition, consumed in order, so every
 	// earlier order exists too. A unique-key lookup, not a COUNT(*) that scans an index of
 	// tens of thousands of rows every 100 ms while the consumer writes it (that poll cost
@@ -191,6 +209,10 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 			break
 		}
 	}
+	cpuAfter, err := cpuTimes(procs)
+	if err != nil {
+		return nil, err
+	}
 	var done int64
 	if err := c.DB.Raw("SELECT COUNT(*) FROM orders").Scan(&done).Error; err != nil {
 		return nil, fmt.Errorf("count persisted orders: %w", err)
@@ -204,6 +226,13 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 	}
 	secs := span.Last.Sub(span.First).Seconds()
 	rate := float64(n) / max(secs, 0.001)
-	b.logf("  kafka → mysql (%s): %d orders in %.2fs = %.0f orders/s", mode, n, secs, rate)
-	return &sample{ThroughputPS: rate, Extra: map[string]any{"orders": n, "seconds": secs}}, nil
+	extra := map[string]any{"orders": n, "seconds": secs}
+	var cpu []string
+	for i, pr := range procs {
+		us := float64((cpuAfter[i] - cpuBefore[i]).Microseconds()) / float64(n)
+		extra["cpu_us_per_order_"+pr.name] = us
+		cpu = append(cpu, fmt.Sprintf("%s %.1f", pr.name, us))
+	}
+	b.logf("  kafka → mysql (%s): %d orders in %.2fs = %.0f orders/s; CPU µs/order: %s", mode, n, secs, rate, strings.Join(cpu, ", "))
+	return &sample{ThroughputPS: rate, Extra: extra}, nil
 }

@@ -61,6 +61,9 @@ type report struct {
 	Targets   []target          `json:"targets"`
 	DurationS float64           `json:"duration_s"`
 	Error     string            `json:"error,omitempty"` // the run failed after these repetitions
+	// Settings tried with -gateway-env and -kafka-config (kafkatune.go); empty for a run on
+	// the shipped and stock settings.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // find returns the row called key, or nil when that step did not run.
@@ -275,7 +278,12 @@ func targetDefs() []target {
 	ts := []target{
 		{Name: "gateway ≥ 0.6× a trivial net/http handler", Row: keyGatewayMax, Figure: "ratio:gateway_over_trivial_handler", Op: ">=", Threshold: 0.6, Unit: "×"},
 		{Name: "gateway vs a handler that verifies the same JWT (ceiling, no target)", Row: keyGatewayMax, Figure: "ratio:gateway_over_jwt_handler", Unit: "×"},
-		{Name: "gateway p99 < 10 ms at 50% of max (open loop)", Row: keyOpen(50), Figure: "p99_ms", Op: "<", Threshold: 10, Unit: "ms"},
+		// The latency target is judged on the whole pipeline (consumers and reconciler
+		// persisting every grab on the same machine): that is what a sale is. The gateway
+		// alone is the component view, reported beside it.
+		{Name: "p99 < 10 ms at 50% of max, whole pipeline persisting (open loop)", Row: keySaleOpen(50), Figure: "p99_ms", Op: "<", Threshold: 10, Unit: "ms"},
+		{Name: "gateway alone (no consumers): p99 at 50% of its max (component view, no target)", Row: keyOpen(50), Figure: "p99_ms", Unit: "ms"},
+		{Name: "admitted grabs without an order after the sale curve (must be 0)", Row: keySaleMax, Figure: "extra:not_persisted", Op: "<", Threshold: 1, Unit: ""},
 		{Name: "pipeline ≥ 10× Redis lock, one hot item", Row: keyPipeline, Figure: "ratio:pipeline_over_redis_lock", Op: ">=", Threshold: 10, Unit: "×"},
 		{Name: "pipeline ≥ 50× DB optimistic locking, one hot item", Row: keyPipeline, Figure: "ratio:pipeline_over_db_optimistic", Op: ">=", Threshold: 50, Unit: "×"},
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
@@ -31,28 +30,9 @@ func (b *bench) sale(ctx context.Context, rep int) ([]measured, error) {
 		return nil, err
 	}
 	defer c.Close()
-	// The consumers are started here rather than by the harness so their metrics addresses
-	// are known; c.Close stops them with the rest.
-	var metricsURLs []string
-	for range saleConsumers {
-		addr, err := harness.FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		env := map[string]string{}
-		for k, v := range c.Env {
-			env[k] = v
-		}
-		env["SECKILL_CONSUMER_ADDR"] = addr
-		p, err := harness.Start("consumer", filepath.Join(b.bin, "consumer"), env)
-		if err != nil {
-			return nil, err
-		}
-		c.Consumers = append(c.Consumers, p)
-		if err := waitHTTP(ctx, p, "http://"+addr+"/healthz", 30*time.Second); err != nil {
-			return nil, err
-		}
-		metricsURLs = append(metricsURLs, "http://"+addr+"/metrics")
+	metricsURLs, err := b.startConsumers(ctx, c, saleConsumers, c.Env)
+	if err != nil {
+		return nil, err
 	}
 	scrapeAll := func() ([]series, error) {
 		var all []series

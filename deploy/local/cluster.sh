@@ -305,12 +305,17 @@ cluster_kafka_up() {
 # mariadb-writer is HAProxy on one address (the services' SECKILL_MYSQL_DSN): its health
 # check (an external check running SELECT @@read_only) passes only on the writable server,
 # and sessions to a server that fails it are cut, so the address follows a failover.
+# mariadb-reader, a second listener of the same HAProxy, is its mirror: it reaches only a
+# read-only server, so SECKILL_MYSQL_REPLICA_DSN (the reconcilers' replication gauges) names
+# the replica whichever server is the replica after a failover, and nothing while none is up.
 # Each server starts read-only; the stack makes writable only the one recorded as the
 # primary in $CLUSTER_STATE/mariadb-primary (a restarted old primary never takes writes).
 
 CLUSTER_MYSQL_NODES=2
 # The writer address is CLUSTER_MYSQL_BASE, node i listens on CLUSTER_MYSQL_BASE+i.
 CLUSTER_MYSQL_BASE=${SECKILL_CLUSTER_MYSQL_BASE:-27306}
+# The reader address (SECKILL_MYSQL_REPLICA_DSN), below the writer so no node port meets it.
+CLUSTER_MYSQL_READER_PORT=${SECKILL_CLUSTER_MYSQL_READER_PORT:-27305}
 CLUSTER_MYSQL_SEMISYNC_TIMEOUT_MS=${SECKILL_CLUSTER_MYSQL_SEMISYNC_TIMEOUT_MS:-2000}
 CLUSTER_MYSQL_REPL_USER=seckill_repl
 CLUSTER_MYSQL_REPL_PASSWORD=seckill_repl
@@ -469,10 +474,11 @@ cluster_writer_probe() { # the address reaches a writable server
 	[[ $(mariadb --no-defaults -h 127.0.0.1 -P "$CLUSTER_MYSQL_BASE" -u"$CLUSTER_MYSQL_CHECK_USER" \
 		-p"$CLUSTER_MYSQL_CHECK_PASSWORD" --connect-timeout=2 -N -e 'SELECT @@read_only' 2>/dev/null) == 0 ]]
 }
-# cluster_writer_node: the node the writer address reaches now (by the server's port).
+# cluster_writer_node [port]: the node the writer address (or the address on port) reaches
+# now, by the server's port.
 cluster_writer_node() {
 	local port
-	port=$(mariadb --no-defaults -h 127.0.0.1 -P "$CLUSTER_MYSQL_BASE" -u"$CLUSTER_MYSQL_CHECK_USER" \
+	port=$(mariadb --no-defaults -h 127.0.0.1 -P "${1:-$CLUSTER_MYSQL_BASE}" -u"$CLUSTER_MYSQL_CHECK_USER" \
 		-p"$CLUSTER_MYSQL_CHECK_PASSWORD" --connect-timeout=2 -N -e 'SELECT @@port' 2>/dev/null) || return 0
 	[[ -n $port ]] && echo $((port - CLUSTER_MYSQL_BASE))
 }
@@ -486,14 +492,20 @@ cluster_writer_up() {
 	else
 		# HAProxy runs the check with the server's address and port as its arguments 3 and 4;
 		# it passes only when the server answers read_only = 0.
-		cat >"$dir/writable" <<-EOF
-			#!/bin/sh
-			# Written by deploy/local/stack (cluster.sh); HAProxy's check of mariadb-writer.
-			ro=\$($(command -v mariadb) --no-defaults -h "\$3" -P "\$4" -u$CLUSTER_MYSQL_CHECK_USER \\
-				-p$CLUSTER_MYSQL_CHECK_PASSWORD --connect-timeout=1 -N -e 'SELECT @@read_only' 2>/dev/null)
-			[ "\$ro" = 0 ]
-		EOF
-		chmod 700 "$dir/writable"
+		# mariadb-reader's check is the same query passing on read_only = 1.
+		local check want
+		for check in writable:0 readonly:1; do
+			want=${check#*:}
+			check=${check%%:*}
+			cat >"$dir/$check" <<-EOF
+				#!/bin/sh
+				# Written by deploy/local/stack (cluster.sh); HAProxy's check of mariadb-writer/reader.
+				ro=\$($(command -v mariadb) --no-defaults -h "\$3" -P "\$4" -u$CLUSTER_MYSQL_CHECK_USER \\
+					-p$CLUSTER_MYSQL_CHECK_PASSWORD --connect-timeout=1 -N -e 'SELECT @@read_only' 2>/dev/null)
+				[ "\$ro" = $want ]
+			EOF
+			chmod 700 "$dir/$check"
+		done
 		# A check every 500 ms, down after two failures, up after one success: the address
 		# leaves a fenced primary within about a second and reaches a promoted one within
 		# half a second. on-marked-down cuts the sessions still open to a server that failed
@@ -523,8 +535,16 @@ cluster_writer_up() {
 			    external-check command $dir/writable
 			    default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
 			$servers
+			listen mariadb-reader
+			    bind 127.0.0.1:$CLUSTER_MYSQL_READER_PORT
+			    balance first
+			    option external-check
+			    external-check path "/usr/bin:/bin"
+			    external-check command $dir/readonly
+			    default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
+			$servers
 		EOF
-		log "starting mariadb-writer (haproxy) on 127.0.0.1:$CLUSTER_MYSQL_BASE"
+		log "starting mariadb-writer (haproxy) on 127.0.0.1:$CLUSTER_MYSQL_BASE, mariadb-reader on 127.0.0.1:$CLUSTER_MYSQL_READER_PORT"
 		setsid "$(command -v haproxy)" -db -f "$dir/haproxy.cfg" >>"$dir/haproxy.log" 2>&1 </dev/null &
 		echo $! >"$dir/haproxy.pid"
 	fi
@@ -572,7 +592,8 @@ cluster_mariadb_status() {
 		fi
 	done
 	if line=$(status_line mariadb-writer "$(cluster_writer_dir)/haproxy.pid" cluster_writer_probe); then
-		printf '%s  127.0.0.1:%s -> mariadb-%s\n' "$line" "$CLUSTER_MYSQL_BASE" "$(cluster_writer_node)"
+		printf '%s  127.0.0.1:%s -> mariadb-%s, reader 127.0.0.1:%s -> %s\n' "$line" "$CLUSTER_MYSQL_BASE" \
+			"$(cluster_writer_node)" "$CLUSTER_MYSQL_READER_PORT" "$(reader=$(cluster_writer_node "$CLUSTER_MYSQL_READER_PORT") && [[ -n $reader ]] && echo "mariadb-$reader" || echo "none (no read-only server up)")"
 	else
 		echo "$line"
 		rc=1
@@ -761,7 +782,7 @@ cluster_print_env() {
 		export SECKILL_CLUSTER_REDIS_ADDR=$(cluster_redis_addrs)
 		export SECKILL_CLUSTER_KAFKA_BROKERS=$(cluster_kafka_brokers)
 		export SECKILL_CLUSTER_MYSQL_NODES=$(cluster_mysql_nodes)
-		export SECKILL_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp(127.0.0.1:$(cluster_mysql_port 2))/$CLUSTER_MYSQL_DB?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4&interpolateParams=true'
+		export SECKILL_MYSQL_REPLICA_DSN='$MYSQL_USER:$MYSQL_PASSWORD@tcp(127.0.0.1:$CLUSTER_MYSQL_READER_PORT)/$CLUSTER_MYSQL_DB?parseTime=true&clientFoundRows=true&loc=UTC&charset=utf8mb4&interpolateParams=true'
 	EOF
 }
 

@@ -28,13 +28,46 @@ func (c *Pipeline) MySQLWriter(ctx context.Context) (int, error) {
 	if err := c.DB.WithContext(ctx).Raw("SELECT @@port").Row().Scan(&port); err != nil {
 		return 0, fmt.Errorf("ask the writer its port: %w", err)
 	}
+	return nodeOfPort(port)
+}
+
+// nodeOfPort names the MariaDB node (1 or 2) listening on port.
+func nodeOfPort(port string) (int, error) {
 	nodes := splitAddrs(env("SECKILL_CLUSTER_MYSQL_NODES", defaultMySQLNodes))
 	for i, n := range nodes {
 		if _, p, err := net.SplitHostPort(n); err == nil && p == port {
 			return i + 1, nil
 		}
 	}
-	return 0, fmt.Errorf("the writer listens on port %s, none of %v: not the cluster profile's MariaDB pair", port, nodes)
+	return 0, fmt.Errorf("port %s is none of %v: not the cluster profile's MariaDB pair", port, nodes)
+}
+
+// awaitReaderOn waits until SECKILL_MYSQL_REPLICA_DSN (the reconcilers' replication gauges;
+// the stack's reader address, which follows the read-only server) reaches node want, for at
+// most limit. Without the variable there is nothing to follow and nothing is checked.
+func awaitReaderOn(ctx context.Context, want int, limit time.Duration) error {
+	dsn := env("SECKILL_MYSQL_REPLICA_DSN", "")
+	if dsn == "" {
+		return nil
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0) // each probe a new session: the address may move between them
+	deadline := time.Now().Add(limit)
+	got, last := 0, error(nil)
+	for time.Now().Before(deadline) {
+		var port string
+		if last = db.QueryRowContext(ctx, "SELECT @@port").Scan(&port); last == nil {
+			if got, last = nodeOfPort(port); last == nil && got == want {
+				return nil
+			}
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
+	return fmt.Errorf("the replica address (SECKILL_MYSQL_REPLICA_DSN) does not reach mariadb-%d, the replica, within %s (reaches mariadb-%d; last error: %v)", want, limit, got, last)
 }
 
 // nodeDB opens the pipeline's database on MariaDB node n itself, not through the writer address.
@@ -133,7 +166,9 @@ func killMySQLPrimary(ctx context.Context, e *Env) error {
 		return err
 	}
 	fmt.Fprintf(e.Log, "  mariadb-%d restarted and replicating from mariadb-%d (%s)\n", old, promoted, time.Since(t).Round(100*time.Millisecond))
-	return nil
+	// The replication gauges must now read the old primary: an address fixed on a node would
+	// read the new primary, which has no replication to report.
+	return awaitReaderOn(ctx, old, 10*time.Second)
 }
 
 // switchoverMySQL runs a planned switchover mid-crowd (the primary fenced read-only, the

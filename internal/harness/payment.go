@@ -379,8 +379,13 @@ func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 	// 2. A fresh unpaid order: published within the last 500 ms (the payment timeout is 2s).
 	var fresh struct{ RequestID string }
 	if err := wait("an unpaid order published in the last 500ms", 20*time.Second, func() (bool, error) {
-		err := db.Raw(`SELECT request_id FROM orders WHERE status = 'succeeded' AND paid_at IS NULL
-			AND event_published_at > ? ORDER BY event_published_at DESC LIMIT 1`,
+		// Published: stamped by the relay, or (published from memory) its batch recorded, when
+		// the payment clock starts at created_at.
+		err := db.Raw(`SELECT o.request_id FROM orders o WHERE o.status = 'succeeded' AND o.paid_at IS NULL
+			AND COALESCE(o.event_published_at, o.created_at) > ?
+			AND (o.event_published_at IS NOT NULL OR o.grab_seq <
+				(SELECT g.next_seq FROM order_event_progress g WHERE g.grab_partition = o.grab_partition))
+			ORDER BY COALESCE(o.event_published_at, o.created_at) DESC LIMIT 1`,
 			time.Now().Add(-500*time.Millisecond).UTC()).Scan(&fresh).Error
 		return fresh.RequestID != "", err
 	}); err != nil {

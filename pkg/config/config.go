@@ -184,7 +184,11 @@ type Gateway struct {
 	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
 	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
 	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
-	RelayQueue      int           // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
+	// KafkaBatchTimeout is the grab writer's batch timeout (event.WithBatchTimeout).
+	KafkaBatchTimeout time.Duration
+	// KafkaWriters is how many writers the grab events take turns on.
+	KafkaWriters int
+	RelayQueue   int // grab events the relay holds for Kafka; beyond it they are dropped to the reconciler
 	// ReplicaWait is how long a grab whose produce failed waits for a Redis replica to
 	// acknowledge its reservation before the 202 (WAIT); without one, the answer is a 503
 	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
@@ -233,24 +237,26 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		JWTIssuer:             r.str("SECKILL_JWT_ISSUER", "seckill"),
 		JWTAudience:           r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
 
-		TrustUserHeader:  r.getenv("SECKILL_TRUST_USER_HEADER"),
-		ConsumerGroup:    r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		ConsoleSession:   r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
-		ConsoleSecret:    r.optionalSecret("SECKILL_CONSOLE_SECRET", "SECKILL_CONSOLE_SECRET_FILE", 32),
-		ConsoleLoginRate: r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
-		AdminHosts:       r.hosts("SECKILL_ADMIN_HOSTS"),
-		TrustedProxies:   r.prefixes("SECKILL_TRUSTED_PROXIES"),
-		MaxInflight:      r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
-		RatePerUser:      float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
-		BurstPerUser:     r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
-		RatePerIP:        float64(r.integer("SECKILL_RATE_PER_IP", 2000, 0, 10_000_000)),
-		BurstPerIP:       r.integer("SECKILL_BURST_PER_IP", 4000, 1, 10_000_000),
-		RateMaxKeys:      r.integer("SECKILL_RATE_MAX_KEYS", 200_000, 100, 10_000_000),
-		SoldOutRecheck:   r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
-		ScheduleRefresh:  r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
-		ProduceTimeout:   r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
-		RelayQueue:       r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
-		ReplicaWait:      r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
+		TrustUserHeader:   r.getenv("SECKILL_TRUST_USER_HEADER"),
+		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		ConsoleSession:    r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
+		ConsoleSecret:     r.optionalSecret("SECKILL_CONSOLE_SECRET", "SECKILL_CONSOLE_SECRET_FILE", 32),
+		ConsoleLoginRate:  r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
+		AdminHosts:        r.hosts("SECKILL_ADMIN_HOSTS"),
+		TrustedProxies:    r.prefixes("SECKILL_TRUSTED_PROXIES"),
+		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
+		RatePerUser:       float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
+		BurstPerUser:      r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
+		RatePerIP:         float64(r.integer("SECKILL_RATE_PER_IP", 2000, 0, 10_000_000)),
+		BurstPerIP:        r.integer("SECKILL_BURST_PER_IP", 4000, 1, 10_000_000),
+		RateMaxKeys:       r.integer("SECKILL_RATE_MAX_KEYS", 200_000, 100, 10_000_000),
+		SoldOutRecheck:    r.duration("SECKILL_SOLDOUT_RECHECK", 250*time.Millisecond, 10*time.Millisecond, time.Minute),
+		ScheduleRefresh:   r.duration("SECKILL_SCHEDULE_REFRESH", time.Second, 100*time.Millisecond, time.Minute),
+		ProduceTimeout:    r.duration("SECKILL_PRODUCE_TIMEOUT", 3*time.Second, 100*time.Millisecond, time.Minute),
+		KafkaBatchTimeout: r.duration("SECKILL_KAFKA_BATCH_TIMEOUT", time.Millisecond, 50*time.Microsecond, 50*time.Millisecond),
+		KafkaWriters:      r.integer("SECKILL_KAFKA_WRITERS", 1, 1, 16),
+		RelayQueue:        r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
+		ReplicaWait:       r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
 
 		BucketUnits:       r.integer("SECKILL_BUCKET_UNITS", 0, 0, 100_000_000),
 		BucketMax:         r.integer("SECKILL_BUCKET_MAX", 16, 1, 1024),

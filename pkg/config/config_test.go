@@ -186,3 +186,37 @@ func TestReconcileIntervalShorterThanKeyGrace(t *testing.T) {
 		})
 	}
 }
+
+// The grab writer's batch timeout: 1 ms unless set, and only within what
+// event.CheckWriter accepts (a few milliseconds at most, never 0, which kafka-go reads
+// as a second).
+func TestKafkaBatchTimeout(t *testing.T) {
+	env := func(v string) func(string) string {
+		m := map[string]string{"SECKILL_ADMIN_TOKEN": "0123456789abcdef", "SECKILL_JWT_SECRET": "0123456789abcdef0123456789abcdef"}
+		if v != "" {
+			m["SECKILL_KAFKA_BATCH_TIMEOUT"] = v
+		}
+		return getenv(m)
+	}
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{{"", time.Millisecond, true}, {"200us", 200 * time.Microsecond, true}, {"5ms", 5 * time.Millisecond, true},
+		{"0", 0, false}, {"100ms", 0, false}} {
+		c, err := LoadGateway(env(tc.in))
+		if (err == nil) != tc.ok || (tc.ok && c.KafkaBatchTimeout != tc.want) {
+			t.Errorf("SECKILL_KAFKA_BATCH_TIMEOUT=%q: %v, want %v (ok %v)", tc.in, err, tc.want, tc.ok)
+		}
+		if tc.ok && c.KafkaWriters != 1 {
+			t.Errorf("SECKILL_KAFKA_WRITERS default = %d, want 1", c.KafkaWriters)
+		}
+	}
+	m := map[string]string{"SECKILL_ADMIN_TOKEN": "0123456789abcdef", "SECKILL_JWT_SECRET": "0123456789abcdef0123456789abcdef"}
+	for v, ok := range map[string]bool{"4": true, "0": false, "17": false} {
+		m["SECKILL_KAFKA_WRITERS"] = v
+		if c, err := LoadGateway(getenv(m)); (err == nil) != ok || (ok && c.KafkaWriters != 4) {
+			t.Errorf("SECKILL_KAFKA_WRITERS=%s: %v (want ok %v)", v, err, ok)
+		}
+	}
+}

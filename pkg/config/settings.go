@@ -73,6 +73,8 @@ func Settings() []Setting {
 		{"SECKILL_SOLDOUT_RECHECK", false, "250ms", gw, "a local sold-out flag answers keyless grabs this long before Redis is asked again"},
 		{"SECKILL_SCHEDULE_REFRESH", false, "1s", gw, "schedule cache reload period"},
 		{"SECKILL_PRODUCE_TIMEOUT", false, "3s", gw, "wait for Kafka's ack before handing the event to the relay"},
+		{"SECKILL_KAFKA_BATCH_TIMEOUT", false, "1ms", gw, "how long a grab event waits for others to share its produce request (50µs to 50ms)"},
+		{"SECKILL_KAFKA_WRITERS", false, "1", gw, "Kafka writers the grab events take turns on, each with one produce request per partition in flight (1 to 16)"},
 		{"SECKILL_RELAY_QUEUE", false, "100000", gw, "grab events the relay holds while Kafka does not acknowledge; beyond it, dropped (the reconciler re-publishes them)"},
 		{"SECKILL_GATEWAY_REPLICA_WAIT", false, "1s", gw, "after a failed produce, wait this long for a Redis replica to hold the reservation, else 503 (0: off; off by itself without replicas)"},
 		{"SECKILL_BUCKET_UNITS", false, "0", gw, "a new prize without buckets named gets ceil(stock / this) stock buckets, at most SECKILL_BUCKET_MAX (0: off, one bucket)"},

@@ -17,6 +17,15 @@ func WithBatchSize(n int) WriterOption {
 	return func(w *kafka.Writer) { w.BatchSize = n }
 }
 
+// WithBatchTimeout sets how long a batch waits for more messages before it is sent.
+// kafka-go sends one produce request per partition at a time and closes a batch on this
+// timer, not when the request before it returns, so the timeout sets both the wait a lone
+// message pays and how many requests a busy partition queues (docs/performance.md, the
+// Kafka acknowledgement's tail). CheckWriter still holds it to a few milliseconds.
+func WithBatchTimeout(d time.Duration) WriterOption {
+	return func(w *kafka.Writer) { w.BatchTimeout = d }
+}
+
 // WithSingleAttempt makes the writer try a write once and wait up to timeout for the
 // broker's answer. kafka-go has no idempotent producer: a write that timed out may still
 // land (the broker was only paused), and retrying it would land it twice. A caller that

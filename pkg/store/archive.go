@@ -58,7 +58,7 @@ func (a *Archive) Candidates(ctx context.Context, cutoff time.Time) ([]ArchiveCa
 	err := a.db.WithContext(ctx).Raw(`SELECT st.session_id, st.prize_id, s.ends_at,
 			(SELECT COUNT(*) FROM orders o WHERE o.session_id = st.session_id AND o.prize_id = st.prize_id) AS orders,
 			EXISTS (SELECT 1 FROM session_reports r WHERE r.session_id = st.session_id AND r.prize_id = st.prize_id) AS reported,
-			(EXISTS (SELECT 1 FROM orders o WHERE o.session_id = st.session_id AND o.prize_id = st.prize_id AND o.event_published_at IS NULL)
+			(EXISTS (SELECT 1 FROM orders o WHERE o.session_id = st.session_id AND o.prize_id = st.prize_id AND NOT `+publishedSQL+`)
 			 OR EXISTS (SELECT 1 FROM order_events e JOIN orders o ON o.id = e.order_id
 			            WHERE o.session_id = st.session_id AND o.prize_id = st.prize_id AND e.published_at IS NULL)) AS events_pending,
 			EXISTS (SELECT 1 FROM stock_returns sr WHERE sr.session_id = st.session_id AND sr.prize_id = st.prize_id

@@ -128,6 +128,9 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("request_id IN ?", rids).Find(&rows).Error; err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}
+	if err := publishedFromMemory(tx, rows); err != nil {
+		return err
+	}
 	byRID := make(map[string]*orderRow, len(rows))
 	for i := range rows {
 		byRID[rows[i].RequestID] = &rows[i]
@@ -345,10 +348,14 @@ type DueOrder struct {
 // not heard of it and could not collect payment.
 func (o *Orders) DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time, after int64, limit int) ([]DueOrder, error) {
 	var out []DueOrder
-	err := o.db.WithContext(ctx).Raw(`SELECT id, request_id FROM orders
-		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
-		AND event_published_at < ? AND id > ?
-		ORDER BY id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), after, limit).Scan(&out).Error
+	// An order published from memory (grab_seq below its partition's progress) has no stamp:
+	// its event went out right after the commit, so its clock starts at created_at. Orders a
+	// recovery published are stamped then.
+	err := o.db.WithContext(ctx).Raw(`SELECT o.id, o.request_id FROM orders o
+		WHERE o.session_id = ? AND o.prize_id = ? AND o.status = 'succeeded' AND o.paid_at IS NULL
+		AND (o.event_published_at < ? OR (o.event_published_at IS NULL AND o.created_at < ? AND `+publishedSQL+`))
+		AND o.id > ?
+		ORDER BY o.id LIMIT ?`, sessionID, prizeID, cutoff.UTC(), cutoff.UTC(), after, limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("due unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
 	}
@@ -360,9 +367,9 @@ func (o *Orders) DueUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff
 // payment timeouts a relay that is behind defers.
 func (o *Orders) CountUnpublishedUnpaid(ctx context.Context, sessionID, prizeID int64, cutoff time.Time) (int64, error) {
 	var n int64
-	err := o.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders
-		WHERE session_id = ? AND prize_id = ? AND status = 'succeeded' AND paid_at IS NULL
-		AND event_published_at IS NULL AND created_at < ?`, sessionID, prizeID, cutoff.UTC()).Scan(&n).Error
+	err := o.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM orders o
+		WHERE o.session_id = ? AND o.prize_id = ? AND o.status = 'succeeded' AND o.paid_at IS NULL
+		AND o.created_at < ? AND NOT `+publishedSQL, sessionID, prizeID, cutoff.UTC()).Scan(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("unpublished unpaid orders of session %d prize %d: %w", sessionID, prizeID, err)
 	}
@@ -582,4 +589,43 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "")
+}
+
+// publishedFromMemory sets, in memory only, the publication time of rows the consumer
+// published from memory (no stamp, grab_seq below its partition's progress) to their
+// created_at: the payment timeout's rule (decideFeedback) counts from the publication, and
+// such an event went out right after its order's commit.
+func publishedFromMemory(tx *gorm.DB, rows []orderRow) error {
+	parts := map[int]bool{}
+	for _, r := range rows {
+		if r.EventPublishedAt == nil && r.GrabPartition != nil {
+			parts[*r.GrabPartition] = true
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	ids := make([]int, 0, len(parts))
+	for p := range parts {
+		ids = append(ids, p)
+	}
+	var progress []struct {
+		GrabPartition int
+		NextSeq       int64
+	}
+	if err := tx.Raw("SELECT grab_partition, next_seq FROM order_event_progress WHERE grab_partition IN ?", ids).
+		Scan(&progress).Error; err != nil {
+		return fmt.Errorf("read order event progress: %w", err)
+	}
+	next := make(map[int]int64, len(progress))
+	for _, p := range progress {
+		next[p.GrabPartition] = p.NextSeq
+	}
+	for i, r := range rows {
+		if r.EventPublishedAt == nil && r.GrabPartition != nil && *r.GrabSeq < next[*r.GrabPartition] {
+			at := r.CreatedAt
+			rows[i].EventPublishedAt = &at
+		}
+	}
+	return nil
 }

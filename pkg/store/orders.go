@@ -25,6 +25,11 @@ type orderRow struct {
 	CreatedAt    time.Time
 	// EventPublishedAt is set once the order's event is on the order topic.
 	EventPublishedAt *time.Time
+	// GrabPartition and GrabSeq are set on orders the consumer publishes from memory: the
+	// grab partition and the batch sequence number its progress row counts (see
+	// EventProgress). NULL on the stamp path.
+	GrabPartition *int
+	GrabSeq       *int64
 	// PaidAt and CancelledAt are read-only here: the batched INSERT of the hot path leaves
 	// them out (NULL), and only ApplyFeedback's conditional UPDATEs set them.
 	PaidAt      *time.Time `gorm:"->"`

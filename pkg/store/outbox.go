@@ -38,17 +38,19 @@ func NewOutbox(db *gorm.DB) *Outbox { return &Outbox{db: db} }
 // partition per order, by key) an order's cancellation always comes after its creation.
 func (o *Outbox) Pending(ctx context.Context, limit int) ([]OutboxEvent, error) {
 	var rows []orderRow
-	if err := o.db.WithContext(ctx).Where("event_published_at IS NULL").Order("id").Limit(limit).Find(&rows).Error; err != nil {
+	// Orders with a grab partition are the consumer's to publish (EventProgress), not the
+	// relay's: ix_order_relay finds the stamp path's without walking theirs.
+	if err := o.db.WithContext(ctx).Where("event_published_at IS NULL AND grab_partition IS NULL").Order("id").
+		Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("pending order events: %w", err)
 	}
 	out := make([]OutboxEvent, 0, len(rows))
 	for _, r := range rows {
-		ev := event.NewOrderEvent(r.domain())
-		payload, err := json.Marshal(ev)
+		ev, err := creationEvent(r)
 		if err != nil {
-			return nil, fmt.Errorf("encode order event: %w", err)
+			return nil, err
 		}
-		out = append(out, OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema()})
+		out = append(out, ev)
 	}
 	if len(out) >= limit {
 		return out, nil
@@ -56,7 +58,7 @@ func (o *Outbox) Pending(ctx context.Context, limit int) ([]OutboxEvent, error) 
 	var follow []orderEventRow
 	err := o.db.WithContext(ctx).Table("order_events AS e").Select("e.*").
 		Joins("JOIN orders o ON o.id = e.order_id").
-		Where("e.published_at IS NULL AND o.event_published_at IS NOT NULL").
+		Where("e.published_at IS NULL AND " + publishedSQL).
 		Order("e.id").Limit(limit - len(out)).Find(&follow).Error
 	if err != nil {
 		return nil, fmt.Errorf("pending follow events: %w", err)
@@ -88,14 +90,27 @@ func (o *Outbox) Pending(ctx context.Context, limit int) ([]OutboxEvent, error) 
 	return out, nil
 }
 
-// CountPending returns how many order events wait to be published (a metric).
-func (o *Outbox) CountPending(ctx context.Context) (int64, error) {
-	var n, m int64
-	if err := o.db.WithContext(ctx).Model(&orderRow{}).Where("event_published_at IS NULL").Count(&n).Error; err != nil {
-		return 0, err
+// creationEvent is an order's creation event as published.
+func creationEvent(r orderRow) (OutboxEvent, error) {
+	ev := event.NewOrderEvent(r.domain())
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return OutboxEvent{}, fmt.Errorf("encode order event: %w", err)
 	}
-	err := o.db.WithContext(ctx).Model(&orderEventRow{}).Where("published_at IS NULL").Count(&m).Error
-	return n + m, err
+	return OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema()}, nil
+}
+
+// CountPending returns how many order events wait to be published (a metric): the stamp
+// path's unstamped orders, the batch path's orders past their partition's progress, and
+// the follow events.
+func (o *Outbox) CountPending(ctx context.Context) (int64, error) {
+	var n int64
+	err := o.db.WithContext(ctx).Raw(`SELECT
+		(SELECT COUNT(*) FROM orders WHERE event_published_at IS NULL AND grab_partition IS NULL) +
+		(SELECT COUNT(*) FROM orders o JOIN order_event_progress g ON g.grab_partition = o.grab_partition
+			WHERE o.grab_seq >= g.next_seq AND o.event_published_at IS NULL) +
+		(SELECT COUNT(*) FROM order_events WHERE published_at IS NULL)`).Row().Scan(&n)
+	return n, err
 }
 
 // MarkFollowPublished stamps follow events (by order_events id) that were published.

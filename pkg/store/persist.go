@@ -36,6 +36,10 @@ type PersistResult struct {
 	Rejected  int       // new rejected orders
 	Existing  int       // redelivered request ids that already had an order
 	Version   int64     // the stock row's version after the update
+	// Events are the new orders' creation events when the transaction wrote them under a
+	// current GrabSource claim: the caller publishes them from memory after the commit. Nil
+	// otherwise (no source, or its claim was taken over): the relay publishes them.
+	Events []OutboxEvent
 }
 
 // Persist turns grabs of one session×prize into orders in one transaction:
@@ -46,8 +50,9 @@ type PersistResult struct {
 //     the stock a rejected order (reason sold_out);
 //   - one conditional UPDATE takes the accepted count off left_stock if the version is
 //     still the one read; 0 rows matched is seckill.ErrConflict;
-//   - one multi-row INSERT stores the orders, each with its order event still to publish
-//     (the orders table is the transactional outbox).
+//   - one multi-row INSERT stores the orders, each with its order event still to publish:
+//     by the relay (the orders table is its outbox), or, under PersistFrom's claim, by the
+//     consumer from memory after the commit.
 //
 // The UPDATE runs before the INSERT on purpose: it takes the stock row's exclusive lock
 // first, so the orders' foreign-key check (a shared lock on the same row) cannot deadlock
@@ -55,6 +60,14 @@ type PersistResult struct {
 //
 // Every call is one fresh transaction: a retry after a conflict re-reads the version.
 func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (PersistResult, error) {
+	return o.PersistFrom(ctx, sessionID, prizeID, grabs, now, nil)
+}
+
+// PersistFrom is Persist for a grab partition's batch (src, nil for none). When src's claim
+// is still the partition's, read under a shared lock in the same transaction, the orders
+// carry the partition and src.Seq and their events come back in the result for the caller
+// to publish; otherwise they go to the relay like any other path's.
+func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time, src *GrabSource) (PersistResult, error) {
 	grabs = dedupe(grabs)
 	var res PersistResult
 	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -127,6 +140,15 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 			res.Version = st.Version + 1
 		}
 		if len(rows) > 0 {
+			claimed, err := fenceSource(tx, src)
+			if err != nil {
+				return err
+			}
+			if claimed {
+				for i := range rows {
+					rows[i].GrabPartition, rows[i].GrabSeq = &src.Partition, &src.Seq
+				}
+			}
 			if err := tx.Create(&rows).Error; err != nil {
 				return fmt.Errorf("insert orders: %w", err)
 			}
@@ -141,6 +163,14 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 			}
 			if err := saveCases(tx, admittedRejected(rows)); err != nil {
 				return err
+			}
+			if claimed {
+				res.Events = make([]OutboxEvent, len(rows))
+				for i, r := range rows {
+					if res.Events[i], err = creationEvent(r); err != nil {
+						return err
+					}
+				}
 			}
 		}
 

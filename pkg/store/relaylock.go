@@ -14,14 +14,20 @@ import (
 // the topic; a name MySQL would refuse (over 64 characters) is replaced by a hash of them.
 // A test pauses a relay by taking this lock first.
 func RelayLockName(dsn, topic string) string {
+	return lockName("seckill.order-relay.", dsn, topic)
+}
+
+// lockName is prefix, the DSN's database and what, or prefix and a hash of the two when that
+// is longer than the 64 characters MySQL takes.
+func lockName(prefix, dsn, what string) string {
 	db := ""
 	if cfg, err := mysql.ParseDSN(dsn); err == nil {
 		db = cfg.DBName
 	}
-	name := "seckill.order-relay." + db + "." + topic
+	name := prefix + db + "." + what
 	if len(name) <= 64 {
 		return name
 	}
-	sum := sha256.Sum256([]byte(db + "\x00" + topic))
-	return "seckill.order-relay." + hex.EncodeToString(sum[:16])
+	sum := sha256.Sum256([]byte(db + "\x00" + what))
+	return prefix + hex.EncodeToString(sum[:16])
 }

@@ -46,8 +46,8 @@ type numberedOrders struct {
 	numbers []uint16
 }
 
-func (o *numberedOrders) Persist(ctx context.Context, session, prize int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error) {
-	res, err := o.Orders.Persist(ctx, session, prize, grabs, now)
+func (o *numberedOrders) PersistFrom(ctx context.Context, session, prize int64, grabs []seckill.Grab, now time.Time, src *store.GrabSource) (store.PersistResult, error) {
+	res, err := o.Orders.PersistFrom(ctx, session, prize, grabs, now, src)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		o.mu.Lock()

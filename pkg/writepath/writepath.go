@@ -69,7 +69,7 @@ func DecodeGrab(b []byte) (seckill.Grab, seckill.SessionPrize, error) {
 
 // Orders persists grabs as orders and reads back orders that existed before: *store.Orders.
 type Orders interface {
-	Persist(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time) (store.PersistResult, error)
+	PersistFrom(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time, src *store.GrabSource) (store.PersistResult, error)
 	Existing(ctx context.Context, requestIDs []string) (map[string]seckill.Order, error)
 }
 
@@ -126,10 +126,16 @@ func (g *GiveUp) Unwrap() error { return g.Err }
 // the result, a *GiveUp, or, when ctx ended while waiting, an error wrapping ctx's cause and
 // the last attempt's error (the group is not accounted for).
 func (w *Writer) Persist(ctx context.Context, k seckill.SessionPrize, grabs []seckill.Grab) (store.PersistResult, error) {
+	return w.PersistFrom(ctx, k, grabs, nil)
+}
+
+// PersistFrom is Persist for a grab partition's batch (store.Orders.PersistFrom): the
+// consumer's path, whose result carries the events it publishes from memory.
+func (w *Writer) PersistFrom(ctx context.Context, k seckill.SessionPrize, grabs []seckill.Grab, src *store.GrabSource) (store.PersistResult, error) {
 	for failed := 1; ; failed++ {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 		start := time.Now()
-		res, err := w.orders.Persist(tctx, k.Session, k.Prize, grabs, w.now())
+		res, err := w.orders.PersistFrom(tctx, k.Session, k.Prize, grabs, w.now(), src)
 		cancel()
 		w.obs.Attempted(time.Since(start))
 		if err == nil {

@@ -157,7 +157,7 @@ type fakeOrders struct {
 	onFail   func()
 }
 
-func (f *fakeOrders) Persist(ctx context.Context, _, _ int64, grabs []seckill.Grab, _ time.Time) (store.PersistResult, error) {
+func (f *fakeOrders) PersistFrom(ctx context.Context, _, _ int64, grabs []seckill.Grab, _ time.Time, _ *store.GrabSource) (store.PersistResult, error) {
 	f.calls++
 	if ctx.Err() != nil {
 		f.detached = false

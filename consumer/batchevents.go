@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"gorm.io/gorm"
+
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// progressStore is the grab partitions' event progress: *store.EventProgress.
+type progressStore interface {
+	Claim(ctx context.Context, partition int) (store.Progress, error)
+	Advance(ctx context.Context, partition int, epoch, next int64, scanFrom map[int]int64) (bool, error)
+	Unrecorded(ctx context.Context, partition int, from int64) ([]store.SeqEvent, error)
+}
+
+// partitionLock is a grab partition's named lock: Acquire takes it if free.
+type partitionLock interface {
+	Acquire(ctx context.Context, partition int) (held func(context.Context) error, release func(), ok bool, err error)
+}
+
+// batchEvents publishes the creation events of the orders a grab partition's worker
+// persisted from memory, right after the commit, and records progress once per batch
+// (docs/design.md, "How order events reach the topic"). A worker publishes only while it
+// holds its partition's named lock and the claim (epoch) it took with it; a worker that
+// holds neither persists its batches on the stamp path, for the relay.
+type batchEvents struct {
+	progress progressStore
+	outbox   interface { // stamps the orders a recovery published or found
+		MarkPublished(ctx context.Context, ids []int64, at time.Time) error
+	}
+	locks   partitionLock
+	writer  producer
+	offsets topicOffsets
+	brokers []string
+	dialer  *kafka.Dialer
+	topic   string // the order topic
+	metrics *metrics
+	log     *slog.Logger
+	now     func() time.Time
+	// rescanEvery is how often the stored scan start moves up to the topic's end, so a
+	// recovery reads little.
+	rescanEvery time.Duration
+	// retryEvery spaces attempts to take the lock or to recover, which cost a round trip or a
+	// topic scan, while they fail: meanwhile batches go to the relay.
+	retryEvery time.Duration
+}
+
+// partitionEvents is one worker's state for its grab partition.
+type partitionEvents struct {
+	*batchEvents
+	partition int
+	held      func(context.Context) error
+	release   func()
+	epoch     int64
+	seq       int64         // the next batch's sequence number: the progress row's next_seq
+	scanFrom  map[int]int64 // the progress row's scan_from
+	dirty     bool          // a batch past seq may be unpublished: recover before the next
+	lastTry   time.Time
+	lastScan  time.Time
+}
+
+// open returns the state of a worker that just got partition. Nothing is taken until the
+// first batch.
+func (b *batchEvents) open(partition int) *partitionEvents {
+	return &partitionEvents{batchEvents: b, partition: partition}
+}
+
+// close releases the partition's lock.
+func (pe *partitionEvents) close() {
+	if pe.release != nil {
+		pe.release()
+		pe.held, pe.release = nil, nil
+	}
+}
+
+// settled reports whether every batch this worker persisted is recorded under its claim.
+func (pe *partitionEvents) settled() bool { return pe.held != nil && !pe.dirty }
+
+// begin returns the source the next batch is persisted under, or nil (stamp path) while the
+// lock is held elsewhere (a previous owner finishing its batch), MySQL or the order topic
+// is unreachable, or a recovery failed.
+func (pe *partitionEvents) begin(ctx context.Context) *store.GrabSource {
+	if pe.held == nil || pe.dirty {
+		if time.Since(pe.lastTry) < pe.retryEvery {
+			return nil
+		}
+		pe.lastTry = time.Now()
+		if err := pe.take(ctx); err != nil {
+			pe.log.Warn("order events of this grab partition go to the relay for now", "partition", pe.partition,
+				"error", err.Error())
+			return nil
+		}
+		if pe.held == nil {
+			return nil
+		}
+	}
+	return &store.GrabSource{Partition: pe.partition, Epoch: pe.epoch, Seq: pe.seq}
+}
+
+// take acquires the lock and claims the partition if not held yet, then recovers.
+func (pe *partitionEvents) take(ctx context.Context) error {
+	if pe.held == nil {
+		held, release, ok, err := pe.locks.Acquire(ctx, pe.partition)
+		if err != nil || !ok {
+			return err
+		}
+		pe.held, pe.release = held, release
+		// The claim waits for a persistence transaction of the previous holder still in
+		// flight; the lock, for that holder's publish.
+		p, err := pe.progress.Claim(ctx, pe.partition)
+		if err != nil {
+			pe.close()
+			return err
+		}
+		pe.epoch, pe.seq, pe.scanFrom, pe.dirty = p.Epoch, p.NextSeq, p.ScanFrom, true
+	}
+	if err := pe.recover(ctx); err != nil {
+		return err
+	}
+	pe.dirty = false
+	return nil
+}
+
+// recover publishes the events of the partition's orders past its progress that are not on
+// the topic (read from scan_from to the end), stamps them all, and moves progress past them.
+func (pe *partitionEvents) recover(ctx context.Context) error {
+	evs, err := pe.progress.Unrecorded(ctx, pe.partition, pe.seq)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	// The end offsets are read before anything is published: every event published from
+	// here on lies at or above them, so they are the next scan start.
+	bounds, err := topicBounds(ctx, pe.offsets, pe.topic)
+	if err != nil {
+		return err
+	}
+	onTopic := map[string]bool{}
+	ends := make(map[int]int64, len(bounds))
+	for p, b := range bounds {
+		ends[p] = b.End
+		start := max(pe.scanFrom[p], b.First)
+		if start >= b.End {
+			continue
+		}
+		ids, err := readEventIDs(ctx, pe.brokers, pe.dialer, pe.topic, p, start, b.End)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			onTopic[id] = true
+		}
+	}
+	missing, found := splitFound(evs, onTopic)
+	if len(missing) > 0 {
+		if err := pe.publish(ctx, missing); err != nil {
+			return err
+		}
+	}
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	// Stamped, their payment clocks start now, not when they were stored.
+	mctx := context.WithoutCancel(ctx)
+	if err := pe.outbox.MarkPublished(mctx, ids, pe.now()); err != nil {
+		return err
+	}
+	next := evs[len(evs)-1].Seq + 1
+	if err := pe.advance(mctx, next, ends); err != nil {
+		return err
+	}
+	pe.metrics.recovered.Add(float64(found))
+	pe.log.Info("order events of a grab partition recovered", "partition", pe.partition,
+		"published", len(missing), "already_on_topic", found)
+	return nil
+}
+
+// splitFound returns the events not on the topic and how many are.
+func splitFound(evs []store.SeqEvent, onTopic map[string]bool) ([]store.OutboxEvent, int) {
+	var missing []store.OutboxEvent
+	found := 0
+	for _, e := range evs {
+		if onTopic[e.EventID] {
+			found++
+			continue
+		}
+		missing = append(missing, e.OutboxEvent)
+	}
+	return missing, found
+}
+
+// finish publishes a batch's events (those its transactions returned) and records the
+// batch's progress. A failure leaves the partition dirty: the next begin recovers.
+func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent) {
+	if src == nil || len(evs) == 0 {
+		return // nothing published from memory, nothing to record
+	}
+	// The batch is committed: its events go out and are recorded even if shutdown began.
+	ctx = context.WithoutCancel(ctx)
+	var scanFrom map[int]int64
+	if time.Since(pe.lastScan) >= pe.rescanEvery {
+		// Read before this batch is published: later batches' events lie above.
+		if ends, err := topicBounds(ctx, pe.offsets, pe.topic); err == nil {
+			scanFrom = make(map[int]int64, len(ends))
+			for p, b := range ends {
+				scanFrom[p] = b.End
+			}
+		}
+	}
+	err := pe.publish(ctx, evs)
+	if err == nil {
+		err = pe.advance(ctx, src.Seq+1, scanFrom)
+	}
+	if err != nil {
+		pe.dirty = true
+		pe.log.Warn("order events of a batch not recorded; recovering before the next batch", "partition", pe.partition,
+			"events", len(evs), "error", err.Error())
+	}
+}
+
+// publish writes evs to the order topic after checking the lock is still held.
+func (pe *partitionEvents) publish(ctx context.Context, evs []store.OutboxEvent) error {
+	if err := pe.held(ctx); err != nil {
+		pe.close() // lost: take it again, and recover, before publishing more
+		return err
+	}
+	msgs := make([]kafka.Message, len(evs))
+	for i, e := range evs {
+		msgs[i] = orderMessage(e)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 45*time.Second)
+	defer cancel()
+	if err := pe.writer.WriteMessages(wctx, msgs...); err != nil {
+		return fmt.Errorf("publish %d order events: %w", len(msgs), err)
+	}
+	pe.metrics.published.Add(float64(len(msgs)))
+	return nil
+}
+
+// advance records progress up to next (scan start too, when not nil) under the claim.
+func (pe *partitionEvents) advance(ctx context.Context, next int64, scanFrom map[int]int64) error {
+	ok, err := pe.progress.Advance(ctx, pe.partition, pe.epoch, next, scanFrom)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		pe.close()
+		return fmt.Errorf("grab partition %d: claim %d taken over", pe.partition, pe.epoch)
+	}
+	pe.seq = next
+	if scanFrom != nil {
+		pe.scanFrom, pe.lastScan = scanFrom, time.Now()
+	}
+	return nil
+}
+
+// mysqlPartitionLock is a grab partition's MySQL named lock (store.ProgressLockName): like
+// the relay's, it lives in the server that holds the orders and the progress it guards.
+type mysqlPartitionLock struct {
+	db   *gorm.DB
+	name func(partition int) string
+}
+
+func (m mysqlPartitionLock) Acquire(ctx context.Context, partition int) (func(context.Context) error, func(), bool, error) {
+	return mysqlRelayLock{db: m.db, name: m.name(partition)}.Acquire(ctx)
+}
