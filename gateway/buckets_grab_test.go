@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
@@ -79,31 +75,12 @@ func newBucketEnv(t *testing.T, stockPerSession, n, limit int) *bucketEnv {
 			t.Fatal(err)
 		}
 	}
-	w, err := event.NewWriter(brokers, topics.Grab.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	verifier, _ := auth.NewVerifier([]byte(jwtSecret), "seckill", "seckill-gateway", time.Now)
-	sched := newScheduleCache(cat, time.Second, time.Now)
-	if err := sched.Reload(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m := newMetrics(prometheus.NewRegistry())
-	log := slog.New(slog.DiscardHandler)
 	// The others are read afresh on every dry answer (a cache of 1 ns), so no answer here
 	// depends on timing.
-	router := newBucketRouter(gate, sched, time.Nanosecond, time.Minute, log)
-	api := &grabAPI{
-		gate: gate, orders: store.NewOrders(db), verifier: verifier, schedule: sched,
-		soldOut: newSoldOutFlags(time.Minute), events: w, buckets: router,
-		relay: newRelay(w, 100, nil, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
-		admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
-	}
-	mux := http.NewServeMux()
-	api.register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, func(a *grabAPI) {
+		a.buckets = newBucketRouter(gate, a.schedule.(*scheduleCache), time.Nanosecond, time.Minute, a.log)
+	})
+	router := api.buckets
 	return &bucketEnv{grabEnv: &grabEnv{srv: srv, api: api, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
 		signer: auth.NewSigner([]byte(jwtSecret), "seckill", "seckill-gateway"), open: sessions[0], prizeA: pid, db: db},
 		n: n, prize: pid, router: router}
