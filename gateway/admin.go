@@ -25,6 +25,7 @@ type adminCatalog interface {
 	Sessions(ctx context.Context, activityID int64) ([]seckill.Session, error)
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
+	PrizeStock(ctx context.Context, sessionID, prizeID int64) (store.PrizeStock, error)
 	CloseSession(ctx context.Context, id int64, actor, remote string) (seckill.Session, error)
 	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
 }
@@ -296,7 +297,10 @@ type dbStockView struct {
 }
 
 type stockView struct {
-	PrizeID int64          `json:"prize_id"`
+	PrizeID int64 `json:"prize_id"`
+	// Buckets is the session×prize's number of stock buckets; DB's total and left are summed
+	// over them (store.Catalog.PrizeStock), Redis is bucket 0's keys.
+	Buckets int            `json:"buckets"`
 	DB      dbStockView    `json:"db"`
 	Redis   stock.Snapshot `json:"redis"`
 }
@@ -331,8 +335,17 @@ func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([
 	}
 	bySession := map[int64][]stockView{}
 	for i, s := range stocks {
-		bySession[s.SessionID] = append(bySession[s.SessionID], stockView{
-			PrizeID: s.PrizeID, DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]})
+		v := stockView{PrizeID: s.PrizeID, Buckets: max(s.Buckets, 1),
+			DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]}
+		if s.Buckets > 1 {
+			// The row holds bucket 0's share only: the prize's stock is the buckets' sum.
+			ps, err := a.catalog.PrizeStock(ctx, s.SessionID, s.PrizeID)
+			if err != nil {
+				return nil, err
+			}
+			v.DB.Total, v.DB.Left = ps.Total, ps.Left
+		}
+		bySession[s.SessionID] = append(bySession[s.SessionID], v)
 	}
 	out := make([]sessionView, len(sessions))
 	for i, s := range sessions {

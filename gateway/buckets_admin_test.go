@@ -63,6 +63,22 @@ func TestAdminCreatesBuckets(t *testing.T) {
 	if n := e.rows(t, "stock_buckets"); n != bucketRows {
 		t.Errorf("%d stock_buckets rows, want %d", n, bucketRows)
 	}
+	// The session view shows each prize's buckets and its stock summed over them.
+	sid := int64(sessions[0].(map[string]any)["id"].(float64))
+	_, sess := e.do(t, "GET", "/admin/v1/sessions/"+itoa(sid), adminToken, "")
+	for _, st := range sess["stock"].([]any) {
+		sm := st.(map[string]any)
+		var name string
+		for n, id := range ids {
+			if id == int64(sm["prize_id"].(float64)) {
+				name = n
+			}
+		}
+		db := sm["db"].(map[string]any)
+		if int(sm["buckets"].(float64)) != want[name] || int(db["total"].(float64)) != stocks[name] || int(db["left"].(float64)) != stocks[name] {
+			t.Errorf("session view of %q: %v, want %d buckets of %d units in all", name, sm, want[name], stocks[name])
+		}
+	}
 }
 
 // Without SECKILL_BUCKET_UNITS a prize that names no buckets has none: no bucket row.
