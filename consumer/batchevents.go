@@ -61,9 +61,21 @@ type partitionEvents struct {
 	seq       int64         // the next batch's sequence number: the progress row's next_seq
 	scanFrom  map[int]int64 // the progress row's scan_from
 	dirty     bool          // a batch past seq may be unpublished: recover before the next
-	lastTry   time.Time
+	lastTry   time.Time     // when the last attempt to take or recover ended
+	failures  int           // attempts failed in a row: the wait before the next doubles
 	lastScan  time.Time
 }
+
+const (
+	// stampAfter: a batch published later than this after its first commit is stamped too,
+	// so the payment clock of its orders (their commit time otherwise) starts when downstream
+	// could first see them; only a batch slowed by retries or an outage pays the write.
+	stampAfter = 500 * time.Millisecond
+	// abandonRecovery bounds the recovery a failed batch runs before its worker stops.
+	abandonRecovery = 30 * time.Second
+	// maxRetryDoublings caps the backoff of failing attempts at retryEvery × 32.
+	maxRetryDoublings = 5
+)
 
 // open returns the state of a worker that just got partition. Nothing is taken until the
 // first batch.
@@ -87,15 +99,21 @@ func (pe *partitionEvents) settled() bool { return pe.held != nil && !pe.dirty }
 // is unreachable, or a recovery failed.
 func (pe *partitionEvents) begin(ctx context.Context) *store.GrabSource {
 	if pe.held == nil || pe.dirty {
-		if time.Since(pe.lastTry) < pe.retryEvery {
+		if time.Since(pe.lastTry) < pe.retryEvery<<min(pe.failures, maxRetryDoublings) {
 			return nil
 		}
+		err := pe.take(ctx)
+		// Timed from the attempt's end, and doubled while attempts fail: a recovery that
+		// fails slowly (a topic scan, a produce timing out) must not run again before the
+		// very next batch while the order topic is degraded.
 		pe.lastTry = time.Now()
-		if err := pe.take(ctx); err != nil {
+		if err != nil {
+			pe.failures++
 			pe.log.Warn("order events of this grab partition go to the relay for now", "partition", pe.partition,
-				"error", err.Error())
+				"failures", pe.failures, "error", err.Error())
 			return nil
 		}
+		pe.failures = 0
 		if pe.held == nil {
 			return nil
 		}
@@ -198,9 +216,40 @@ func splitFound(evs []store.SeqEvent, onTopic map[string]bool) ([]store.OutboxEv
 	return missing, found
 }
 
+// run persists one batch of the partition under its claim and publishes what it committed.
+func (pe *partitionEvents) run(ctx context.Context, sp sourcedProcessor, msgs []kafka.Message) error {
+	src := pe.begin(ctx)
+	start := pe.now()
+	evs, err := sp.ProcessFrom(ctx, msgs, src)
+	if err != nil {
+		pe.abandon(ctx, src)
+		return err
+	}
+	pe.finish(ctx, src, evs, start)
+	return nil
+}
+
+// abandon follows a batch that failed part way: the groups before the failing one may be
+// committed under the claim with their events unpublished, and the worker stops after this
+// batch (it is redelivered to the partition's next owner). They are recovered now, within
+// abandonRecovery, rather than left to that owner, which may be a generation away.
+func (pe *partitionEvents) abandon(ctx context.Context, src *store.GrabSource) {
+	if src == nil {
+		return
+	}
+	pe.dirty = true
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonRecovery)
+	defer cancel()
+	if err := pe.take(rctx); err != nil {
+		pe.log.Warn("order events of a failed batch not recovered; the partition's next owner recovers them",
+			"partition", pe.partition, "error", err.Error())
+	}
+}
+
 // finish publishes a batch's events (those its transactions returned) and records the
-// batch's progress. A failure leaves the partition dirty: the next begin recovers.
-func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent) {
+// batch's progress; start is when the batch began, before any of its commits. A failure
+// leaves the partition dirty: the next begin recovers.
+func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent, start time.Time) {
 	if src == nil || len(evs) == 0 {
 		return // nothing published from memory, nothing to record
 	}
@@ -217,6 +266,13 @@ func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, ev
 		}
 	}
 	err := pe.publish(ctx, evs)
+	if at := pe.now(); err == nil && at.Sub(start) > stampAfter {
+		ids := make([]int64, len(evs))
+		for i, e := range evs {
+			ids[i] = e.ID
+		}
+		err = pe.outbox.MarkPublished(ctx, ids, at)
+	}
 	if err == nil {
 		err = pe.advance(ctx, src.Seq+1, scanFrom)
 	}

@@ -41,7 +41,7 @@ func batch(t *testing.T, e *env, p *processor, pe *partitionEvents, msgs []kafka
 		t.Fatal(err)
 	}
 	if publish {
-		pe.finish(e.ctx, src, evs)
+		pe.finish(e.ctx, src, evs, time.Now())
 	}
 	return src
 }
@@ -210,7 +210,7 @@ func TestBatchEventsRebalanceAndALostLock(t *testing.T) {
 	if src := newer.begin(e.ctx); src == nil || src.Seq != 2 { // takes over, recovers the 2
 		t.Fatalf("new owner's source %+v, want sequence 2 after recovering", src)
 	}
-	old.finish(e.ctx, src, evs) // must neither publish nor record
+	old.finish(e.ctx, src, evs, time.Now()) // must neither publish nor record
 	batch(t, e, p, newer, msgs[5:], true)
 	if src := old.begin(e.ctx); src != nil {
 		t.Fatalf("old owner got source %+v after losing the lock", src)
@@ -281,4 +281,108 @@ func TestIdlePartitionRecoversAFailedPublish(t *testing.T) {
 		t.Fatal("the publish never failed: the test tests nothing")
 	}
 	onceEach(t, e, 3)
+}
+
+// failsAfter persists the first n messages of a batch and then fails, as a batch whose later
+// group could not be written (the worker stopping while MySQL is down, a dead-letter produce
+// refused) after its earlier groups committed.
+type failsAfter struct {
+	p *processor
+	n int
+}
+
+func (f failsAfter) ProcessFrom(ctx context.Context, msgs []kafka.Message, src *store.GrabSource) ([]store.OutboxEvent, error) {
+	if _, err := f.p.ProcessFrom(ctx, msgs[:f.n], src); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("injected: a later group failed")
+}
+
+// A batch that fails part way leaves committed orders behind; the worker stops after it.
+// Their events go out before it does, once each, not when the partition next has an owner.
+func TestFailedBatchPublishesWhatItCommitted(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 4)
+	pe := e.batchEvents(t, e.partitionLocks(t)).open(5)
+	defer pe.close()
+	if err := pe.run(e.ctx, failsAfter{p: e.processor(t, store.NewOrders(e.db)), n: 2}, msgs); err == nil {
+		t.Fatal("run returned no error for a failed batch")
+	}
+	onceEach(t, e, 2)
+	if n := e.pending(t); n != 0 {
+		t.Fatalf("%d events pending after the failed batch, want 0", n)
+	}
+}
+
+// A batch published long after its first commit (retries, an outage) is stamped, so the
+// payment clock of its orders starts at the publication; a prompt one is not.
+func TestSlowBatchIsStampedPublished(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 4)
+	p := e.processor(t, store.NewOrders(e.db))
+	b := e.batchEvents(t, e.partitionLocks(t))
+	clock := time.Now()
+	b.now = func() time.Time { return clock }
+	pe := b.open(6)
+	defer pe.close()
+	if err := pe.run(e.ctx, p, msgs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, "event_published_at IS NOT NULL"); n != 0 {
+		t.Fatalf("%d orders of a prompt batch stamped, want 0", n)
+	}
+	slow := slowProcessor{p: p, advance: func() { clock = clock.Add(stampAfter + time.Millisecond) }}
+	if err := pe.run(e.ctx, slow, msgs[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, "event_published_at IS NOT NULL"); n != 2 {
+		t.Fatalf("%d orders stamped, want the slow batch's 2", n)
+	}
+	onceEach(t, e, 4)
+}
+
+// slowProcessor moves the test's clock while it persists.
+type slowProcessor struct {
+	p       *processor
+	advance func()
+}
+
+func (s slowProcessor) ProcessFrom(ctx context.Context, msgs []kafka.Message, src *store.GrabSource) ([]store.OutboxEvent, error) {
+	s.advance()
+	return s.p.ProcessFrom(ctx, msgs, src)
+}
+
+// failingLock cannot be taken: MySQL refuses.
+type failingLock struct{ attempts int }
+
+func (f *failingLock) Acquire(context.Context, int) (func(context.Context) error, func(), bool, error) {
+	f.attempts++
+	return nil, nil, false, fmt.Errorf("injected: mysql unavailable")
+}
+
+// Failing attempts to take the partition back off, timed from each attempt's end.
+func TestFailingTakeBacksOff(t *testing.T) {
+	lock := &failingLock{}
+	b := &batchEvents{locks: lock, retryEvery: 10 * time.Millisecond, log: slog.New(slog.DiscardHandler), now: time.Now}
+	pe := b.open(0)
+	for i := 0; i < 3; i++ {
+		pe.lastTry = time.Time{}
+		if src := pe.begin(context.Background()); src != nil {
+			t.Fatalf("source %+v without the lock", src)
+		}
+	}
+	if lock.attempts != 3 || pe.failures != 3 {
+		t.Fatalf("%d attempts, %d failures; want 3 and 3", lock.attempts, pe.failures)
+	}
+	// Three failures: the next attempt waits 10 ms × 2³ = 80 ms from the last one's end.
+	pe.lastTry = time.Now().Add(-50 * time.Millisecond)
+	pe.begin(context.Background())
+	if lock.attempts != 3 {
+		t.Fatalf("attempted again 50 ms after three failures, want a wait of 80 ms")
+	}
+	pe.lastTry = time.Now().Add(-100 * time.Millisecond)
+	pe.begin(context.Background())
+	if lock.attempts != 4 {
+		t.Fatalf("%d attempts 100 ms after three failures, want the fourth", lock.attempts)
+	}
 }

@@ -184,14 +184,7 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 		pe := c.events.open(partition)
 		defer pe.close()
 		sp := c.proc.(sourcedProcessor)
-		process = func(ctx context.Context, batch []kafka.Message) error {
-			src := pe.begin(ctx)
-			evs, err := sp.ProcessFrom(ctx, batch, src)
-			if err == nil {
-				pe.finish(ctx, src, evs)
-			}
-			return err
-		}
+		process = func(ctx context.Context, batch []kafka.Message) error { return pe.run(ctx, sp, batch) }
 		// A partition whose events are not all recorded (its lock is elsewhere, a publish
 		// failed) must not wait for the next grab to be recovered: an idle partition retries.
 		idle = func() time.Duration {

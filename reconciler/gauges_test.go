@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 func TestDriftUncorrectedRunsCountConsecutiveRuns(t *testing.T) {
@@ -58,7 +60,16 @@ func (f *fakeStockCatalog) Stocks(_ context.Context, ids ...int64) ([]seckill.St
 	return out, nil
 }
 
+// No prize has stock buckets here (TestStockGaugesSumBuckets has).
+func (f *fakeStockCatalog) BucketedStocks(context.Context, ...int64) ([]store.PrizeStock, error) {
+	return nil, nil
+}
+
 type fakeSnapshots map[seckill.SessionPrize]stock.Snapshot
+
+func (f fakeSnapshots) BucketSnapshots(context.Context, seckill.SessionPrize, int) ([]stock.Snapshot, error) {
+	return nil, errors.New("no stock buckets here")
+}
 
 func (f fakeSnapshots) Snapshots(_ context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error) {
 	out := make([]stock.Snapshot, len(ids))

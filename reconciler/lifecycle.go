@@ -14,7 +14,8 @@ import (
 
 type lifecycleCatalog interface {
 	sessionLister
-	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
+	// A prize's total and left over its stock buckets (for N = 1: its row's).
+	PrizeStock(ctx context.Context, sessionID, prizeID int64) (store.PrizeStock, error)
 	SaveReport(ctx context.Context, f lease.Fence, r store.SessionReport) (bool, error)
 	Reported(ctx context.Context, sessionID, prizeID int64) (bool, error)
 	DriftCorrections(ctx context.Context, sessionID, prizeID int64) (int, error)
@@ -212,7 +213,7 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 }
 
 func (j lifecycleJob) report(ctx context.Context, st seckill.Stock) (store.SessionReport, error) {
-	fresh, err := j.catalog.Stock(ctx, st.SessionID, st.PrizeID)
+	fresh, err := j.catalog.PrizeStock(ctx, st.SessionID, st.PrizeID)
 	if err != nil {
 		return store.SessionReport{}, err
 	}

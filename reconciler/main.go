@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -163,8 +164,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		},
 	}
 	republished, settled := newStaleMetrics(reg)
+	// The runner and the rebalance loop take turns at the one lease: the fences of the
+	// transfers' scripts and journal are its numbers.
+	held := serialLeaser{mu: &sync.Mutex{}, l: lease.New(db, cfg.LeaseName, cfg.LeaseTTL)}
+	transfers := transferExecutor{catalog: catalog, gate: gate, grace: cfg.KeyGrace, metrics: newRebalanceMetrics(reg)}
 	r := &runner{
-		lease:   lease.New(db, cfg.LeaseName, cfg.LeaseTTL),
+		lease:   held,
 		reports: store.NewRunReports(db),
 		metrics: newRunnerMetrics(reg),
 		log:     log,
@@ -174,10 +179,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// done) and both before measuring drift, report sessions, then the open exception
 		// cases (which the jobs before may have recorded).
 		jobs: []job{
+			transfersJob{exec: transfers},
 			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
 			comp,
 			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
-				gateways: store.NewUnpublished(db), gatewayAlive: cfg.GatewayDeadAfter, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), log: log, now: time.Now},
+				gateways: store.NewUnpublished(db), gatewayAlive: cfg.GatewayDeadAfter, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), transfers: transfers, log: log, now: time.Now},
 			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
 				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled,
 				cases: cases, caseAfter: cfg.StaleCaseAfter, log: log, now: time.Now},
@@ -240,7 +246,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"preheat_lead", cfg.PreheatLead.String(), "key_grace", cfg.KeyGrace.String(), "stale_after", cfg.StaleAfter.String(),
 		"catch_up_wait", cfg.CatchUpWait.String(), "gateway_dead_after", cfg.GatewayDeadAfter.String(), "republish_bound", cfg.RepublishBound.String(),
 		"consumer_group", cfg.ConsumerGroup, "feedback_group", cfg.FeedbackGroup, "lease", cfg.LeaseName,
-		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns,
+		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns, "rebalance_interval", cfg.RebalanceInterval.String(),
 		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil)
 	g, gctx := errgroup.WithContext(ctx)
@@ -252,6 +258,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if replica != nil {
 		g.Go(func() error { return replica.Run(gctx) })
 	}
+	rebalancing := rebalanceLoop{rebalancer: rebalancer{catalog: catalog, reader: redisBuckets{rdb: rdb}, exec: transfers, metrics: transfers.metrics},
+		lease: held, every: cfg.RebalanceInterval, log: log, now: time.Now}
+	g.Go(func() error { return rebalancing.Run(gctx) })
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

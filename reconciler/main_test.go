@@ -66,7 +66,7 @@ func TestOncePreheatsDueSessionsAndOneActs(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("report %q: %v", out.String(), err)
 	}
-	if rep.Lease != "held" || len(rep.Jobs) == 0 || rep.Jobs[0].Summary["keys_loaded"] != 2 {
+	if rep.Lease != "held" || len(rep.Jobs) == 0 || jobOf(rep, "preheat").Summary["keys_loaded"] != 2 {
 		t.Fatalf("report %+v", rep)
 	}
 	// Only the first session is due; the second starts in 32 minutes.

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -61,6 +62,10 @@ type driftMetrics struct {
 	// a series exists only while the count is above 0, so it is bounded by the drifted.
 	uncorrected *prometheus.GaugeVec
 	streaks     map[seckill.SessionPrize]int
+	// Per stock bucket of the prizes with buckets: set by the last run, as drift is per prize.
+	bucketDrift  *prometheus.GaugeVec
+	bucketRun    map[driftTarget]float64
+	bucketSeries map[driftTarget]bool
 }
 
 func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
@@ -78,8 +83,21 @@ func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
 			Help: "Consecutive reconciler runs that found this session×prize's Redis stock drifted and did not correct it; absent when 0."},
 			[]string{"session_id", "prize_id"}),
 		streaks: map[seckill.SessionPrize]int{},
+		bucketDrift: f.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconciler_bucket_drift",
+			Help: "Redis left minus expected left, per stock bucket of a prize with buckets in scope, at the last check (seckill_reconciler_drift is their sum)."},
+			[]string{"session_id", "prize_id", "bucket"}),
+		bucketRun:    map[driftTarget]float64{},
+		bucketSeries: map[driftTarget]bool{},
 	}
 	return m
+}
+
+// bucket records one stock bucket's drift for this run's keep (a prize without buckets has
+// only its prize series).
+func (m *driftMetrics) bucket(t driftTarget, v float64) {
+	if t.bucket >= 0 {
+		m.bucketRun[t] = v
+	}
 }
 
 // keep sets the drift series of the session×prizes checked this run and deletes the
@@ -95,6 +113,21 @@ func (m *driftMetrics) keep(values map[seckill.SessionPrize]float64) {
 		m.drift.WithLabelValues(labels(k)...).Set(v)
 		m.series[k] = true
 	}
+	for t := range m.bucketSeries {
+		if _, ok := m.bucketRun[t]; !ok {
+			m.bucketDrift.DeleteLabelValues(bucketLabels(t)...)
+			delete(m.bucketSeries, t)
+		}
+	}
+	for t, v := range m.bucketRun {
+		m.bucketDrift.WithLabelValues(bucketLabels(t)...).Set(v)
+		m.bucketSeries[t] = true
+	}
+	m.bucketRun = map[driftTarget]float64{}
+}
+
+func bucketLabels(t driftTarget) []string {
+	return labels(seckill.SessionPrize{Session: t.sid, Prize: t.pid}, strconv.Itoa(t.bucket))
 }
 
 // track updates the uncorrected-run counts: left[k] is true when this run found k drifted
@@ -295,4 +328,62 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Help: "Partitions of the topic that refuse acks=all writes: fewer in-sync replicas than min.insync.replicas, or no leader; absent when unreadable."}, []string{"topic"}),
 	}
 	return m
+}
+
+// rebalanceMetrics are the stock buckets' rebalance loop's and transfers' (rebalanceloop.go,
+// transfer.go). A nil *rebalanceMetrics counts nothing (the tests' executors).
+type rebalanceMetrics struct {
+	rounds    *prometheus.CounterVec // result: ok, failed, busy
+	transfers *prometheus.CounterVec // result: done, cancelled, failed
+	units     prometheus.Counter
+	wanted    prometheus.Gauge
+}
+
+func newRebalanceMetrics(reg prometheus.Registerer) *rebalanceMetrics {
+	f := promauto.With(reg)
+	m := &rebalanceMetrics{
+		rounds: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_rebalance_rounds_total",
+			Help: "Rebalance rounds over the prizes with stock buckets of open sessions, by result (ok, failed, busy: another instance held the lease)."}, []string{"result"}),
+		transfers: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconciler_bucket_transfers_total",
+			Help: "Transfers of units between stock buckets this instance ended, by result (done; cancelled: the source was not loaded; failed: stopped by an error, the journal resumes it)."}, []string{"result"}),
+		units: f.NewCounter(prometheus.CounterOpts{Name: "seckill_reconciler_bucket_units_moved_total",
+			Help: "Units moved between stock buckets by the transfers this instance finished (MySQL's moved units)."}),
+		wanted: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_reconciler_buckets_wanted",
+			Help: "Stock buckets a gateway flagged wanted (dry while units remained elsewhere) at this instance's last rebalance round."}),
+	}
+	for _, r := range []string{"ok", "failed", "busy"} {
+		m.rounds.WithLabelValues(r)
+	}
+	for _, r := range []string{"done", "cancelled", "failed"} {
+		m.transfers.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *rebalanceMetrics) round(result string) {
+	if m != nil {
+		m.rounds.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *rebalanceMetrics) ended(t store.Transfer) {
+	if m == nil {
+		return
+	}
+	m.transfers.WithLabelValues(t.State).Inc()
+	if t.State == store.TransferDone {
+		m.units.Add(float64(t.Units))
+	}
+}
+
+func (m *rebalanceMetrics) failed() {
+	if m != nil {
+		m.transfers.WithLabelValues("failed").Inc()
+	}
+}
+
+func (m *rebalanceMetrics) setWanted(n int64) {
+	if m != nil {
+		m.wanted.Set(float64(n))
+	}
 }

@@ -19,16 +19,23 @@ type rebuildCatalog interface {
 	sessionLister
 	Stock(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, error)
 	Record(ctx context.Context, e store.AuditEntry) error
+	BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]store.PrizeStock, error)
+	Ledger(ctx context.Context, sessionID, prizeID int64, n int) ([]seckill.BucketLedger, error)
 }
 
 type rebuildGate interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []stock.Settlement, returned []string, expireAt time.Time, fence int64) (bool, error)
+	Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]stock.BucketState, error)
+	RebuildBucket(ctx context.Context, st seckill.Stock, b int, users map[string]int, outcomes []stock.Settlement, returned []string,
+		ledger seckill.BucketLedger, expireAt time.Time, fence int64) (bool, error)
 }
 
-// stockState reads a session×prize's stock row, orders and returns from one snapshot.
+// stockState reads a session×prize's (or one of its stock buckets') row, orders and returns
+// from one snapshot.
 type stockState interface {
 	State(ctx context.Context, sessionID, prizeID int64) (store.StockState, error)
+	BucketState(ctx context.Context, sessionID, prizeID int64, b int) (store.StockState, error)
 }
 
 // gatewayHolds says whether gateways still hold admitted grabs of a prize that Kafka has
@@ -61,8 +68,10 @@ type rebuildJob struct {
 	grace        time.Duration
 	catchUp      time.Duration
 	rebuilt      prometheus.Counter
-	log          *slog.Logger
-	now          func() time.Time
+	// transfers finishes the journal before a prize with stock buckets is rebuilt.
+	transfers transferExecutor
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 func (rebuildJob) Name() string { return "rebuild" }
@@ -76,18 +85,48 @@ func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) 
 	}
 	var open []scope
 	ids := []seckill.SessionPrize{}
+	sessions := map[int64]bool{}
+	var sessionIDs []int64
 	for _, s := range sc {
 		if s.session.OpenAt(now) {
 			open = append(open, s)
 			ids = append(ids, s.stock.SessionPrize())
+			if !sessions[s.session.ID] {
+				sessions[s.session.ID] = true
+				sessionIDs = append(sessionIDs, s.session.ID)
+			}
 		}
 	}
 	snaps, err := j.gate.Snapshots(ctx, ids)
 	if err != nil {
 		return result{Summary: sum}, err
 	}
+	// A prize with stock buckets is missing when any bucket is: each is rebuilt alone.
+	bucketed, err := j.catalog.BucketedStocks(ctx, sessionIDs...)
+	if err != nil {
+		return result{Summary: sum}, err
+	}
+	n := map[seckill.SessionPrize]int{}
+	for _, p := range bucketed {
+		n[seckill.SessionPrize{Session: p.SessionID, Prize: p.PrizeID}] = p.Buckets
+	}
 	var missing []scope
 	for i, s := range open {
+		if s.buckets = n[s.stock.SessionPrize()]; s.buckets > 1 {
+			bs, err := j.gate.Buckets(ctx, s.stock.SessionID, s.stock.PrizeID, s.buckets)
+			if err != nil {
+				return result{Summary: sum}, err
+			}
+			for b, x := range bs {
+				if !x.Loaded {
+					s.lost = append(s.lost, b)
+				}
+			}
+			if len(s.lost) > 0 {
+				missing = append(missing, s)
+			}
+			continue
+		}
 		if !snaps[i].Loaded {
 			missing = append(missing, s)
 		}
@@ -128,7 +167,11 @@ func (j rebuildJob) Run(ctx context.Context, fence lease.Fence) (result, error) 
 	}
 	var errs []error
 	for _, s := range ready {
-		if err := j.rebuild(ctx, fence, s); err != nil {
+		rebuild := j.rebuild
+		if s.buckets > 1 {
+			rebuild = j.rebuildBuckets
+		}
+		if err := rebuild(ctx, fence, s); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -188,21 +231,7 @@ func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) err
 		return err
 	}
 	st, orders := state.Stock, state.Orders
-	users := map[string]int{}
-	var returned []string
-	for _, o := range orders {
-		if o.HoldsSlot {
-			users[o.UserID]++
-		}
-		if o.Status != seckill.OrderCancelled {
-			continue
-		}
-		if state.Resale[o.RequestID] {
-			returned = append(returned, o.RequestID)
-		} else {
-			st.Left--
-		}
-	}
+	users, returned := rebuildCounts(state, &st)
 	// The Redis script refuses a fence older than one that already wrote these keys; this
 	// check also refuses when a newer holder exists but has not touched them yet.
 	if err := fence.Check(ctx); err != nil {
@@ -218,4 +247,79 @@ func (j rebuildJob) rebuild(ctx context.Context, fence lease.Fence, s scope) err
 	return j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "rebuild_redis_stock", SessionID: &sid,
 		PrizeID: &pid, After: &after, Detail: fmt.Sprintf("keys missing; rebuilt from %d orders after consumers caught up", len(orders)),
 		Fence: &fence})
+}
+
+// rebuildCounts returns what the orders of a stock state put in Redis: per-user counts of
+// the slots held, the request ids of the units returned for resale, and st's left lowered by
+// the units returned but not for resale (in MySQL's left, never for sale in Redis).
+func rebuildCounts(state store.StockState, st *seckill.Stock) (map[string]int, []string) {
+	users := map[string]int{}
+	var returned []string
+	for _, o := range state.Orders {
+		if o.HoldsSlot {
+			users[o.UserID]++
+		}
+		if o.Status != seckill.OrderCancelled {
+			continue
+		}
+		if state.Resale[o.RequestID] {
+			returned = append(returned, o.RequestID)
+		} else {
+			st.Left--
+		}
+	}
+	return users, returned
+}
+
+// rebuildBuckets rebuilds the lost stock buckets of a prize (docs/buckets.md), each from its
+// row, the orders it admitted (orders.bucket) and its ledger of the transfers journal. The
+// journal's unfinished transfers are finished first, in this goroutine (the lease holder's
+// rebalance loop waits for the run): lua/rebuild.lua does not check the revision, so a row
+// read before a move whose give then found no key would miss the moved units. One still
+// unfinished (an error) is safe to rebuild over: the ledger leaves a planned one out (its
+// units are still in the source row, which the restarted take takes from) and counts a
+// moved one as given (the destination row holds its units; the give is then a repeat).
+func (j rebuildJob) rebuildBuckets(ctx context.Context, fence lease.Fence, s scope) error {
+	var errs []error
+	if _, err := j.transfers.resume(ctx, fence); err != nil {
+		if staleFence(err) {
+			return err
+		}
+		errs = append(errs, fmt.Errorf("resume transfers before rebuilding buckets: %w", err))
+	}
+	sid, pid := s.stock.SessionID, s.stock.PrizeID
+	ledger, err := j.catalog.Ledger(ctx, sid, pid, s.buckets)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, b := range s.lost {
+		state, err := j.orders.BucketState(ctx, sid, pid, b)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st := state.Stock
+		users, returned := rebuildCounts(state, &st)
+		if err := fence.Check(ctx); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		created, err := j.gate.RebuildBucket(ctx, st, b, users, settleOf(sid, pid, state.Orders).Items, returned, ledger[b],
+			s.session.End.Add(j.grace), fence.Number)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !created {
+			continue
+		}
+		j.rebuilt.Inc()
+		after := int64(st.Left)
+		j.log.Warn("redis keys of a stock bucket rebuilt from mysql", "session_id", sid, "prize_id", pid, "bucket", b, "left", st.Left, "orders", len(state.Orders))
+		if err := j.catalog.Record(ctx, store.AuditEntry{Actor: "reconciler", Action: "rebuild_redis_stock", SessionID: &sid,
+			PrizeID: &pid, After: &after, Detail: fmt.Sprintf("bucket %d keys missing; rebuilt from %d orders and the transfers journal after consumers caught up", b, len(state.Orders)),
+			Fence: &fence}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

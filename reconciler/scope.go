@@ -49,6 +49,29 @@ func (f inFlight) pending(sessionID, prizeID int64) int64 {
 	return f.pendingKey(event.PartitionKey(sessionID, prizeID))
 }
 
+// pendingPrize is the lag of every partition a scope's grabs land on: each stock bucket's
+// (docs/buckets.md: bucket b >= 1 is keyed session:prize:b), or the prize's.
+func (f inFlight) pendingPrize(s scope) int64 {
+	n := f.pending(s.stock.SessionID, s.stock.PrizeID)
+	for b := 1; b < s.buckets; b++ {
+		n += f.pendingKey(event.BucketPartitionKey(s.stock.SessionID, s.stock.PrizeID, b))
+	}
+	return n
+}
+
+// sessionIDs are the sessions of scopes, each once.
+func sessionIDs(sc []scope) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for _, s := range sc {
+		if !seen[s.stock.SessionID] {
+			seen[s.stock.SessionID] = true
+			out = append(out, s.stock.SessionID)
+		}
+	}
+	return out
+}
+
 // pendingKey is the lag of the partition the messages keyed key land on.
 func (f inFlight) pendingKey(key []byte) int64 {
 	return f.lag[event.PartitionOf(key, f.partitions)]
@@ -65,7 +88,7 @@ func (g grabLag) waitCaughtUp(ctx context.Context, prizes []scope, wait time.Dur
 		}
 		var ready []scope
 		for _, s := range prizes {
-			if f.pending(s.stock.SessionID, s.stock.PrizeID) == 0 {
+			if f.pendingPrize(s) == 0 {
 				ready = append(ready, s)
 			}
 		}
@@ -85,6 +108,10 @@ func (g grabLag) waitCaughtUp(ctx context.Context, prizes []scope, wait time.Dur
 type scope struct {
 	session seckill.Session
 	stock   seckill.Stock
+	// Of a prize with stock buckets (set by the rebuild job): N, and the buckets whose keys
+	// are lost.
+	buckets int
+	lost    []int
 }
 
 func activeScope(ctx context.Context, c sessionLister, now time.Time, grace time.Duration) ([]scope, error) {

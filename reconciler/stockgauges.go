@@ -3,16 +3,26 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // snapshotter is what the stock gauges need from the Redis gate: an O(1) read per
 // session×prize (HMGET and HLEN, pipelined), never a walk over the reservations.
 type snapshotter interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
+	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
+}
+
+// stockCatalog is what the stock gauges read of MySQL: the stock rows and, for the prizes
+// with stock buckets, their sums (PrizeStock: a bucketed prize's row is only bucket 0's).
+type stockCatalog interface {
+	sessionLister
+	BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]store.PrizeStock, error)
 }
 
 // stockGauges exports, per session×prize, the stock as MySQL and as Redis see it side by
@@ -22,7 +32,7 @@ type snapshotter interface {
 // from preheat (lead before the start) until their keys expire (grace after the end), and
 // are deleted after, so the number of series is bounded by the sessions in that window.
 type stockGauges struct {
-	catalog sessionLister
+	catalog stockCatalog
 	gate    snapshotter
 	lead    time.Duration
 	grace   time.Duration
@@ -86,6 +96,33 @@ func (g *stockGauges) sample(ctx context.Context) error {
 			g.metrics.clear()
 			return err
 		}
+	}
+	// A prize with buckets: MySQL's figures are its buckets' sums, Redis's too (left only
+	// while every bucket is loaded).
+	bucketed, err := g.catalog.BucketedStocks(ctx, ids...)
+	if err != nil {
+		g.metrics.clear()
+		return err
+	}
+	for _, p := range bucketed {
+		k := seckill.SessionPrize{Session: p.SessionID, Prize: p.PrizeID}
+		i := slices.IndexFunc(stocks, func(st seckill.Stock) bool { return st.SessionPrize() == k })
+		if i < 0 {
+			continue
+		}
+		bs, err := g.gate.BucketSnapshots(ctx, k, p.Buckets)
+		if err != nil {
+			g.metrics.clear()
+			return err
+		}
+		stocks[i].Total, stocks[i].Left = p.Total, p.Left
+		sum := stock.Snapshot{SessionID: k.Session, PrizeID: k.Prize, Loaded: true}
+		for _, b := range bs {
+			sum.Loaded = sum.Loaded && b.Loaded
+			sum.Left += b.Left
+			sum.Pending += b.Pending
+		}
+		snaps[i] = sum
 	}
 	seen, loaded := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for i, st := range stocks {

@@ -59,7 +59,8 @@ type transferExecutor struct {
 	grace   time.Duration // the keys' expiry after the session's end (SECKILL_KEY_GRACE)
 	// after is called once each step is durable; an error stops the transfer there, as a
 	// crash would (tests use it to stop after every step). Nil: never stops.
-	after func(t store.Transfer, step transferStep) error
+	after   func(t store.Transfer, step transferStep) error
+	metrics *rebalanceMetrics // nil: counts nothing
 }
 
 func (x transferExecutor) step(t store.Transfer, s transferStep) error {
@@ -122,6 +123,7 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 				return t, err
 			}
 			t.State = store.TransferCancelled
+			x.metrics.ended(t)
 			return t, nil
 		}
 		if err != nil {
@@ -166,5 +168,6 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 		return t, err
 	}
 	t.State = store.TransferDone
+	x.metrics.ended(t)
 	return t, x.step(t, stepDone)
 }

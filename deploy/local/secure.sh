@@ -108,8 +108,9 @@ secure_redis_acl() {
 	# Settles outcomes and returns units (scripts), reads reservations.
 	consumer) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
 	# Reconciles the gate with MySQL: snapshot, correct, rebuild and remove scripts, and
-	# pages through reservations with HSCAN.
-	reconciler) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hscan" ;;
+	# pages through reservations with HSCAN; GETDEL reads and resets a stock bucket's demand
+	# counter (the rebalance loop, docs/buckets.md).
+	reconciler) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hscan +getdel" ;;
 	esac
 }
 

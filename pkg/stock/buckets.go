@@ -25,8 +25,12 @@ var (
 	//go:embed lua/give.lua
 	giveSrc string
 
-	takeScript = redis.NewScript(takeSrc)
-	giveScript = redis.NewScript(giveSrc)
+	//go:embed lua/ledger.lua
+	ledgerSrc string
+
+	takeScript   = redis.NewScript(takeSrc)
+	giveScript   = redis.NewScript(giveSrc)
+	ledgerScript = redis.NewScript(ledgerSrc)
 )
 
 // BucketKeysFor returns the keys of bucket b of a session×prize: KeysFor's for b = 0, the
@@ -124,7 +128,7 @@ func InFlight(buckets []BucketState) int64 {
 func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]BucketState, error) {
 	cmds, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			p.HMGet(ctx, BucketKeysFor(sessionID, prizeID, b).Meta, "left", "total", "sent", "received")
+			ReadBucketState(ctx, p, sessionID, prizeID, b)
 		}
 		return nil
 	})
@@ -133,18 +137,29 @@ func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]
 	}
 	out := make([]BucketState, n)
 	for b, c := range cmds {
-		vals := c.(*redis.SliceCmd).Val()
-		if len(vals) != 4 || vals[0] == nil {
-			continue
-		}
-		num := func(v any) int64 {
-			s, _ := v.(string)
-			x, _ := strconv.ParseInt(s, 10, 64)
-			return x
-		}
-		out[b] = BucketState{Loaded: true, Left: num(vals[0]), Total: num(vals[1]), Sent: num(vals[2]), Received: num(vals[3])}
+		out[b] = BucketStateOf(c.(*redis.SliceCmd))
 	}
 	return out, nil
+}
+
+// ReadBucketState queues the read of bucket b's state on a pipeline (the reconciler's
+// rebalance loop reads more of each bucket in the same round trip); BucketStateOf decodes it.
+func ReadBucketState(ctx context.Context, p redis.Pipeliner, sessionID, prizeID int64, b int) *redis.SliceCmd {
+	return p.HMGet(ctx, BucketKeysFor(sessionID, prizeID, b).Meta, "left", "total", "sent", "received")
+}
+
+// BucketStateOf decodes a ReadBucketState reply: not loaded when the bucket has no keys.
+func BucketStateOf(c *redis.SliceCmd) BucketState {
+	vals := c.Val()
+	if len(vals) != 4 || vals[0] == nil {
+		return BucketState{}
+	}
+	num := func(v any) int64 {
+		s, _ := v.(string)
+		x, _ := strconv.ParseInt(s, 10, 64)
+		return x
+	}
+	return BucketState{Loaded: true, Left: num(vals[0]), Total: num(vals[1]), Sent: num(vals[2]), Received: num(vals[3])}
 }
 
 // LoadBucket preheats bucket b of a session×prize from its row, as Load does for a prize:
@@ -217,6 +232,31 @@ func (g *Gate) AddDemand(ctx context.Context, counts []BucketDemand) error {
 func (g *Gate) MarkWanted(ctx context.Context, sessionID, prizeID int64, b int, ttl time.Duration) error {
 	if err := g.rdb.Set(ctx, BucketKeysFor(sessionID, prizeID, b).Wanted(), "1", ttl).Err(); err != nil {
 		return fmt.Errorf("mark session %d prize %d bucket %d wanted: %w", sessionID, prizeID, b, err)
+	}
+	return nil
+}
+
+// CorrectBucketLedger sets bucket b's sent and received to the journal's (ledger, from
+// Catalog.Ledger) and records its transfer ids, only if they are still what from (a Buckets
+// read) holds and fence is not older than the newest that wrote the bucket. ErrMoved: a
+// take or give ran since the read; seckill.ErrNotLoaded: the bucket has no keys.
+func (g *Gate) CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b int, from BucketState, ledger seckill.BucketLedger, fence int64) error {
+	k := BucketKeysFor(sessionID, prizeID, b)
+	args := make([]any, 0, 5+2*len(ledger.Transfers))
+	args = append(args, fence, from.Sent, from.Received, ledger.Sent, ledger.Received)
+	for id, n := range ledger.Transfers {
+		args = append(args, id, n)
+	}
+	n, err := ledgerScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence, k.Transfers()}, args...).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("correct the ledger of session %d prize %d bucket %d: %w", sessionID, prizeID, b, err)
+	case n == 0:
+		return ErrMoved
+	case n == -1:
+		return seckill.ErrNotLoaded
+	case n == -2:
+		return fmt.Errorf("correct the ledger of session %d prize %d bucket %d: %w", sessionID, prizeID, b, ErrFenced)
 	}
 	return nil
 }

@@ -174,3 +174,69 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatalf("give to an unloaded bucket wrote %d keys", n)
 	}
 }
+
+// A cancelled order's unit goes back to the keys of the bucket that sold it: ReturnAll runs
+// one script per bucket, each unit once per request id; the other buckets are untouched.
+func TestReturnToTheOrdersBucket(t *testing.T) { onEachRedis(t, returnToBucket) }
+
+func returnToBucket(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
+	sid := testSession(t)
+	loadBucket(t, g, rdb, ctx, sid, 1, 0, 5)
+	loadBucket(t, g, rdb, ctx, sid, 1, 2, 2)
+	items := []stock.UnitReturn{
+		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b2"), UserID: "u2", OrderID: 7, Reason: "buyer_cancelled", Resale: true, Bucket: 2},
+		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b0"), UserID: "u0", OrderID: 8, Reason: "buyer_cancelled", Resale: true},
+	}
+	rep, err := g.ReturnAll(ctx, items)
+	if err != nil || rep.Returned != 2 || len(rep.Done) != 2 {
+		t.Fatalf("return: %+v %v", rep, err)
+	}
+	if again, err := g.ReturnAll(ctx, items); err != nil || again.Returned != 0 || again.Already != 2 {
+		t.Fatalf("return again: %+v %v, want both already done", again, err)
+	}
+	bs, err := g.Buckets(ctx, sid, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs[0].Left != 6 || bs[1].Loaded || bs[2].Left != 3 {
+		t.Fatalf("buckets after the returns: %+v, want 6 in bucket 0, 3 in bucket 2", bs)
+	}
+	if n, err := rdb.HExists(ctx, stock.BucketKeysFor(sid, 1, 2).Returned, items[0].RequestID).Result(); err != nil || !n {
+		t.Fatalf("bucket 2's returned hash lacks its unit's request id: %v %v", n, err)
+	}
+}
+
+// The drift's ledger correction: compare-and-set on what was read, fenced, and the journal's
+// transfer ids recorded so a give made again for one of them changes nothing.
+func TestCorrectBucketLedger(t *testing.T) { onEachRedis(t, correctBucketLedger) }
+
+func correctBucketLedger(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
+	sid := testSession(t)
+	loadBucket(t, g, rdb, ctx, sid, 1, 1, 4)
+	k := stock.BucketKeysFor(sid, 1, 1)
+	if err := rdb.HSet(ctx, k.Meta, "received", 5).Err(); err != nil {
+		t.Fatal(err)
+	}
+	journal := seckill.BucketLedger{Received: 2, Transfers: map[int64]int{61: 2}}
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, stock.BucketState{Received: 3}, journal, 5); !errors.Is(err, stock.ErrMoved) {
+		t.Fatalf("correct from a stale read: %v, want ErrMoved", err)
+	}
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, stock.BucketState{Received: 5}, journal, 5); err != nil {
+		t.Fatalf("correct: %v", err)
+	}
+	bs, err := g.Buckets(ctx, sid, 1, 2)
+	if err != nil || bs[1].Received != 2 || bs[1].Sent != 0 || bs[1].Left != 4 {
+		t.Fatalf("after the correction: %+v %v, want received 2, left 4", bs, err)
+	}
+	if given, err := g.Give(ctx, sid, 1, 1, 61, 2, 2, 1, time.Now().Add(time.Hour), 5); err != nil || given {
+		t.Fatalf("give of a recorded transfer: %v %v, want nothing given", given, err)
+	}
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, bs[1], journal, 4); !errors.Is(err, stock.ErrFenced) {
+		t.Fatalf("correct with fence 4 after 5: %v, want ErrFenced", err)
+	}
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 3, stock.BucketState{}, journal, 5); !errors.Is(err, seckill.ErrNotLoaded) {
+		t.Fatalf("correct a bucket without keys: %v, want ErrNotLoaded", err)
+	}
+}

@@ -368,6 +368,25 @@ type Snapshot struct {
 
 // Snapshots reads the given session×prizes in one pipelined round trip.
 func (g *Gate) Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]Snapshot, error) {
+	keys := make([]Keys, len(ids))
+	for i, id := range ids {
+		keys[i] = KeysFor(id.Session, id.Prize)
+	}
+	return g.snapshots(ctx, ids, keys)
+}
+
+// BucketSnapshots reads the n stock buckets of a session×prize (docs/buckets.md) as
+// Snapshots does, in one pipelined round trip (not one atomic read: the buckets live on
+// different slots).
+func (g *Gate) BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]Snapshot, error) {
+	ids, keys := make([]seckill.SessionPrize, n), make([]Keys, n)
+	for b := range n {
+		ids[b], keys[b] = id, BucketKeysFor(id.Session, id.Prize, b)
+	}
+	return g.snapshots(ctx, ids, keys)
+}
+
+func (g *Gate) snapshots(ctx context.Context, ids []seckill.SessionPrize, keys []Keys) ([]Snapshot, error) {
 	type cmds struct {
 		meta          *redis.SliceCmd
 		pending, done *redis.IntCmd
@@ -375,8 +394,8 @@ func (g *Gate) Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]Sna
 	}
 	pipe := g.rdb.Pipeline()
 	cs := make([]cmds, len(ids))
-	for i, id := range ids {
-		k := KeysFor(id.Session, id.Prize)
+	for i := range ids {
+		k := keys[i]
 		cs[i] = cmds{
 			meta:    pipe.HMGet(ctx, k.Meta, "left", "total", "limit"),
 			pending: pipe.HLen(ctx, k.Reserved),

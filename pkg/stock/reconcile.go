@@ -62,7 +62,15 @@ type View struct {
 // would be missing from the listing yet counted in Left, and a correction would raise
 // Left by it.
 func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error) {
-	k := KeysFor(sessionID, prizeID)
+	return g.view(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
+}
+
+// ViewBucket is View of stock bucket b of a session×prize (docs/buckets.md).
+func (g *Gate) ViewBucket(ctx context.Context, sessionID, prizeID int64, b int) (View, error) {
+	return g.view(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+}
+
+func (g *Gate) view(ctx context.Context, sessionID, prizeID int64, k Keys) (View, error) {
 	res, err := snapshotScript.Run(ctx, g.rdb, []string{k.Meta, k.Reserved, k.Returned}).Slice()
 	if err != nil {
 		return View{}, fmt.Errorf("view session %d prize %d: %w", sessionID, prizeID, err)
@@ -82,7 +90,7 @@ func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error)
 	if v.Pending == 0 {
 		return v, nil
 	}
-	if v.Reserved, err = g.Reservations(ctx, sessionID, prizeID); err != nil {
+	if v.Reserved, err = g.reservations(ctx, sessionID, prizeID, k); err != nil {
 		return View{}, err
 	}
 	return v, nil
@@ -102,7 +110,15 @@ var ErrPending = errors.New("reservations still pending")
 // still what from (a View) read and fence is not older than the newest fence that wrote
 // these keys.
 func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID int64, from View, to, fence int64) error {
-	k := KeysFor(sessionID, prizeID)
+	return g.correctLeft(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID), from, to, fence)
+}
+
+// CorrectBucketLeft is CorrectLeft of stock bucket b of a session×prize, from a ViewBucket.
+func (g *Gate) CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b int, from View, to, fence int64) error {
+	return g.correctLeft(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b), from, to, fence)
+}
+
+func (g *Gate) correctLeft(ctx context.Context, sessionID, prizeID int64, k Keys, from View, to, fence int64) error {
 	n, err := correctScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence, k.Returned}, from.Left, to, fence, from.Returned).Int64()
 	switch {
 	case err != nil:
@@ -225,7 +241,10 @@ const reservationPage = 1000
 // removed during the scan may or may not be listed (see View for why the drift check is
 // safe with that).
 func (g *Gate) Reservations(ctx context.Context, sessionID, prizeID int64) ([]Reservation, error) {
-	k := KeysFor(sessionID, prizeID)
+	return g.reservations(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
+}
+
+func (g *Gate) reservations(ctx context.Context, sessionID, prizeID int64, k Keys) ([]Reservation, error) {
 	var out []Reservation
 	seen := map[string]struct{}{}
 	var cursor uint64

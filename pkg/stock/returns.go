@@ -29,6 +29,7 @@ type UnitReturn struct {
 	Reason      string
 	Resale      bool
 	ReleaseSlot bool
+	Bucket      int // the order's stock bucket (docs/buckets.md): its keys get the unit (ReturnAll)
 }
 
 // ReturnResult is what Return did. Loaded is false when the prize's stock key is absent:
@@ -45,10 +46,16 @@ type ReturnResult struct {
 // each unit at most once per request id, whatever replays it (the script records the
 // request id in the prize's returned hash, in the same hash tag).
 func (g *Gate) Return(ctx context.Context, sessionID, prizeID int64, items []UnitReturn) (ReturnResult, error) {
+	return g.ReturnBucket(ctx, sessionID, prizeID, 0, items)
+}
+
+// ReturnBucket is Return on stock bucket b of a session×prize (bucket 0: the prize's keys):
+// a cancelled order's unit goes back to the bucket that sold it.
+func (g *Gate) ReturnBucket(ctx context.Context, sessionID, prizeID int64, b int, items []UnitReturn) (ReturnResult, error) {
 	if len(items) == 0 {
 		return ReturnResult{Loaded: true}, nil
 	}
-	k := KeysFor(sessionID, prizeID)
+	k := BucketKeysFor(sessionID, prizeID, b)
 	args := make([]any, 0, 6*len(items))
 	flag := func(b bool) string {
 		if b {
@@ -78,7 +85,15 @@ func (g *Gate) Return(ctx context.Context, sessionID, prizeID int64, items []Uni
 // loaded says whether the prize's stock key exists after the scan: without it the hash is
 // gone with the keys, and the rebuild (which writes it from MySQL) is what restores it.
 func (g *Gate) Returned(ctx context.Context, sessionID, prizeID int64) (ids map[string]struct{}, loaded bool, err error) {
-	k := KeysFor(sessionID, prizeID)
+	return g.returned(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
+}
+
+// ReturnedBucket is Returned of stock bucket b of a session×prize (docs/buckets.md).
+func (g *Gate) ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b int) (ids map[string]struct{}, loaded bool, err error) {
+	return g.returned(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+}
+
+func (g *Gate) returned(ctx context.Context, sessionID, prizeID int64, k Keys) (ids map[string]struct{}, loaded bool, err error) {
 	ids = map[string]struct{}{}
 	var cursor uint64
 	for {
@@ -112,10 +127,15 @@ type ReturnReport struct {
 // done nor waiting (retry them).
 func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport, error) {
 	var rep ReturnReport
-	byPrize := map[seckill.SessionPrize][]UnitReturn{}
-	var order []seckill.SessionPrize
+	// One script per stock bucket of a session×prize (one bucket, its keys, without buckets).
+	type bucketOf struct {
+		seckill.SessionPrize
+		b int
+	}
+	byPrize := map[bucketOf][]UnitReturn{}
+	var order []bucketOf
 	for _, it := range items {
-		k := seckill.SessionPrize{Session: it.SessionID, Prize: it.PrizeID}
+		k := bucketOf{seckill.SessionPrize{Session: it.SessionID, Prize: it.PrizeID}, it.Bucket}
 		if byPrize[k] == nil {
 			order = append(order, k)
 		}
@@ -123,7 +143,7 @@ func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport,
 	}
 	var errs []error
 	for _, k := range order {
-		res, err := g.Return(ctx, k.Session, k.Prize, byPrize[k])
+		res, err := g.ReturnBucket(ctx, k.Session, k.Prize, k.b, byPrize[k])
 		switch {
 		case err != nil:
 			errs = append(errs, err)

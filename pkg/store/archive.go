@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -102,6 +103,13 @@ func (a *Archive) Candidates(ctx context.Context, cutoff time.Time) ([]ArchiveCa
 const orderColumns = `id, request_id, user_id, session_id, prize_id, status, reason, per_user_limit, slot,
 	admitted_at, created_at, event_published_at, paid_at, cancelled_at, bucket`
 
+// archivedOrderValues selects orderColumns from orders for the archive. An order whose event
+// went out from memory (the batch path, recorded by its partition's progress, which the
+// archive does not carry) is archived with its commit time as its publication time: only
+// published orders are archived, and that is when its batch published it, give or take
+// stampAfter.
+var archivedOrderValues = strings.Replace(orderColumns, "event_published_at", "COALESCE(event_published_at, created_at)", 1)
+
 // Move archives one session×prize's orders, batch rows per transaction, and returns how many
 // moved. It first stamps the stock row archived_at in a transaction of its own, so every
 // consumer transaction that could see an order gone from orders also reads orders_archive
@@ -144,7 +152,7 @@ func (a *Archive) moveBatch(ctx context.Context, sessionID, prizeID int64, batch
 		}
 		steps := []struct{ what, sql string }{
 			{"copy orders", `INSERT INTO orders_archive (` + orderColumns + `, archived_at)
-				SELECT ` + orderColumns + `, ? FROM orders WHERE id IN ?`},
+				SELECT ` + archivedOrderValues + `, ? FROM orders WHERE id IN ?`},
 			{"copy order events", `INSERT INTO order_events_archive (id, event_id, order_id, type, reason, occurred_at, published_at)
 				SELECT id, event_id, order_id, type, reason, occurred_at, published_at FROM order_events WHERE order_id IN ?`},
 			{"copy stock returns", `INSERT INTO stock_returns_archive (order_id, request_id, user_id, session_id, prize_id, reason,

@@ -153,20 +153,28 @@ func readBuckets(db *gorm.DB, sessionID, prizeID int64) ([]Bucket, error) {
 // that breaks dumps restored under another account on RDS-like servers, needs CREATE VIEW
 // beyond what the migration account has elsewhere, and gorm would never write through it.
 func (c *Catalog) PrizeStock(ctx context.Context, sessionID, prizeID int64) (PrizeStock, error) {
-	var out PrizeStock
-	err := c.db.WithContext(ctx).Raw(`SELECT s.session_id, s.prize_id, s.buckets,
-			s.total + COALESCE(SUM(b.total), 0) AS total, s.left_stock + COALESCE(SUM(b.left_stock), 0) AS `+"`left`"+`
-		FROM session_stocks s
-		LEFT JOIN stock_buckets b ON b.session_id = s.session_id AND b.prize_id = s.prize_id
-		WHERE s.session_id = ? AND s.prize_id = ?
-		GROUP BY s.session_id, s.prize_id, s.buckets, s.total, s.left_stock`, sessionID, prizeID).Scan(&out).Error
+	out, err := prizeStocks(c.db.WithContext(ctx), "s.session_id = ? AND s.prize_id = ?", sessionID, prizeID)
 	if err != nil {
 		return PrizeStock{}, fmt.Errorf("prize stock of session %d prize %d: %w", sessionID, prizeID, err)
 	}
-	if out.SessionID == 0 {
+	if len(out) == 0 {
 		return PrizeStock{}, fmt.Errorf("prize stock of session %d prize %d: %w", sessionID, prizeID, gorm.ErrRecordNotFound)
 	}
-	return out, nil
+	return out[0], nil
+}
+
+// prizeStocks sums the buckets of the session×prizes whose session_stocks row (s) matches
+// where, ordered by session and prize.
+func prizeStocks(db *gorm.DB, where string, args ...any) ([]PrizeStock, error) {
+	var out []PrizeStock
+	err := db.Raw(`SELECT s.session_id, s.prize_id, s.buckets,
+			s.total + COALESCE(SUM(b.total), 0) AS total, s.left_stock + COALESCE(SUM(b.left_stock), 0) AS `+"`left`"+`
+		FROM session_stocks s
+		LEFT JOIN stock_buckets b ON b.session_id = s.session_id AND b.prize_id = s.prize_id
+		WHERE `+where+`
+		GROUP BY s.session_id, s.prize_id, s.buckets, s.total, s.left_stock
+		ORDER BY s.session_id, s.prize_id`, args...).Scan(&out).Error
+	return out, err
 }
 
 // Transfer states, in the order a transfer goes through them.
@@ -403,6 +411,20 @@ func (c *Catalog) advance(ctx context.Context, f lease.Fence, id int64, from, to
 		return fmt.Errorf("transfer %d %s -> %s: %w", id, from, to, err)
 	}
 	return nil
+}
+
+// BucketedStocks returns the prize stock (PrizeStock) of every session×prize with buckets
+// (N > 1) of the given sessions, in one statement, ordered by session and prize: the
+// rebalance loop's list of what it may move units in. Prizes without buckets are left out.
+func (c *Catalog) BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]PrizeStock, error) {
+	if len(sessionIDs) == 0 {
+		return nil, nil
+	}
+	out, err := prizeStocks(c.db.WithContext(ctx), "s.session_id IN ? AND s.buckets > 1", sessionIDs)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed stocks of %d sessions: %w", len(sessionIDs), err)
+	}
+	return out, nil
 }
 
 // UnfinishedTransfers returns every transfer not done nor cancelled, oldest first: what a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -140,6 +141,11 @@ func TestCreateBucketsAndPrizeStock(t *testing.T) {
 	if bs, err := f.cat.Buckets(ctx, f.sid1, f.pid1); err != nil || len(bs) != 1 || bs[0].Left != 3 {
 		t.Fatalf("buckets of a prize without buckets: %+v %v", bs, err)
 	}
+	// The rebalance loop's list names the bucketed prize only, with its sums.
+	listed, err := f.cat.BucketedStocks(ctx, f.sid, f.sid1)
+	if err != nil || len(listed) != 1 || listed[0] != (store.PrizeStock{SessionID: f.sid, PrizeID: f.pid, Buckets: 4, Total: 10, Left: 10}) {
+		t.Fatalf("bucketed stocks %+v %v, want only session %d prize %d, 10 of 10 in 4", listed, err, f.sid, f.pid)
+	}
 	// A touched row cannot be split any more.
 	f.db.Exec("UPDATE session_stocks SET left_stock = left_stock - 1, version = version + 1 WHERE session_id = ? AND prize_id = ?", f.sid1, f.pid1)
 	if err := f.cat.CreateBuckets(ctx, f.sid1, f.pid1, 2); !errors.Is(err, store.ErrBucketsFixed) {
@@ -250,5 +256,69 @@ func TestTransferJournal(t *testing.T) {
 	}
 	if led[0].Transfers[tr2.ID] != 3 || led[0].Transfers[tr.ID] != 2 || led[1].Transfers[tr2.ID] != 5 || led[3].Transfers[tr.ID] != 2 || len(led[2].Transfers) != 0 {
 		t.Fatalf("ledger ids: %+v", led)
+	}
+}
+
+// A cancelled order's unit goes back to the stock bucket that sold it (orders.bucket): its
+// row in MySQL, and its keys in Redis (the return step says the bucket); the per-bucket
+// readers (BucketWithReturns, BucketState) count it there.
+func TestCancellationReturnsToTheOrdersBucket(t *testing.T) {
+	f := newBucketFixture(t)
+	ctx := stacktest.Context(t, 30*time.Second)
+	var limit int
+	if err := f.db.Raw("SELECT per_user_limit FROM session_stocks WHERE session_id = ? AND prize_id = ?", f.sid, f.pid).Scan(&limit).Error; err != nil {
+		t.Fatal(err)
+	}
+	// u0's order was sold by bucket 0, u2's by bucket 2: each took a unit of its row.
+	for _, o := range []struct {
+		user   string
+		bucket int
+	}{{"u0", 0}, {"u2", 2}} {
+		if err := f.db.Exec(`INSERT INTO orders (request_id, user_id, session_id, prize_id, status, reason, per_user_limit, slot,
+			admitted_at, created_at, bucket) VALUES (?, ?, ?, ?, 'succeeded', '', ?, 1, NOW(6), NOW(6), ?)`,
+			seckill.RequestID(f.sid, f.pid, "k-"+o.user), o.user, f.sid, f.pid, limit, o.bucket).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.db.Exec("UPDATE session_stocks SET left_stock = left_stock - 1, version = version + 1 WHERE session_id = ? AND prize_id = ?", f.sid, f.pid)
+	f.db.Exec("UPDATE stock_buckets SET left_stock = left_stock - 1, version = version + 1 WHERE session_id = ? AND prize_id = ? AND bucket = 2", f.sid, f.pid)
+	if got := lefts(f.buckets(t)); !slices.Equal(got, []int{2, 3, 1, 2}) {
+		t.Fatalf("bucket lefts before %v", got)
+	}
+
+	orders := store.NewOrders(f.db)
+	var fb []seckill.Feedback
+	for _, u := range []string{"u0", "u2"} {
+		fb = append(fb, seckill.Feedback{RequestID: seckill.RequestID(f.sid, f.pid, "k-"+u), Kind: seckill.FeedbackCancelled,
+			Reason: seckill.ReasonBuyerCancelled, At: t0})
+	}
+	res, err := orders.ApplyFeedback(ctx, nil, f.sid, f.pid, fb, t0)
+	if err != nil || res.Cancelled != 2 {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	if got := lefts(f.buckets(t)); !slices.Equal(got, []int{3, 3, 2, 2}) {
+		t.Fatalf("bucket lefts after the cancellations %v, want [3 3 2 2]: each unit back in its own bucket", got)
+	}
+	buckets := map[string]int{}
+	for _, r := range res.Returns {
+		buckets[r.UserID] = r.Bucket
+	}
+	if buckets["u0"] != 0 || buckets["u2"] != 2 || len(buckets) != 2 {
+		t.Fatalf("return steps' buckets %v, want u0: 0, u2: 2", buckets)
+	}
+	pending, err := store.NewReturns(f.db).PendingRedisOf(ctx, f.sid, f.pid, 10)
+	if err != nil || len(pending) != 2 {
+		t.Fatalf("pending returns %+v %v", pending, err)
+	}
+	for _, r := range pending {
+		if r.Bucket != buckets[r.UserID] {
+			t.Fatalf("pending return of %s in bucket %d, want %d", r.UserID, r.Bucket, buckets[r.UserID])
+		}
+	}
+	if st, cancelled, err := f.cat.BucketWithReturns(ctx, f.sid, f.pid, 2); err != nil || cancelled != 1 || st.Left != 2 || st.PerUserLimit != limit {
+		t.Fatalf("bucket 2 with returns: %+v, %d cancelled, %v", st, cancelled, err)
+	}
+	if st, err := orders.BucketState(ctx, f.sid, f.pid, 2); err != nil || len(st.Orders) != 1 || st.Orders[0].UserID != "u2" || len(st.Resale) != 1 {
+		t.Fatalf("bucket 2's state: %+v %v", st, err)
 	}
 }

@@ -447,6 +447,33 @@ func (c *Catalog) StockWithReturns(ctx context.Context, sessionID, prizeID int64
 		PerUserLimit: r.PerUserLimit}, r.Cancelled, nil
 }
 
+// BucketWithReturns is StockWithReturns of stock bucket b of a session×prize with buckets
+// (docs/buckets.md): the bucket's row (with the prize's per-user limit) and the units of the
+// orders it admitted (orders.bucket) that were returned, in one statement.
+func (c *Catalog) BucketWithReturns(ctx context.Context, sessionID, prizeID int64, b int) (seckill.Stock, int, error) {
+	var rows []struct {
+		Total, LeftStock, PerUserLimit, Cancelled int
+		Version                                   int64
+	}
+	err := c.db.WithContext(ctx).Raw(`SELECT k.total, k.left_stock, s.per_user_limit, k.version,
+		(SELECT COUNT(*) FROM stock_returns r JOIN orders o ON o.id = r.order_id
+			WHERE r.session_id = s.session_id AND r.prize_id = s.prize_id AND o.bucket = ?) AS cancelled
+		FROM session_stocks s
+		JOIN (SELECT 0 AS bucket, total, left_stock, version FROM session_stocks WHERE session_id = ? AND prize_id = ?
+			UNION ALL
+			SELECT bucket, total, left_stock, version FROM stock_buckets WHERE session_id = ? AND prize_id = ?) k ON k.bucket = ?
+		WHERE s.session_id = ? AND s.prize_id = ?`, b, sessionID, prizeID, sessionID, prizeID, b, sessionID, prizeID).Scan(&rows).Error
+	if err != nil {
+		return seckill.Stock{}, 0, fmt.Errorf("stock of session %d prize %d bucket %d: %w", sessionID, prizeID, b, err)
+	}
+	if len(rows) == 0 {
+		return seckill.Stock{}, 0, fmt.Errorf("stock of session %d prize %d bucket %d: %w", sessionID, prizeID, b, seckill.ErrNotFound)
+	}
+	r := rows[0]
+	return seckill.Stock{SessionID: sessionID, PrizeID: prizeID, Total: r.Total, Left: r.LeftStock, Version: r.Version,
+		PerUserLimit: r.PerUserLimit}, r.Cancelled, nil
+}
+
 // Record appends an audit entry.
 func (c *Catalog) Record(ctx context.Context, e AuditEntry) error {
 	if e.At.IsZero() {

@@ -32,6 +32,7 @@ type StockReturn struct {
 	Reason      seckill.Reason
 	ReleaseSlot bool // the buyer may grab again: the per-user count goes down too
 	Resale      bool // the session was open: the unit goes back into Redis to be sold again
+	Bucket      int  // the order's stock bucket (orders.bucket): the unit goes back to its keys
 }
 
 // FeedbackOutcome is what one report did.
@@ -156,6 +157,7 @@ type feedbackWrites struct {
 
 	paid, cancelled []int64
 	cancelReason    []seckill.Reason // per cancelled
+	cancelBucket    []int            // per cancelled: the order's stock bucket, whose row gets the unit
 	redelivered     []int64          // cancellations of orders cancelled before this batch
 	events          []orderEventRow
 	returns         []returnRow
@@ -223,10 +225,11 @@ func (w *feedbackWrites) apply(tx *gorm.DB, i int, r *orderRow, d feedbackDecisi
 		r.Status, r.Reason, r.CancelledAt = string(seckill.OrderCancelled), string(it.Reason), &w.now
 		w.cancelled = append(w.cancelled, r.ID)
 		w.cancelReason = append(w.cancelReason, it.Reason)
+		w.cancelBucket = append(w.cancelBucket, r.Bucket)
 		w.events = append(w.events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
 			Type: EventCancelled, Reason: string(it.Reason), OccurredAt: w.now})
 		ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: w.k.Session, PrizeID: w.k.Prize,
-			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now}
+			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now, Bucket: r.Bucket}
 		w.returns = append(w.returns, ret)
 		res.Returns = append(res.Returns, ret.domain())
 		out.Result = seckill.FeedbackApplied
@@ -270,9 +273,29 @@ func (w *feedbackWrites) write(tx *gorm.DB, stockID int64) error {
 				return fmt.Errorf("cancel %d orders: %d matched: %w", len(ids), upd.RowsAffected, seckill.ErrConflict)
 			}
 		}
-		upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", len(w.cancelled), now, stockID)
-		if upd.Error != nil {
-			return fmt.Errorf("return %d units: %w", len(w.cancelled), upd.Error)
+		// Each unit goes back to the row of the bucket that sold it (bucket 0: the stock row).
+		perBucket := map[int]int{}
+		for _, b := range w.cancelBucket {
+			perBucket[b]++
+		}
+		if n := perBucket[0]; n > 0 {
+			upd := tx.Exec("UPDATE session_stocks SET left_stock = left_stock + ?, updated_at = ? WHERE id = ?", n, now, stockID)
+			if upd.Error != nil {
+				return fmt.Errorf("return %d units: %w", n, upd.Error)
+			}
+		}
+		for b, n := range perBucket {
+			if b == 0 {
+				continue
+			}
+			upd := tx.Exec("UPDATE stock_buckets SET left_stock = left_stock + ?, updated_at = ? WHERE session_id = ? AND prize_id = ? AND bucket = ?",
+				n, now, w.k.Session, w.k.Prize, b)
+			if upd.Error != nil {
+				return fmt.Errorf("return %d units to bucket %d: %w", n, b, upd.Error)
+			}
+			if upd.RowsAffected != 1 {
+				return fmt.Errorf("return %d units to bucket %d of session %d prize %d: no such bucket", n, b, w.k.Session, w.k.Prize)
+			}
 		}
 		if err := tx.Create(&w.returns).Error; err != nil {
 			return fmt.Errorf("record stock returns: %w", err)
@@ -288,7 +311,7 @@ func (w *feedbackWrites) write(tx *gorm.DB, stockID int64) error {
 	// instead of waiting for the reconciler's sweep. The script is idempotent per request id.
 	if len(w.redelivered) > 0 {
 		var pending []returnRow
-		if err := tx.Where("order_id IN ? AND redis_done_at IS NULL", w.redelivered).Find(&pending).Error; err != nil {
+		if err := withBucket(tx).Where("stock_returns.order_id IN ? AND stock_returns.redis_done_at IS NULL", w.redelivered).Find(&pending).Error; err != nil {
 			return fmt.Errorf("read pending stock returns: %w", err)
 		}
 		for _, r := range pending {
@@ -389,6 +412,21 @@ type StockState struct {
 // (left_stock raised, order cancelled, return recorded) or not at all. The reconciler's
 // rebuild copies Redis from it.
 func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockState, error) {
+	return o.state(ctx, sessionID, prizeID, -1)
+}
+
+// BucketState is State for stock bucket b of a session×prize with buckets (docs/buckets.md):
+// the bucket's row (with the prize's per-user limit), the orders it admitted
+// (orders.bucket) and their returns, from one snapshot. Bucket 0 is the session_stocks row.
+func (o *Orders) BucketState(ctx context.Context, sessionID, prizeID int64, b int) (StockState, error) {
+	if b < 0 {
+		return StockState{}, fmt.Errorf("state of session %d prize %d: bucket %d", sessionID, prizeID, b)
+	}
+	return o.state(ctx, sessionID, prizeID, b)
+}
+
+// state reads the whole prize (bucket < 0) or one bucket.
+func (o *Orders) state(ctx context.Context, sessionID, prizeID int64, bucket int) (StockState, error) {
 	var out StockState
 	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = StockState{Resale: map[string]bool{}}
@@ -397,8 +435,23 @@ func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockStat
 			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		out.Stock = st.domain()
+		orders := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID)
+		returns := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID)
+		if bucket >= 0 {
+			bs, err := readBuckets(tx, sessionID, prizeID)
+			if err != nil {
+				return err
+			}
+			if bucket >= len(bs) {
+				return fmt.Errorf("stock of session %d prize %d: bucket %d of %d: %w", sessionID, prizeID, bucket, len(bs), gorm.ErrRecordNotFound)
+			}
+			out.Stock.Total, out.Stock.Left, out.Stock.Version = bs[bucket].Total, bs[bucket].Left, bs[bucket].Version
+			orders = orders.Where("bucket = ?", bucket)
+			returns = returns.Where("order_id IN (?)", tx.Model(&orderRow{}).Select("id").
+				Where("session_id = ? AND prize_id = ? AND bucket = ?", sessionID, prizeID, bucket))
+		}
 		var rows []orderRow
-		if err := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Order("id").Find(&rows).Error; err != nil {
+		if err := orders.Order("id").Find(&rows).Error; err != nil {
 			return fmt.Errorf("orders of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		out.Orders = make([]seckill.Order, len(rows))
@@ -406,7 +459,7 @@ func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockStat
 			out.Orders[i] = r.domain()
 		}
 		var rets []returnRow
-		if err := tx.Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Find(&rets).Error; err != nil {
+		if err := returns.Find(&rets).Error; err != nil {
 			return fmt.Errorf("returns of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		for _, r := range rets {
@@ -440,13 +493,23 @@ type returnRow struct {
 	Resale      bool
 	ReturnedAt  time.Time
 	RedisDoneAt *time.Time
+	// Bucket is the order's stock bucket, read with withBucket (not a column of the table).
+	Bucket int `gorm:"->"`
 }
 
 func (returnRow) TableName() string { return "stock_returns" }
 
 func (r returnRow) domain() StockReturn {
 	return StockReturn{OrderID: r.OrderID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
-		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale}
+		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale, Bucket: r.Bucket}
+}
+
+// withBucket reads stock returns with their order's stock bucket (stock_returns has no
+// column of its own: the order row says; an order moved to the archive long after its
+// session counts as bucket 0, its keys being gone anyway). Columns are named with their table.
+func withBucket(db *gorm.DB) *gorm.DB {
+	return db.Table("stock_returns").Select("stock_returns.*, COALESCE(o.bucket, 0) AS bucket").
+		Joins("LEFT JOIN orders o ON o.id = stock_returns.order_id")
 }
 
 // Returns reads and stamps the stock returns (the stock_returns table).
@@ -462,7 +525,7 @@ func NewReturns(db *gorm.DB) *Returns { return &Returns{db: db} }
 // oldest first.
 func (r *Returns) PendingRedis(ctx context.Context, limit int) ([]StockReturn, error) {
 	var rows []returnRow
-	if err := r.db.WithContext(ctx).Where("redis_done_at IS NULL").Order("order_id").Limit(limit).Find(&rows).Error; err != nil {
+	if err := withBucket(r.db.WithContext(ctx)).Where("stock_returns.redis_done_at IS NULL").Order("stock_returns.order_id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("pending redis returns: %w", err)
 	}
 	out := make([]StockReturn, len(rows))
@@ -496,8 +559,8 @@ func (r *Returns) PendingRedisPrizes(ctx context.Context) ([]PendingPrize, error
 // known to have run, oldest first.
 func (r *Returns) PendingRedisOf(ctx context.Context, sessionID, prizeID int64, limit int) ([]StockReturn, error) {
 	var rows []returnRow
-	err := r.db.WithContext(ctx).Where("session_id = ? AND prize_id = ? AND redis_done_at IS NULL", sessionID, prizeID).
-		Order("order_id").Limit(limit).Find(&rows).Error
+	err := withBucket(r.db.WithContext(ctx)).Where("stock_returns.session_id = ? AND stock_returns.prize_id = ? AND stock_returns.redis_done_at IS NULL", sessionID, prizeID).
+		Order("stock_returns.order_id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("pending redis returns of session %d prize %d: %w", sessionID, prizeID, err)
 	}
@@ -518,6 +581,22 @@ func (r *Returns) DoneForResale(ctx context.Context, sessionID, prizeID int64) (
 		Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("done redis returns of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, row := range rows {
+		out[row.RequestID] = row.OrderID
+	}
+	return out, nil
+}
+
+// DoneForResaleInBucket is DoneForResale of the orders stock bucket b sold (orders.bucket):
+// their request ids are in that bucket's returned hash.
+func (r *Returns) DoneForResaleInBucket(ctx context.Context, sessionID, prizeID int64, b int) (map[string]int64, error) {
+	var rows []returnRow
+	err := withBucket(r.db.WithContext(ctx)).Where(`stock_returns.session_id = ? AND stock_returns.prize_id = ? AND stock_returns.resale
+		AND stock_returns.redis_done_at IS NOT NULL AND COALESCE(o.bucket, 0) = ?`, sessionID, prizeID, b).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("done redis returns of session %d prize %d bucket %d: %w", sessionID, prizeID, b, err)
 	}
 	out := make(map[string]int64, len(rows))
 	for _, row := range rows {

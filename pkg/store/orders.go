@@ -34,6 +34,9 @@ type orderRow struct {
 	// them out (NULL), and only ApplyFeedback's conditional UPDATEs set them.
 	PaidAt      *time.Time `gorm:"->"`
 	CancelledAt *time.Time `gorm:"->"`
+	// Bucket is the stock bucket that admitted the order (docs/buckets.md), read only: the
+	// hot path's INSERT leaves it to its default (0) until the consumer persists per bucket.
+	Bucket int `gorm:"->"`
 }
 
 func (orderRow) TableName() string { return "orders" }

@@ -160,7 +160,7 @@ func (o *Outbox) MarkFound(ctx context.Context, eventIDs []string, at time.Time)
 	}
 	var n int64
 	if len(rids) > 0 {
-		res := o.db.WithContext(ctx).Model(&orderRow{}).Where("request_id IN ? AND event_published_at IS NULL", rids).
+		res := o.db.WithContext(ctx).Model(&orderRow{}).Where("request_id IN ? AND event_published_at IS NULL AND grab_partition IS NULL", rids).
 			Update("event_published_at", at.UTC())
 		if res.Error != nil {
 			return 0, fmt.Errorf("stamp found order events: %w", res.Error)

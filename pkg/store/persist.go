@@ -1,12 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"syscall"
 	"time"
 
@@ -110,7 +112,7 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 		accepted := 0
 		for _, g := range fresh {
 			row := orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: sessionID, PrizeID: prizeID,
-				PerUserLimit: st.PerUserLimit, AdmittedAt: g.AdmittedAt.UTC(), CreatedAt: now.UTC()}
+				PerUserLimit: st.PerUserLimit, AdmittedAt: micro(g.AdmittedAt), CreatedAt: micro(now)}
 			switch {
 			case len(held[g.UserID]) >= st.PerUserLimit:
 				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonLimit)
@@ -139,37 +141,45 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 			}
 			res.Version = st.Version + 1
 		}
-		if len(rows) > 0 {
+		// Orders of this very batch that an earlier attempt committed without its caller
+		// hearing so (a connection cut during COMMIT): their events were never published, and
+		// the batch's progress write would record them as if they were.
+		unconfirmed := unconfirmedOf(existing, src)
+		if len(rows) > 0 || len(unconfirmed) > 0 {
 			claimed, err := fenceSource(tx, src)
 			if err != nil {
 				return err
 			}
-			if claimed {
+			if len(rows) > 0 {
+				if claimed {
+					for i := range rows {
+						rows[i].GrabPartition, rows[i].GrabSeq = &src.Partition, &src.Seq
+					}
+				}
+				if err := tx.Create(&rows).Error; err != nil {
+					return fmt.Errorf("insert orders: %w", err)
+				}
+				// Ids come from a re-read rather than from the auto-increment arithmetic gorm
+				// assumes, which MySQL 8's interleaved auto-increment locking does not guarantee.
+				ids, err := orderIDs(tx, rows)
+				if err != nil {
+					return err
+				}
 				for i := range rows {
-					rows[i].GrabPartition, rows[i].GrabSeq = &src.Partition, &src.Seq
+					rows[i].ID = ids[rows[i].RequestID]
+				}
+				if err := saveCases(tx, admittedRejected(rows)); err != nil {
+					return err
 				}
 			}
-			if err := tx.Create(&rows).Error; err != nil {
-				return fmt.Errorf("insert orders: %w", err)
-			}
-			// Ids come from a re-read rather than from the auto-increment arithmetic gorm
-			// assumes, which MySQL 8's interleaved auto-increment locking does not guarantee.
-			ids, err := orderIDs(tx, rows)
-			if err != nil {
-				return err
-			}
-			for i := range rows {
-				rows[i].ID = ids[rows[i].RequestID]
-			}
-			if err := saveCases(tx, admittedRejected(rows)); err != nil {
-				return err
-			}
 			if claimed {
-				res.Events = make([]OutboxEvent, len(rows))
-				for i, r := range rows {
-					if res.Events[i], err = creationEvent(r); err != nil {
+				res.Events = make([]OutboxEvent, 0, len(unconfirmed)+len(rows))
+				for _, r := range append(unconfirmed, rows...) {
+					ev, err := creationEvent(r)
+					if err != nil {
 						return err
 					}
+					res.Events = append(res.Events, ev)
 				}
 			}
 		}
@@ -236,6 +246,31 @@ func existingOrders(tx *gorm.DB, grabs []seckill.Grab) (map[string]orderRow, err
 		out[r.RequestID] = r
 	}
 	return out, nil
+}
+
+// micro returns t in UTC to the microsecond, what DATETIME(6) stores: the event published from
+// memory must carry the times the database has, which the relay and a recovery read back
+// (MySQL 8 would round a finer time, MariaDB truncate it).
+func micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// unconfirmedOf returns the orders of existing that src's batch itself wrote and whose
+// events are not published: stored with src's partition and sequence number, not stamped.
+// Only the batch's own retry finds any (a later batch has a higher sequence number, and a
+// new holder of the partition recovers them before its first batch). Ordered by id, as the
+// batch wrote them.
+func unconfirmedOf(existing map[string]orderRow, src *GrabSource) []orderRow {
+	if src == nil {
+		return nil
+	}
+	var out []orderRow
+	for _, r := range existing {
+		if r.GrabPartition != nil && *r.GrabPartition == src.Partition && r.GrabSeq != nil && *r.GrabSeq == src.Seq &&
+			r.EventPublishedAt == nil {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b orderRow) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
 
 // addArchived adds to existing the archived orders of grabs' request ids.

@@ -264,7 +264,7 @@ func ReturnUnits(ctx context.Context, gate Returner, steps []store.StockReturn) 
 	items := make([]stock.UnitReturn, len(steps))
 	for i, s := range steps {
 		items[i] = stock.UnitReturn{SessionID: s.SessionID, PrizeID: s.PrizeID, RequestID: s.RequestID, UserID: s.UserID,
-			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot}
+			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot, Bucket: s.Bucket}
 	}
 	return gate.ReturnAll(ctx, items)
 }

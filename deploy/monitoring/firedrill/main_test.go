@@ -57,6 +57,9 @@ var notDrilled = []string{
 	"SeckillPaymentTimeoutsDeferred", "SeckillReconcilerDown", "SeckillReconcilerNoLeaseHolder",
 	"SeckillReconcilerRunsFailing", "SeckillGatewayErrors", "SeckillRedisMemoryHigh",
 	"SeckillRedisMemoryCritical", "SeckillTargetDown",
+	// No scenario builds a bucketed prize yet: a drill needs the gateway's home-bucket
+	// routing (issue 27, phase 2) to make a bucket wanted.
+	"SeckillBucketStarved",
 }
 
 func alertNames(t *testing.T) []string {

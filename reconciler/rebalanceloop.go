@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
+)
+
+// The rebalance loop (docs/buckets.md): every SECKILL_BUCKET_REBALANCE_INTERVAL, for the
+// prizes with stock buckets of the open sessions, it takes the reconciler's lease, finishes
+// the journal's unfinished transfers, reads every bucket of each prize in one pipelined
+// round trip and moves units where the policy (rebalance) says, by journaled transfers.
+
+// bucketReading is one bucket as a round reads it: its Redis stock and the gateways' signals.
+type bucketReading struct {
+	stock.BucketState
+	Demand int64 // grabs answered since the last round (read and reset)
+	Wanted bool  // a gateway found the bucket dry while units remained elsewhere
+}
+
+// bucketReader reads the n buckets of a session×prize for one round. It is the one place
+// that knows where the gateways write demand and wanted flags.
+type bucketReader interface {
+	read(ctx context.Context, sessionID, prizeID int64, n int) ([]bucketReading, error)
+}
+
+// redisBuckets reads buckets from Redis: per bucket its state, GETDEL of its demand
+// counter (so an increment lands in this round or the next, never in both) and EXISTS of
+// its wanted flag (left to expire), all in one pipeline.
+type redisBuckets struct{ rdb redis.UniversalClient }
+
+func (r redisBuckets) read(ctx context.Context, sessionID, prizeID int64, n int) ([]bucketReading, error) {
+	states := make([]*redis.SliceCmd, n)
+	demand := make([]*redis.StringCmd, n)
+	wanted := make([]*redis.IntCmd, n)
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range n {
+			k := stock.BucketKeysFor(sessionID, prizeID, b)
+			states[b] = stock.ReadBucketState(ctx, p, sessionID, prizeID, b)
+			demand[b] = p.GetDel(ctx, k.Demand())
+			wanted[b] = p.Exists(ctx, k.Wanted())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read %d buckets of session %d prize %d: %w", n, sessionID, prizeID, err)
+	}
+	out := make([]bucketReading, n)
+	for b := range n {
+		d, err := demand[b].Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("demand of bucket %d of session %d prize %d: %w", b, sessionID, prizeID, err)
+		}
+		out[b] = bucketReading{BucketState: stock.BucketStateOf(states[b]), Demand: d, Wanted: wanted[b].Val() > 0}
+	}
+	return out, nil
+}
+
+// rebalanceCatalog is what the loop needs from MySQL.
+type rebalanceCatalog interface {
+	transferCatalog
+	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
+	BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]store.PrizeStock, error)
+}
+
+// rebalancer makes rounds; rebalanceLoop schedules them under the lease.
+type rebalancer struct {
+	catalog rebalanceCatalog
+	reader  bucketReader
+	exec    transferExecutor
+	metrics *rebalanceMetrics
+}
+
+// roundStats is what one round did.
+type roundStats struct {
+	Resumed, Prizes, Skipped, NotLoaded, Transfers, Units, Wanted int64
+}
+
+// openPrizes lists the prizes with buckets of the sessions open now; read without the
+// lease, so a reconciler with nothing to rebalance never takes it.
+func (r rebalancer) openPrizes(ctx context.Context, now time.Time) ([]store.PrizeStock, error) {
+	sessions, err := r.catalog.SessionsOverlapping(ctx, now, now.Add(time.Nanosecond))
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, s := range sessions {
+		if s.OpenAt(now) {
+			ids = append(ids, s.ID)
+		}
+	}
+	return r.catalog.BucketedStocks(ctx, ids...)
+}
+
+// round finishes the journal's unfinished transfers, then plans and runs transfers for
+// every prize with none left unfinished. It stops at a stale fence.
+func (r rebalancer) round(ctx context.Context, f lease.Fence, prizes []store.PrizeStock) (roundStats, error) {
+	var st roundStats
+	var errs []error
+	n, err := r.exec.resume(ctx, f)
+	st.Resumed = int64(n)
+	if err != nil {
+		if staleFence(err) {
+			return st, err
+		}
+		// The prizes of the transfers that failed are skipped below; the others go on.
+		errs = append(errs, fmt.Errorf("resume transfers: %w", err))
+	}
+	open, err := r.catalog.UnfinishedTransfers(ctx)
+	if err != nil {
+		return st, errors.Join(append(errs, err)...)
+	}
+	busy := map[seckill.SessionPrize]bool{}
+	for _, t := range open {
+		busy[seckill.SessionPrize{Session: t.SessionID, Prize: t.PrizeID}] = true
+	}
+	for _, p := range prizes {
+		st.Prizes++
+		if busy[seckill.SessionPrize{Session: p.SessionID, Prize: p.PrizeID}] {
+			st.Skipped++
+			continue
+		}
+		bs, err := r.reader.read(ctx, p.SessionID, p.PrizeID, p.Buckets)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		loads := make([]bucketLoad, len(bs))
+		loaded := true
+		for b, x := range bs {
+			loaded = loaded && x.Loaded
+			loads[b] = bucketLoad{Left: x.Left, Demand: x.Demand, Wanted: x.Wanted}
+			if x.Wanted {
+				st.Wanted++
+			}
+		}
+		if !loaded {
+			// Not preheated yet (or lost and not rebuilt): a take there would only cancel.
+			st.NotLoaded++
+			continue
+		}
+		for _, m := range rebalance(loads, lowWaterMark(int64(p.Total), p.Buckets)) {
+			t, err := r.exec.transfer(ctx, f, p.SessionID, p.PrizeID, m.From, m.To, int(m.Units))
+			if err != nil {
+				r.metrics.failed()
+				errs = append(errs, fmt.Errorf("transfer %d units of session %d prize %d from bucket %d to %d: %w",
+					m.Units, p.SessionID, p.PrizeID, m.From, m.To, err))
+				if staleFence(err) {
+					return st, errors.Join(errs...)
+				}
+				break // the journal holds it; the next round resumes it before planning more
+			}
+			if t.State == store.TransferDone {
+				st.Transfers++
+				st.Units += int64(t.Units)
+			}
+		}
+	}
+	r.metrics.setWanted(st.Wanted)
+	return st, errors.Join(errs...)
+}
+
+// serialLeaser lets one process's runner and rebalance loop take turns at the lease
+// without finding each other "busy": the in-process lock queues them, the lease keeps
+// other instances out.
+type serialLeaser struct {
+	mu *sync.Mutex
+	l  leaser
+}
+
+func (s serialLeaser) Do(ctx context.Context, work func(ctx context.Context, fence lease.Fence) error) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.l.Do(ctx, work)
+}
+
+// rebalanceLoop runs a round every interval while some open session has a bucketed prize.
+type rebalanceLoop struct {
+	rebalancer
+	lease leaser
+	every time.Duration
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+func (l rebalanceLoop) Run(ctx context.Context) error {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for {
+		l.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// tick makes one round if there is anything to rebalance; it logs what fails and goes on.
+func (l rebalanceLoop) tick(ctx context.Context) (roundStats, bool) {
+	prizes, err := l.openPrizes(ctx, l.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			l.metrics.round("failed")
+			l.log.Error("rebalance: listing the bucketed prizes failed", "error", err.Error())
+		}
+		return roundStats{}, false
+	}
+	if len(prizes) == 0 {
+		l.metrics.setWanted(0)
+		return roundStats{}, false
+	}
+	var st roundStats
+	acquired, err := l.lease.Do(ctx, func(ctx context.Context, f lease.Fence) error {
+		var err error
+		st, err = l.round(ctx, f, prizes)
+		return err
+	})
+	switch {
+	case !acquired && err == nil:
+		// The holder's own gauge speaks for the flags; this one's would go stale.
+		l.metrics.setWanted(0)
+		l.metrics.round("busy")
+	case err != nil:
+		l.metrics.round("failed")
+		if ctx.Err() == nil {
+			l.log.Error("rebalance round failed", "error", err.Error(), "stats", st)
+		}
+	default:
+		l.metrics.round("ok")
+		if st.Transfers > 0 || st.Resumed > 0 {
+			l.log.Info("rebalance round", "stats", st)
+		}
+	}
+	return st, acquired
+}
+
+// transfersJob finishes, at the start of every run, the transfers a holder left unfinished
+// (the rebalance loop does the same before each round; this one also covers sessions that
+// have ended, and reconcilers whose loop has nothing open to rebalance).
+type transfersJob struct{ exec transferExecutor }
+
+func (transfersJob) Name() string { return "transfers" }
+
+func (j transfersJob) Run(ctx context.Context, f lease.Fence) (result, error) {
+	n, err := j.exec.resume(ctx, f)
+	return result{Summary: map[string]int64{"resumed": int64(n)}}, err
+}
