@@ -41,12 +41,13 @@ type prizeRow struct {
 	ActivityID      int64
 	Name            string
 	StockPerSession int
+	Buckets         int
 }
 
 func (prizeRow) TableName() string { return "prizes" }
 
 func (r prizeRow) domain() seckill.Prize {
-	return seckill.Prize{ID: r.ID, ActivityID: r.ActivityID, Name: r.Name, StockPerSession: r.StockPerSession}
+	return seckill.Prize{ID: r.ID, ActivityID: r.ActivityID, Name: r.Name, StockPerSession: r.StockPerSession, Buckets: r.Buckets}
 }
 
 type sessionRow struct {
@@ -78,6 +79,8 @@ type stockRow struct {
 	Version      int64
 	PerUserLimit int
 	UpdatedAt    time.Time
+	// Buckets is written only by CreateBuckets (the column's default is 1): read-only here.
+	Buckets int `gorm:"->"`
 	// ArchivedAt is set once the archive job started moving the orders of this
 	// session×prize to orders_archive (archive.go): Persist then reads both tables.
 	ArchivedAt *time.Time `gorm:"->"`
@@ -87,7 +90,7 @@ func (stockRow) TableName() string { return "session_stocks" }
 
 func (r stockRow) domain() seckill.Stock {
 	return seckill.Stock{SessionID: r.SessionID, PrizeID: r.PrizeID, Total: r.Total, Left: r.LeftStock,
-		Version: r.Version, PerUserLimit: r.PerUserLimit}
+		Version: r.Version, PerUserLimit: r.PerUserLimit, Buckets: r.Buckets}
 }
 
 type auditRow struct {
