@@ -25,6 +25,7 @@ type adminCatalog interface {
 	Sessions(ctx context.Context, activityID int64) ([]seckill.Session, error)
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
+	PrizeStock(ctx context.Context, sessionID, prizeID int64) (store.PrizeStock, error)
 	CloseSession(ctx context.Context, id int64, actor, remote string) (seckill.Session, error)
 	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
 }
@@ -60,7 +61,46 @@ type admin struct {
 	onChange  func()          // refreshes the gateway's schedule cache after close/adjust
 	tokens    operatorTokens
 	remote    func(*http.Request) string // the client's address, for the audit
+	buckets   bucketSettings
 	log       *slog.Logger
+}
+
+// bucketSettings decide a new prize's number of stock buckets (docs/buckets.md):
+// SECKILL_BUCKET_UNITS and SECKILL_BUCKET_MAX.
+type bucketSettings struct {
+	units int // a prize that names none gets ceil(stock / units), at most max; 0: one
+	max   int // the most a prize may have, named or derived
+}
+
+// of returns the buckets of a prize that named none.
+func (s bucketSettings) of(stock int) int {
+	if s.units <= 0 || stock <= s.units {
+		return 1
+	}
+	return min((stock+s.units-1)/s.units, max(s.max, 1))
+}
+
+// apply fills in the buckets of the prizes that named none and refuses named ones beyond the
+// cap, or beyond the prize's stock (a bucket that starts with no unit only answers sold_out).
+func (s bucketSettings) apply(a *seckill.Activity) error {
+	var errs seckill.ValidationError
+	for i := range a.Prizes {
+		p := &a.Prizes[i]
+		switch {
+		case p.Buckets == 0:
+			p.Buckets = s.of(p.StockPerSession)
+		case p.Buckets > s.max:
+			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].buckets", i),
+				Message: fmt.Sprintf("must be 1 to %d (SECKILL_BUCKET_MAX)", s.max)})
+		case p.Buckets > max(p.StockPerSession, 1):
+			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].buckets", i),
+				Message: fmt.Sprintf("must be at most the stock (%d): a bucket must start with a unit", p.StockPerSession)})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
 
 const adminBodyLimit = 64 << 10
@@ -143,6 +183,8 @@ func remoteAddr(r *http.Request) string {
 type prizeInput struct {
 	Name  string       `json:"name"`
 	Stock *wholeNumber `json:"stock"`
+	// Buckets is the prize's number of stock buckets (absent: from the settings).
+	Buckets *wholeNumber `json:"buckets"`
 }
 
 type activityInput struct {
@@ -198,7 +240,15 @@ func (in activityInput) domain() (seckill.Activity, error) {
 			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].stock", i), Message: "is required"})
 			continue
 		}
-		a.Prizes = append(a.Prizes, seckill.Prize{Name: p.Name, StockPerSession: int(*p.Stock)})
+		prize := seckill.Prize{Name: p.Name, StockPerSession: int(*p.Stock)}
+		if p.Buckets != nil {
+			if *p.Buckets < 1 {
+				errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].buckets", i), Message: "must be at least 1 (1: no buckets)"})
+				continue
+			}
+			prize.Buckets = int(*p.Buckets)
+		}
+		a.Prizes = append(a.Prizes, prize)
 	}
 	if len(errs) > 0 {
 		return a, errs
@@ -207,9 +257,10 @@ func (in activityInput) domain() (seckill.Activity, error) {
 }
 
 type prizeView struct {
-	ID    int64  `json:"id"`
-	Name  string `json:"name"`
-	Stock int    `json:"stock_per_session"`
+	ID      int64  `json:"id"`
+	Name    string `json:"name"`
+	Stock   int    `json:"stock_per_session"`
+	Buckets int    `json:"buckets"`
 }
 
 type activityView struct {
@@ -234,7 +285,7 @@ func viewActivity(a seckill.Activity) activityView {
 		PaymentTimeout: a.PaymentTimeout.String(), RegrabAfterCancel: a.RegrabAfterCancel,
 		Status: string(a.Status), Prizes: []prizeView{}}
 	for _, p := range a.Prizes {
-		v.Prizes = append(v.Prizes, prizeView{ID: p.ID, Name: p.Name, Stock: p.StockPerSession})
+		v.Prizes = append(v.Prizes, prizeView{ID: p.ID, Name: p.Name, Stock: p.StockPerSession, Buckets: max(p.Buckets, 1)})
 	}
 	return v
 }
@@ -246,7 +297,10 @@ type dbStockView struct {
 }
 
 type stockView struct {
-	PrizeID int64          `json:"prize_id"`
+	PrizeID int64 `json:"prize_id"`
+	// Buckets is the session×prize's number of stock buckets; DB's total and left are summed
+	// over them (store.Catalog.PrizeStock), Redis is bucket 0's keys.
+	Buckets int            `json:"buckets"`
 	DB      dbStockView    `json:"db"`
 	Redis   stock.Snapshot `json:"redis"`
 }
@@ -281,8 +335,17 @@ func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([
 	}
 	bySession := map[int64][]stockView{}
 	for i, s := range stocks {
-		bySession[s.SessionID] = append(bySession[s.SessionID], stockView{
-			PrizeID: s.PrizeID, DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]})
+		v := stockView{PrizeID: s.PrizeID, Buckets: max(s.Buckets, 1),
+			DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]}
+		if s.Buckets > 1 {
+			// The row holds bucket 0's share only: the prize's stock is the buckets' sum.
+			ps, err := a.catalog.PrizeStock(ctx, s.SessionID, s.PrizeID)
+			if err != nil {
+				return nil, err
+			}
+			v.DB.Total, v.DB.Left = ps.Total, ps.Left
+		}
+		bySession[s.SessionID] = append(bySession[s.SessionID], v)
 	}
 	out := make([]sessionView, len(sessions))
 	for i, s := range sessions {
@@ -302,6 +365,9 @@ func (a *admin) createActivity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	act, err := in.domain()
+	if err == nil {
+		err = a.buckets.apply(&act)
+	}
 	if err != nil {
 		badInput(w, err)
 		return
@@ -494,6 +560,8 @@ func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 		jsonapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrStarted), errors.Is(err, preheat.ErrStarted):
 		jsonapi.WriteError(w, http.StatusConflict, "session_started", err.Error())
+	case errors.Is(err, store.ErrBucketed):
+		jsonapi.WriteError(w, http.StatusConflict, "bucketed", err.Error())
 	case errors.Is(err, seckill.ErrConflict), errors.Is(err, stock.ErrAdmitted), errors.Is(err, stock.ErrNewerRevision):
 		jsonapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	default:

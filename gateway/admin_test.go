@@ -37,6 +37,12 @@ type adminEnv struct {
 
 func newAdminEnv(t *testing.T) *adminEnv {
 	t.Helper()
+	return newAdminEnvWith(t, bucketSettings{})
+}
+
+// newAdminEnvWith is newAdminEnv with the gateway's bucket settings.
+func newAdminEnvWith(t *testing.T, buckets bucketSettings) *adminEnv {
+	t.Helper()
 	_, db := stacktest.Migrated(t)
 	rdb := stacktest.Redis(t)
 	stacktest.CleanupKeys(t, rdb, db)
@@ -49,8 +55,10 @@ func newAdminEnv(t *testing.T) *adminEnv {
 	now := func() time.Time { return env.now }
 	cat := store.NewCatalog(db, now)
 	mux := http.NewServeMux()
-	newAdmin(cat, gate, preheat.New(cat, gate, time.Hour, now), tokenNames{adminToken: "admin"}, clientIP, func() {},
-		slog.New(slog.DiscardHandler)).register(mux)
+	adm := newAdmin(cat, gate, preheat.New(cat, gate, time.Hour, now), tokenNames{adminToken: "admin"}, clientIP, func() {},
+		slog.New(slog.DiscardHandler))
+	adm.buckets = buckets
+	adm.register(mux)
 	env.srv = httptest.NewServer(mux)
 	t.Cleanup(env.srv.Close)
 	return env

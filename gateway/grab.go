@@ -57,6 +57,9 @@ type grabAPI struct {
 	events     publisher
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
+	// buckets routes grabs and polls of prizes with stock buckets to the user's home
+	// bucket (nil: every prize is treated as having none).
+	buckets *bucketRouter
 	// replica, when set, is asked after a failed produce for a replica's acknowledgement of
 	// the reservation, waiting up to replicaWait (see onReplica); nil: the wait is off.
 	replica     replicaWaiter
@@ -260,6 +263,8 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	}
 	g := seckill.Grab{RequestID: seckill.RequestID(in.SessionID, in.PrizeID, in.Key), UserID: user,
 		SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
+	var buckets int
+	g.Bucket, buckets = a.buckets.home(user, in.SessionID, in.PrizeID)
 
 	// The verdict is awaited even if the client goes away: once the script may have run,
 	// the gateway must know, so an admitted grab is always published.
@@ -269,7 +274,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	// (see publish): once the script ran, the grab exists only in Redis and here, and the
 	// reconciler's rebuild guard must see it in this gateway's report even while the reply
 	// is on its way (see unpublished). A verdict that publishes nothing lets it go at once.
-	ticket := a.held.admit(event.PartitionKey(g.SessionID, g.PrizeID))
+	ticket := a.held.admit(event.GrabKey(g))
 	start := time.Now()
 	v, err := a.gate.Reserve(rctx, g)
 	a.metrics.redis.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
@@ -280,6 +285,9 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		a.metrics.redisErrors.WithLabelValues("reserve").Inc()
 		a.unknownOutcome(w, g.RequestID, err)
 		return
+	}
+	if buckets > 1 && (v.Code == stock.Admitted || v.Code == stock.SoldOut) {
+		a.buckets.count(g)
 	}
 	switch v.Code {
 	case stock.Admitted:
@@ -305,6 +313,9 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		a.metrics.grabs.WithLabelValues("limit").Inc()
 		jsonapi.WriteError(w, http.StatusConflict, "limit_reached", "per-user limit reached for this prize")
 	case stock.SoldOut:
+		if buckets > 1 && !a.bucketSoldOut(r.Context(), w, g, buckets, now) {
+			return
+		}
 		a.soldOut.Set(in.SessionID, in.PrizeID, now)
 		a.metrics.grabs.WithLabelValues("sold_out").Inc()
 		jsonapi.WriteError(w, http.StatusConflict, "sold_out", "sold out")
@@ -318,6 +329,27 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.fail(w, "grab", errors.New("unknown verdict "+v.Code.String()))
 	}
+}
+
+// bucketSoldOut decides whether a grab whose home bucket (of n) was dry is answered
+// sold_out: only when the prize is sold out in every bucket. Otherwise it answers 503
+// rebalancing (nothing was admitted: a retry, with the same key or without, is a fresh
+// attempt, which a transfer will have given units) and returns false.
+func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g seckill.Grab, n int, now time.Time) bool {
+	soldOut, err := a.buckets.soldOut(ctx, g, n, now)
+	if soldOut {
+		return true
+	}
+	if err != nil {
+		// Not knowing the others is not a sold-out: the client retries.
+		a.metrics.redisErrors.WithLabelValues("buckets").Inc()
+		a.log.Warn("other buckets not read; answering rebalancing", "request_id", g.RequestID, "bucket", g.Bucket, "error", err.Error())
+	}
+	a.metrics.grabs.WithLabelValues("rebalancing").Inc()
+	w.Header().Set("Retry-After", "1")
+	jsonapi.Write(w, http.StatusServiceUnavailable, apiError{Code: "rebalancing", RequestID: g.RequestID,
+		Message: "this prize's units are being moved to where they are asked for; retry shortly"})
+	return false
 }
 
 // notOpen answers a grab outside its session's window. A keyed request may repeat a grab
@@ -374,7 +406,12 @@ func (a *grabAPI) onReplica(ctx context.Context, g seckill.Grab) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.replicaWait+admitTimeout)
 	defer cancel()
 	start := time.Now()
-	err := a.replica.AwaitReplica(wctx, g.SessionID, g.PrizeID, g.RequestID, a.replicaWait)
+	var err error
+	if g.Bucket == 0 {
+		err = a.replica.AwaitReplica(wctx, g.SessionID, g.PrizeID, g.RequestID, a.replicaWait)
+	} else {
+		err = a.buckets.gate.AwaitReplicaBucket(wctx, g.SessionID, g.PrizeID, g.Bucket, g.RequestID, a.replicaWait)
+	}
 	a.metrics.redis.WithLabelValues("await_replica").Observe(time.Since(start).Seconds())
 	result := "confirmed"
 	switch {
@@ -419,7 +456,7 @@ func (a *grabAPI) notReplicated(w http.ResponseWriter, rid string) {
 func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) (relayed bool) {
 	msg, err := event.EncodeGrab(g)
 	if err != nil {
-		a.held.release(event.PartitionKey(g.SessionID, g.PrizeID))
+		a.held.release(event.GrabKey(g))
 		a.log.Error("encode grab event", "request_id", g.RequestID, "error", err.Error())
 		return true
 	}
@@ -493,8 +530,20 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 // read each, bounded by the per-user and per-IP limits. Someone else's grab is "not found",
 // like one never admitted, so ids of other users cannot be probed.
 func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, bool, error) {
+	// A prize with buckets keeps the grab in its user's home bucket: someone else's grab is
+	// then in no bucket this lookup reads, and MySQL's answer hides it the same way.
+	b := 0
+	if sid, pid, _, err := seckill.ParseRequestID(rid); err == nil {
+		b, _ = a.buckets.home(user, sid, pid)
+	}
 	start := time.Now()
-	l, err := a.gate.Lookup(ctx, rid)
+	var l stock.Lookup
+	var err error
+	if b == 0 {
+		l, err = a.gate.Lookup(ctx, rid)
+	} else {
+		l, err = a.buckets.gate.LookupBucket(ctx, rid, b)
+	}
 	a.metrics.redis.WithLabelValues("lookup").Observe(time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("lookup").Inc()

@@ -77,6 +77,17 @@ func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabE
 	if _, err := gate.Load(ctx, stocks[:1], now.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, tweaks...)
+	return &grabEnv{srv: srv, api: api, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
+		signer: auth.NewSigner([]byte(jwtSecret), "seckill", "seckill-gateway"),
+		open:   sessions[0], later: sessions[1], prizeA: act.Prizes[0].ID, prizeB: act.Prizes[1].ID,
+		db: db}
+}
+
+// serveGrabs serves a grab API on gate, writing grab events to topics, for a test.
+func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catalog, gate *stock.Gate, brokers []string,
+	topics event.Topics, tweaks ...tweak) (*grabAPI, *httptest.Server) {
+	t.Helper()
 	w, err := event.NewWriter(brokers, topics.Grab.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -102,10 +113,7 @@ func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabE
 	api.register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &grabEnv{srv: srv, api: api, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
-		signer: auth.NewSigner([]byte(jwtSecret), "seckill", "seckill-gateway"),
-		open:   sessions[0], later: sessions[1], prizeA: act.Prizes[0].ID, prizeB: act.Prizes[1].ID,
-		db: db}
+	return api, srv
 }
 
 // answer is one HTTP response, decoded.

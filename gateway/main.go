@@ -236,6 +236,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		events:  grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 		replica: replica, replicaWait: cfg.ReplicaWait,
+		buckets: newBucketRouter(gate, schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
 	}
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
@@ -270,6 +271,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
+	adm.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
 	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin
 	// token (the session, in that credential's name, kept in an HttpOnly cookie), whose every
@@ -346,6 +348,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if jwtFiles != nil {
 		g.Go(func() error { jwtFiles.Run(gctx); return nil })
 	}
+	g.Go(func() error { return api.buckets.Run(gctx) })
 	g.Go(func() error {
 		return schedule.Run(gctx, func(err error) {
 			m.scheduleErrors.Inc()

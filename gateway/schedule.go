@@ -31,7 +31,7 @@ type scheduleCache struct {
 
 type cachedSession struct {
 	session seckill.Session
-	prizes  map[int64]bool
+	prizes  map[int64]int // prize -> its number of stock buckets (1: none)
 }
 
 // The cache covers sessions that ended up to an hour ago or start within a day.
@@ -61,10 +61,10 @@ func (c *scheduleCache) Reload(ctx context.Context) error {
 	}
 	next := make(map[int64]cachedSession, len(sessions))
 	for _, s := range sessions {
-		next[s.ID] = cachedSession{session: s, prizes: map[int64]bool{}}
+		next[s.ID] = cachedSession{session: s, prizes: map[int64]int{}}
 	}
 	for _, st := range stocks {
-		next[st.SessionID].prizes[st.PrizeID] = true
+		next[st.SessionID].prizes[st.PrizeID] = max(st.Buckets, 1)
 	}
 	c.mu.Lock()
 	c.sessions, c.loadedAt = next, now
@@ -108,8 +108,17 @@ func (c *scheduleCache) Check(sessionID, prizeID int64, t time.Time) error {
 		return errNotStarted
 	case !ok || !s.session.OpenAt(t):
 		return seckill.ErrNotOpen
-	case !s.prizes[prizeID]:
+	case s.prizes[prizeID] == 0:
 		return seckill.ErrNotFound
 	}
 	return nil
+}
+
+// Buckets returns a session×prize's number of stock buckets; 1 for a prize without, or
+// one the cache does not know. It never changes once the session's stock rows exist.
+func (c *scheduleCache) Buckets(sessionID, prizeID int64) int {
+	c.mu.RLock()
+	n := c.sessions[sessionID].prizes[prizeID]
+	c.mu.RUnlock()
+	return max(n, 1)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -381,7 +382,7 @@ func (j driftJob) checkBuckets(ctx context.Context, run *driftRun, s scope, n in
 			run.sum["skipped_transfer"]++
 			continue
 		}
-		if run.flight.pendingKey(bucketPartitionKey(sid, pid, b)) > 0 {
+		if run.flight.pendingKey(event.BucketPartitionKey(sid, pid, b)) > 0 {
 			run.sum["skipped_in_flight"]++
 			continue
 		}

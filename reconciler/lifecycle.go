@@ -25,6 +25,7 @@ type lifecycleCatalog interface {
 type lifecycleGate interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
+	RemoveBucket(ctx context.Context, sessionID, prizeID int64, b int, fence int64) error
 	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
 }
 
@@ -136,7 +137,7 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 		if err := fence.Check(ctx); err != nil {
 			return result{Summary: sum, Details: details}, err
 		}
-		switch err := j.gate.Remove(ctx, st.SessionID, st.PrizeID, fence.Number); {
+		switch err := j.remove(ctx, st, fence.Number); {
 		case errors.Is(err, stock.ErrPending):
 			sum["keys_kept_pending"]++
 		case err != nil:
@@ -146,6 +147,24 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 		}
 	}
 	return result{Summary: sum, Details: details}, nil
+}
+
+// remove deletes an ended session×prize's keys: every bucket's, for a prize with buckets
+// (ErrPending when any bucket has reservations pending; the others are removed meanwhile).
+func (j lifecycleJob) remove(ctx context.Context, st seckill.Stock, fence int64) error {
+	if st.Buckets <= 1 {
+		return j.gate.Remove(ctx, st.SessionID, st.PrizeID, fence)
+	}
+	var pending error
+	for b := range st.Buckets {
+		switch err := j.gate.RemoveBucket(ctx, st.SessionID, st.PrizeID, b, fence); {
+		case errors.Is(err, stock.ErrPending):
+			pending = err
+		case err != nil:
+			return err
+		}
+	}
+	return pending
 }
 
 // lookBack is how long after its end a session is still looked at by the lifecycle job (and

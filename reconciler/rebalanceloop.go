@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,11 +34,6 @@ type bucketReader interface {
 	read(ctx context.Context, sessionID, prizeID int64, n int) ([]bucketReading, error)
 }
 
-// demandKey and wantedKey are the keys the gateways count demand in and flag a dry bucket
-// with (docs/buckets.md, "Demand and wanted"), in the bucket's slot next to its other keys.
-func demandKey(k stock.Keys) string { return strings.TrimSuffix(k.Meta, "meta") + "dem" }
-func wantedKey(k stock.Keys) string { return strings.TrimSuffix(k.Meta, "meta") + "want" }
-
 // redisBuckets reads buckets from Redis: per bucket its state, GETDEL of its demand
 // counter (so an increment lands in this round or the next, never in both) and EXISTS of
 // its wanted flag (left to expire), all in one pipeline.
@@ -53,8 +47,8 @@ func (r redisBuckets) read(ctx context.Context, sessionID, prizeID int64, n int)
 		for b := range n {
 			k := stock.BucketKeysFor(sessionID, prizeID, b)
 			states[b] = stock.ReadBucketState(ctx, p, sessionID, prizeID, b)
-			demand[b] = p.GetDel(ctx, demandKey(k))
-			wanted[b] = p.Exists(ctx, wantedKey(k))
+			demand[b] = p.GetDel(ctx, k.Demand())
+			wanted[b] = p.Exists(ctx, k.Wanted())
 		}
 		return nil
 	})

@@ -26,17 +26,17 @@ func (s *bucketSale) signal(t *testing.T, b int, demand int64, wanted bool) {
 	t.Helper()
 	ctx := stacktest.Context(t, 5*time.Second)
 	k := stock.BucketKeysFor(s.sid, s.pid, b)
-	if err := s.rdb.Set(ctx, demandKey(k), demand, time.Minute).Err(); err != nil {
+	if err := s.rdb.Set(ctx, k.Demand(), demand, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if wanted {
-		if err := s.rdb.Set(ctx, wantedKey(k), 1, time.Minute).Err(); err != nil {
+		if err := s.rdb.Set(ctx, k.Wanted(), 1, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Cleanup(func() {
-		s.rdb.Del(context.Background(), demandKey(k))
-		s.rdb.Del(context.Background(), wantedKey(k))
+		s.rdb.Del(context.Background(), k.Demand())
+		s.rdb.Del(context.Background(), k.Wanted())
 	})
 }
 
@@ -123,7 +123,7 @@ func rebalanceRound(t *testing.T, rdb redis.UniversalClient) {
 	if !slices.Equal(end.redis, []int{1, 1, 1, 6}) || !slices.Equal(end.mysql, []int{2, 1, 1, 6}) || end.inFlight != 0 {
 		t.Fatalf("after the round: Redis %v, MySQL %v, in flight %d; want [1 1 1 6], [2 1 1 6], 0", end.redis, end.mysql, end.inFlight)
 	}
-	if n, err := s.rdb.Exists(ctx, demandKey(stock.BucketKeysFor(s.sid, s.pid, 3))).Result(); err != nil || n != 0 {
+	if n, err := s.rdb.Exists(ctx, stock.BucketKeysFor(s.sid, s.pid, 3).Demand()).Result(); err != nil || n != 0 {
 		t.Fatalf("bucket 3's demand counter left after the round: %d %v", n, err)
 	}
 	m := exec.metrics

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
@@ -55,17 +54,9 @@ func (f inFlight) pending(sessionID, prizeID int64) int64 {
 func (f inFlight) pendingPrize(s scope) int64 {
 	n := f.pending(s.stock.SessionID, s.stock.PrizeID)
 	for b := 1; b < s.buckets; b++ {
-		n += f.pendingKey(bucketPartitionKey(s.stock.SessionID, s.stock.PrizeID, b))
+		n += f.pendingKey(event.BucketPartitionKey(s.stock.SessionID, s.stock.PrizeID, b))
 	}
 	return n
-}
-
-// bucketPartitionKey is the grab events' key of stock bucket b: the prize's for bucket 0.
-func bucketPartitionKey(sessionID, prizeID int64, b int) []byte {
-	if b == 0 {
-		return event.PartitionKey(sessionID, prizeID)
-	}
-	return strconv.AppendInt(append(event.PartitionKey(sessionID, prizeID), ':'), int64(b), 10)
 }
 
 // sessionIDs are the sessions of scopes, each once.

@@ -194,6 +194,17 @@ type Gateway struct {
 	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
 	ReplicaWait time.Duration
 
+	// Stock buckets (docs/buckets.md). BucketUnits derives a new prize's number of buckets
+	// from its stock when the operator names none: ceil(stock / BucketUnits), at most
+	// BucketMax (0: off, every such prize gets one bucket). BucketMax also bounds what an
+	// operator may ask for. BucketWantedTTL is how long a dry home bucket's wanted flag lives;
+	// BucketOthersCache how long a dry bucket's read of the others answers before Redis is
+	// read again (and how often demand counts are flushed).
+	BucketUnits       int
+	BucketMax         int
+	BucketWantedTTL   time.Duration
+	BucketOthersCache time.Duration
+
 	// ConsumerGroup is the order consumers' group, whose lag the operator console shows.
 	ConsumerGroup string
 	// ConsoleSession is how long an operator console sign-in lasts.
@@ -246,6 +257,11 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		KafkaWriters:      r.integer("SECKILL_KAFKA_WRITERS", 1, 1, 16),
 		RelayQueue:        r.integer("SECKILL_RELAY_QUEUE", 100_000, 1, 10_000_000),
 		ReplicaWait:       r.duration("SECKILL_GATEWAY_REPLICA_WAIT", time.Second, 0, time.Minute),
+
+		BucketUnits:       r.integer("SECKILL_BUCKET_UNITS", 0, 0, 100_000_000),
+		BucketMax:         r.integer("SECKILL_BUCKET_MAX", 16, 1, 1024),
+		BucketWantedTTL:   r.duration("SECKILL_BUCKET_WANTED_TTL", 2*time.Second, 100*time.Millisecond, time.Minute),
+		BucketOthersCache: r.duration("SECKILL_BUCKET_OTHERS_CACHE", 100*time.Millisecond, 10*time.Millisecond, 10*time.Second),
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))

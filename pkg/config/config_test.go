@@ -53,6 +53,12 @@ func TestLoadGateway(t *testing.T) {
 		{"user header without trusted proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id"),
 			"SECKILL_TRUST_USER_HEADER is set but SECKILL_TRUSTED_PROXIES is empty"},
 		{"user header from trusted proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_TRUSTED_PROXIES", "10.0.0.5"), ""},
+		{"bucket units", with("SECKILL_BUCKET_UNITS", "500", "SECKILL_BUCKET_MAX", "8"), ""},
+		{"negative bucket units", with("SECKILL_BUCKET_UNITS", "-1"), "SECKILL_BUCKET_UNITS"},
+		{"bucket cap 0", with("SECKILL_BUCKET_MAX", "0"), "SECKILL_BUCKET_MAX"},
+		{"bucket cap beyond 1024", with("SECKILL_BUCKET_MAX", "1025"), "SECKILL_BUCKET_MAX"},
+		{"wanted flag too short", with("SECKILL_BUCKET_WANTED_TTL", "1ms"), "SECKILL_BUCKET_WANTED_TTL"},
+		{"others cache too long", with("SECKILL_BUCKET_OTHERS_CACHE", "1m"), "SECKILL_BUCKET_OTHERS_CACHE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +70,19 @@ func TestLoadGateway(t *testing.T) {
 				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Buckets are off unless an operator asks: no setting makes a prize of an unchanged
+// deployment bucketed.
+func TestBucketDefaults(t *testing.T) {
+	g, err := LoadGateway(getenv(map[string]string{
+		"SECKILL_ADMIN_TOKEN": "0123456789abcdef", "SECKILL_JWT_SECRET": "0123456789abcdef0123456789abcdef"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.BucketUnits != 0 || g.BucketMax != 16 || g.BucketWantedTTL != 2*time.Second || g.BucketOthersCache != 100*time.Millisecond {
+		t.Errorf("bucket settings = %d, %d, %s, %s; want 0, 16, 2s, 100ms", g.BucketUnits, g.BucketMax, g.BucketWantedTTL, g.BucketOthersCache)
 	}
 }
 

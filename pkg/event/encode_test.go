@@ -14,7 +14,7 @@ import (
 func checkEncoding(t *testing.T, g seckill.Grab) {
 	t.Helper()
 	want, wantErr := json.Marshal(grabEvent{V: GrabV1, RequestID: g.RequestID, UserID: g.UserID,
-		SessionID: g.SessionID, PrizeID: g.PrizeID, AdmittedAt: g.AdmittedAt.UTC()})
+		SessionID: g.SessionID, PrizeID: g.PrizeID, Bucket: g.Bucket, AdmittedAt: g.AdmittedAt.UTC()})
 	got, err := appendGrabEvent(nil, g)
 	if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
 		t.Fatalf("grab %+v: encoded %s (%v), json.Marshal %s (%v)", g, got, err, want, wantErr)
@@ -22,6 +22,12 @@ func checkEncoding(t *testing.T, g seckill.Grab) {
 	key := strconv.FormatInt(g.SessionID, 10) + ":" + strconv.FormatInt(g.PrizeID, 10)
 	if k := PartitionKey(g.SessionID, g.PrizeID); string(k) != key {
 		t.Fatalf("partition key %q, want %q", k, key)
+	}
+	if g.Bucket != 0 {
+		key += ":" + strconv.Itoa(g.Bucket)
+	}
+	if k := GrabKey(g); string(k) != key {
+		t.Fatalf("grab key %q, want %q", k, key)
 	}
 }
 
@@ -36,16 +42,19 @@ func TestGrabEncodingIsJSONMarshals(t *testing.T) {
 		{RequestID: "r", UserID: "u", AdmittedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{RequestID: "r", UserID: "u", AdmittedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{RequestID: "r", UserID: "u", AdmittedAt: time.UnixMilli(1_800_000_000_120)},
+		{RequestID: "12:34:k", UserID: "alice", SessionID: 12, PrizeID: 34, Bucket: 1, AdmittedAt: at},
+		{RequestID: "12:34:k", UserID: "alice", SessionID: 12, PrizeID: 34, Bucket: 1023, AdmittedAt: at},
+		{RequestID: "r", UserID: "u", Bucket: -7, AdmittedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
 		checkEncoding(t, g)
 	}
 }
 
 func FuzzGrabEncoding(f *testing.F) {
-	f.Add("12:34:k", "alice", int64(12), int64(34), int64(1_800_000_000), int64(5))
-	f.Add(`<"\>`, "\xff", int64(-1), int64(0), int64(-62135596800), int64(0))
-	f.Fuzz(func(t *testing.T, rid, user string, session, prize, sec, nsec int64) {
+	f.Add("12:34:k", "alice", int64(12), int64(34), int64(1_800_000_000), int64(5), 0)
+	f.Add(`<"\>`, "\xff", int64(-1), int64(0), int64(-62135596800), int64(0), 3)
+	f.Fuzz(func(t *testing.T, rid, user string, session, prize, sec, nsec int64, bucket int) {
 		checkEncoding(t, seckill.Grab{RequestID: rid, UserID: user, SessionID: session, PrizeID: prize,
-			AdmittedAt: time.Unix(sec, nsec)})
+			Bucket: bucket, AdmittedAt: time.Unix(sec, nsec)})
 	})
 }

@@ -18,11 +18,15 @@ const GrabV1 = 1
 // grabEvent is the grab topic's JSON payload (schema v1). Field names are part of the
 // contract with every consumer: change them only with a new version.
 type grabEvent struct {
-	V          int       `json:"v"`
-	RequestID  string    `json:"request_id"`
-	UserID     string    `json:"user_id"`
-	SessionID  int64     `json:"session_id"`
-	PrizeID    int64     `json:"prize_id"`
+	V         int    `json:"v"`
+	RequestID string `json:"request_id"`
+	UserID    string `json:"user_id"`
+	SessionID int64  `json:"session_id"`
+	PrizeID   int64  `json:"prize_id"`
+	// Bucket is the stock bucket that admitted the grab (docs/buckets.md), written only
+	// for buckets 1 and up: absent is bucket 0, which is also a prize without buckets, so
+	// every event of a prize without buckets stays byte for byte what it was. Additive: v1.
+	Bucket     int       `json:"bucket,omitempty"`
 	AdmittedAt time.Time `json:"admitted_at"`
 }
 
@@ -42,6 +46,24 @@ func PartitionKey(sessionID, prizeID int64) []byte {
 	return strconv.AppendInt(b, prizeID, 10)
 }
 
+// BucketPartitionKey is the Kafka key of stock bucket b of a session×prize: PartitionKey's
+// for bucket 0, "session:prize:b" for b ≥ 1, so the buckets of one hot prize spread over
+// partitions and consumer workers (docs/buckets.md).
+func BucketPartitionKey(sessionID, prizeID int64, bucket int) []byte {
+	if bucket == 0 {
+		return PartitionKey(sessionID, prizeID)
+	}
+	b := make([]byte, 0, 52)
+	b = strconv.AppendInt(b, sessionID, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, prizeID, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(bucket), 10)
+}
+
+// GrabKey is the Kafka key of a grab's event: its bucket's (BucketPartitionKey).
+func GrabKey(g seckill.Grab) []byte { return BucketPartitionKey(g.SessionID, g.PrizeID, g.Bucket) }
+
 // EncodeGrab returns the grab event message for an admitted grab.
 func EncodeGrab(g seckill.Grab) (kafka.Message, error) {
 	// Room for the whole event at once: the field names and punctuation (about 80 bytes), two
@@ -52,7 +74,7 @@ func EncodeGrab(g seckill.Grab) (kafka.Message, error) {
 		return kafka.Message{}, fmt.Errorf("encode grab %s: %w", g.RequestID, err)
 	}
 	return kafka.Message{
-		Key:     PartitionKey(g.SessionID, g.PrizeID),
+		Key:     GrabKey(g),
 		Value:   b,
 		Headers: []kafka.Header{{Key: "schema", Value: []byte("grab.v1")}},
 	}, nil
@@ -65,7 +87,7 @@ func appendGrabEvent(b []byte, g seckill.Grab) ([]byte, error) {
 	if y := at.Year(); y < 0 || y > 9999 {
 		// Out of RFC 3339's range: json.Marshal's own error says so.
 		return json.Marshal(grabEvent{V: GrabV1, RequestID: g.RequestID, UserID: g.UserID,
-			SessionID: g.SessionID, PrizeID: g.PrizeID, AdmittedAt: at})
+			SessionID: g.SessionID, PrizeID: g.PrizeID, Bucket: g.Bucket, AdmittedAt: at})
 	}
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, GrabV1, 10)
@@ -77,6 +99,10 @@ func appendGrabEvent(b []byte, g seckill.Grab) ([]byte, error) {
 	b = strconv.AppendInt(b, g.SessionID, 10)
 	b = append(b, `,"prize_id":`...)
 	b = strconv.AppendInt(b, g.PrizeID, 10)
+	if g.Bucket != 0 {
+		b = append(b, `,"bucket":`...)
+		b = strconv.AppendInt(b, int64(g.Bucket), 10)
+	}
 	b = append(b, `,"admitted_at":"`...)
 	b = at.AppendFormat(b, time.RFC3339Nano)
 	return append(b, `"}`...), nil
@@ -124,7 +150,9 @@ func DecodeGrab(value []byte) (seckill.Grab, error) {
 		return seckill.Grab{}, fmt.Errorf("%w: user id %q", ErrMalformed, e.UserID)
 	case e.AdmittedAt.IsZero():
 		return seckill.Grab{}, fmt.Errorf("%w: no admission time", ErrMalformed)
+	case e.Bucket < 0 || e.Bucket >= seckill.MaxBuckets:
+		return seckill.Grab{}, fmt.Errorf("%w: bucket %d", ErrMalformed, e.Bucket)
 	}
 	return seckill.Grab{RequestID: e.RequestID, UserID: e.UserID, SessionID: e.SessionID,
-		PrizeID: e.PrizeID, AdmittedAt: e.AdmittedAt.UTC()}, nil
+		PrizeID: e.PrizeID, Bucket: e.Bucket, AdmittedAt: e.AdmittedAt.UTC()}, nil
 }

@@ -46,3 +46,37 @@ func TestDecodeGrabPoison(t *testing.T) {
 		})
 	}
 }
+
+// A grab admitted in bucket b ≥ 1 is keyed "session:prize:b" and carries its bucket; one in
+// bucket 0 (every grab of a prize without buckets) is keyed and encoded as before buckets.
+func TestGrabBucketRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
+	for _, tc := range []struct {
+		bucket int
+		key    string
+		body   string
+	}{
+		{0, "12:3", `{"v":1,"request_id":"12-3-0193a6b2-key","user_id":"alice","session_id":12,"prize_id":3,"admitted_at":"2026-11-29T10:00:00.123456789Z"}`},
+		{5, "12:3:5", `{"v":1,"request_id":"12-3-0193a6b2-key","user_id":"alice","session_id":12,"prize_id":3,"bucket":5,"admitted_at":"2026-11-29T10:00:00.123456789Z"}`},
+	} {
+		g := seckill.Grab{RequestID: seckill.RequestID(12, 3, "0193a6b2-key"), UserID: "alice",
+			SessionID: 12, PrizeID: 3, Bucket: tc.bucket, AdmittedAt: at}
+		m, err := EncodeGrab(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Key) != tc.key || string(m.Value) != tc.body {
+			t.Fatalf("bucket %d: key %q body %s; want %q %s", tc.bucket, m.Key, m.Value, tc.key, tc.body)
+		}
+		got, err := DecodeGrab(m.Value)
+		if err != nil || got != g {
+			t.Fatalf("bucket %d: decoded %+v, %v; want %+v", tc.bucket, got, err, g)
+		}
+	}
+	for _, bad := range []string{`-1`, `1024`, `"2"`, `1.5`} {
+		v := `{"v":1,"request_id":"1-2-abcdefgh","user_id":"u","session_id":1,"prize_id":2,"bucket":` + bad + `,"admitted_at":"2026-11-29T10:00:00Z"}`
+		if _, err := DecodeGrab([]byte(v)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("bucket %s: err %v, want malformed", bad, err)
+		}
+	}
+}

@@ -24,12 +24,15 @@ type catalog interface {
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
 	AdjustStock(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string, mirror store.StockMirror) (before, after seckill.Stock, err error)
+	Buckets(ctx context.Context, sessionID, prizeID int64) ([]store.Bucket, error)
+	Ledger(ctx context.Context, sessionID, prizeID int64, n int) ([]seckill.BucketLedger, error)
 }
 
 type gate interface {
 	Load(ctx context.Context, stocks []seckill.Stock, expireAt time.Time) ([]stock.LoadResult, error)
 	Adjust(ctx context.Context, st seckill.Stock, expireAt time.Time) (bool, error)
 	UndoAdjust(ctx context.Context, undone, restore seckill.Stock) error
+	LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger seckill.BucketLedger, expireAt time.Time) (stock.LoadResult, error)
 }
 
 // Preheater loads sessions' stock into the gate.
@@ -76,7 +79,7 @@ func (p *Preheater) load(ctx context.Context, s seckill.Session) (Result, error)
 		if err != nil {
 			return Result{}, err
 		}
-		res, err := p.gate.Load(ctx, stocks, expire)
+		res, err := p.loadStocks(ctx, stocks, expire)
 		if err != nil {
 			return Result{}, fmt.Errorf("preheat session %d: %w", s.ID, err)
 		}
@@ -103,6 +106,68 @@ func (p *Preheater) load(ctx context.Context, s seckill.Session) (Result, error)
 		case <-time.After(p.retry[attempt]):
 		}
 	}
+}
+
+// loadStocks loads a session's prizes: those without buckets in one Gate.Load, exactly as
+// before buckets existed, and each bucket of the others from its row with its journal's
+// ledger (Gate.LoadBucket). The results are in the order of stocks, one per prize: a
+// bucketed prize is loaded when any of its buckets was, stale when any was.
+func (p *Preheater) loadStocks(ctx context.Context, stocks []seckill.Stock, expire time.Time) ([]stock.LoadResult, error) {
+	plain := make([]seckill.Stock, 0, len(stocks))
+	for _, st := range stocks {
+		if st.Buckets <= 1 {
+			plain = append(plain, st)
+		}
+	}
+	res, err := p.gate.Load(ctx, plain, expire)
+	if err != nil {
+		return nil, err
+	}
+	if len(plain) == len(stocks) {
+		return res, nil
+	}
+	out := make([]stock.LoadResult, 0, len(stocks))
+	for _, st := range stocks {
+		if st.Buckets <= 1 {
+			out, res = append(out, res[0]), res[1:]
+			continue
+		}
+		r, err := p.loadBuckets(ctx, st, expire)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// loadBuckets loads every bucket of one session×prize. The rows are read after the
+// prize's row (st), so a bucket row newer than what st saw is only newer: each bucket's own
+// revision check refuses a row older than what Redis holds.
+func (p *Preheater) loadBuckets(ctx context.Context, st seckill.Stock, expire time.Time) (stock.LoadResult, error) {
+	rows, err := p.catalog.Buckets(ctx, st.SessionID, st.PrizeID)
+	if err != nil {
+		return stock.LoadResult{}, err
+	}
+	if len(rows) != st.Buckets {
+		return stock.LoadResult{}, fmt.Errorf("session %d prize %d: %d bucket rows, want %d", st.SessionID, st.PrizeID, len(rows), st.Buckets)
+	}
+	ledger, err := p.catalog.Ledger(ctx, st.SessionID, st.PrizeID, st.Buckets)
+	if err != nil {
+		return stock.LoadResult{}, err
+	}
+	out := stock.LoadResult{PrizeID: st.PrizeID}
+	for _, row := range rows {
+		bst := st
+		bst.Total, bst.Left, bst.Version = row.Total, row.Left, row.Version
+		r, err := p.gate.LoadBucket(ctx, bst, row.Bucket, ledger[row.Bucket], expire)
+		if err != nil {
+			return stock.LoadResult{}, err
+		}
+		out.Loaded = out.Loaded || r.Loaded
+		out.Stale = out.Stale || r.Stale
+	}
+	return out, nil
 }
 
 func (p *Preheater) result(sessionID int64, res []stock.LoadResult, loaded map[int64]bool, expire time.Time) Result {

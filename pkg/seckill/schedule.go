@@ -14,6 +14,7 @@ const (
 	MaxPrizes       = 100
 	MaxStock        = 10_000_000
 	MaxPerUserLimit = 100
+	MaxBuckets      = 1024 // stock buckets of one session×prize (the gateway's SECKILL_BUCKET_MAX may say fewer)
 	MinSession      = time.Second
 )
 
@@ -120,6 +121,9 @@ func (a Activity) Validate() error {
 		seen[pn] = true
 		if p.StockPerSession < 0 || p.StockPerSession > MaxStock {
 			add(field+".stock", fmt.Sprintf("must be 0 to %d", MaxStock))
+		}
+		if p.Buckets < 0 || p.Buckets > MaxBuckets {
+			add(field+".buckets", fmt.Sprintf("must be 1 to %d", MaxBuckets))
 		}
 	}
 	if len(errs) == 0 {

@@ -56,6 +56,10 @@ type Prize struct {
 	ActivityID      int64
 	Name            string
 	StockPerSession int
+	// Buckets is N, how many stock buckets each session's stock of the prize is split into
+	// (docs/buckets.md): 1 for a prize without buckets. 0 in an activity being created means
+	// "not named": the gateway derives it from its settings.
+	Buckets int
 }
 
 // Session is one materialised sale round of an activity.
@@ -93,6 +97,10 @@ type Stock struct {
 	Left         int
 	Version      int64
 	PerUserLimit int
+	// Buckets is the session×prize's N (docs/buckets.md). For N > 1, Total, Left and
+	// Version are bucket 0's (this row's), not the prize's: the prize's sums come from
+	// store.Catalog.PrizeStock. 0 in a value not read from MySQL means 1.
+	Buckets int
 }
 
 // SessionPrize is the session×prize this stock belongs to.

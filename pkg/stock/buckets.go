@@ -190,6 +190,52 @@ func (g *Gate) RebuildBucket(ctx context.Context, st seckill.Stock, b int, users
 	return g.rebuild(ctx, BucketKeysFor(st.SessionID, st.PrizeID, b), st, users, outcomes, returned, &ledger, expireAt, fence)
 }
 
+// Demand is the key where gateways add up the grabs bucket b's admission answered admitted
+// or sold_out, which the reconciler's rebalance loop reads and resets (GETDEL) each round:
+// a plain integer in the bucket's slot (docs/buckets.md, "Demand and wanted").
+func (k Keys) Demand() string { return strings.TrimSuffix(k.Meta, "meta") + "dem" }
+
+// Wanted is the key a gateway sets, with a short TTL, when it found bucket b (a user's home)
+// dry while the prize had units elsewhere: the rebalance loop gives wanted buckets more.
+func (k Keys) Wanted() string { return strings.TrimSuffix(k.Meta, "meta") + "want" }
+
+// demandTTL keeps a demand key from outliving a sale: a flush renews it, the loop deletes it.
+const demandTTL = time.Minute
+
+// BucketDemand is the demand a gateway counted for one bucket since its last flush.
+type BucketDemand struct {
+	SessionID, PrizeID int64
+	Bucket             int
+	Grabs              int64
+}
+
+// AddDemand adds each bucket's count to its demand key, in one pipelined round trip.
+func (g *Gate) AddDemand(ctx context.Context, counts []BucketDemand) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range counts {
+			k := BucketKeysFor(c.SessionID, c.PrizeID, c.Bucket).Demand()
+			p.IncrBy(ctx, k, c.Grabs)
+			p.PExpire(ctx, k, demandTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add demand of %d buckets: %w", len(counts), err)
+	}
+	return nil
+}
+
+// MarkWanted sets bucket b's wanted flag for ttl.
+func (g *Gate) MarkWanted(ctx context.Context, sessionID, prizeID int64, b int, ttl time.Duration) error {
+	if err := g.rdb.Set(ctx, BucketKeysFor(sessionID, prizeID, b).Wanted(), "1", ttl).Err(); err != nil {
+		return fmt.Errorf("mark session %d prize %d bucket %d wanted: %w", sessionID, prizeID, b, err)
+	}
+	return nil
+}
+
 // CorrectBucketLedger sets bucket b's sent and received to the journal's (ledger, from
 // Catalog.Ledger) and records its transfer ids, only if they are still what from (a Buckets
 // read) holds and fence is not older than the newest that wrote the bucket. ErrMoved: a

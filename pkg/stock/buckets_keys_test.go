@@ -1,6 +1,10 @@
 package stock
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+)
 
 // Bucket 0 is keyed exactly as a prize without buckets; every other bucket's keys share one
 // tag of their own, different from bucket 0's and from every other bucket's.
@@ -27,5 +31,22 @@ func TestBucketKeys(t *testing.T) {
 	}
 	if want := "sk:{7:12:3}:meta"; BucketKeysFor(7, 12, 3).Meta != want {
 		t.Fatalf("bucket 3's meta is %s, want %s", BucketKeysFor(7, 12, 3).Meta, want)
+	}
+}
+
+// The admission script of a grab in bucket b runs on bucket b's keys (BucketKeysFor), which
+// for bucket 0 are the prize's own.
+func TestReserveArgsUseTheGrabsBucket(t *testing.T) {
+	for b := range 4 {
+		keys, _ := reserveArgs(seckill.Grab{SessionID: 12, PrizeID: 34, Bucket: b})
+		want := BucketKeysFor(12, 34, b).all()
+		if len(keys) != len(want) {
+			t.Fatalf("bucket %d: keys %v, want %v", b, keys, want)
+		}
+		for i := range keys {
+			if keys[i] != want[i] {
+				t.Fatalf("bucket %d: keys %v, want %v", b, keys, want)
+			}
+		}
 	}
 }

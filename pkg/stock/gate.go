@@ -188,11 +188,17 @@ type Lookup struct {
 
 // Lookup returns a request's state and owner from the gate in one round trip.
 func (g *Gate) Lookup(ctx context.Context, requestID string) (Lookup, error) {
+	return g.LookupBucket(ctx, requestID, 0)
+}
+
+// LookupBucket is Lookup in stock bucket b of the request's session×prize: where its user's
+// grabs are admitted (HomeBucket).
+func (g *Gate) LookupBucket(ctx context.Context, requestID string, b int) (Lookup, error) {
 	sid, pid, _, err := seckill.ParseRequestID(requestID)
 	if err != nil {
 		return Lookup{}, err
 	}
-	k := KeysFor(sid, pid)
+	k := BucketKeysFor(sid, pid, b)
 	pipe := g.rdb.Pipeline()
 	res := pipe.HGet(ctx, k.Reserved, requestID)
 	out := pipe.HGet(ctx, k.Outcomes, requestID)

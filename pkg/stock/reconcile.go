@@ -179,7 +179,19 @@ func (g *Gate) rebuild(ctx context.Context, k Keys, st seckill.Stock, users map[
 // ErrPending while reservations are not settled, and with ErrFenced for a stale fence.
 func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) error {
 	k := KeysFor(sessionID, prizeID)
-	n, err := removeScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned}, fence).Int64()
+	return g.remove(ctx, sessionID, prizeID, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned}, fence)
+}
+
+// RemoveBucket is Remove for stock bucket b of a session×prize with buckets: the bucket's
+// keys and its transfers, demand and wanted keys, unless reservations are pending there.
+func (g *Gate) RemoveBucket(ctx context.Context, sessionID, prizeID int64, b int, fence int64) error {
+	k := BucketKeysFor(sessionID, prizeID, b)
+	return g.remove(ctx, sessionID, prizeID,
+		[]string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted()}, fence)
+}
+
+func (g *Gate) remove(ctx context.Context, sessionID, prizeID int64, keys []string, fence int64) error {
+	n, err := removeScript.Run(ctx, g.rdb, keys, fence).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("remove session %d prize %d: %w", sessionID, prizeID, err)
@@ -197,8 +209,19 @@ func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) erro
 // absent; ErrFenced for a stale fence.
 func (g *Gate) Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error) {
 	k := KeysFor(sessionID, prizeID)
-	n, err := keepScript.Run(ctx, g.rdb, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned, k.Fence, k.revision()},
-		fence, expireAt.UnixMilli()).Int64()
+	return g.keep(ctx, sessionID, prizeID, []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned, k.Fence, k.revision()}, expireAt, fence)
+}
+
+// KeepBucket is Keep for stock bucket b of a session×prize with buckets, its transfers
+// hash included (it must live as long as the bucket's stock key).
+func (g *Gate) KeepBucket(ctx context.Context, sessionID, prizeID int64, b int, expireAt time.Time, fence int64) (bool, error) {
+	k := BucketKeysFor(sessionID, prizeID, b)
+	return g.keep(ctx, sessionID, prizeID,
+		[]string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned, k.Fence, k.revision(), k.Transfers()}, expireAt, fence)
+}
+
+func (g *Gate) keep(ctx context.Context, sessionID, prizeID int64, keys []string, expireAt time.Time, fence int64) (bool, error) {
+	n, err := keepScript.Run(ctx, g.rdb, keys, fence, expireAt.UnixMilli()).Int64()
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("keep session %d prize %d: %w", sessionID, prizeID, err)

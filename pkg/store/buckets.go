@@ -69,52 +69,63 @@ func (bucketRow) TableName() string { return "stock_buckets" }
 // every user's home bucket depends on N, so N is fixed before the first grab.
 var ErrBucketsFixed = errors.New("buckets can only be set on an untouched stock row")
 
+// ErrBucketed is returned by AdjustStock for a session×prize with more than one bucket: an
+// adjustment must move units to or from the buckets through the transfers journal (an
+// "outside" bucket, which needs a migration of its CHECK), never change the row alone.
+var ErrBucketed = errors.New("stock adjustment is not yet supported for a prize with stock buckets")
+
 // CreateBuckets splits a session×prize's stock row into n buckets (Split of its total):
 // bucket 0 keeps its share in the session_stocks row, buckets 1..n-1 get stock_buckets rows,
 // and the row records n, in one transaction. Asking again for the same n changes nothing;
 // n = 1 on a row without buckets changes nothing either.
 func (c *Catalog) CreateBuckets(ctx context.Context, sessionID, prizeID int64, n int) error {
-	if n < 1 {
-		return fmt.Errorf("buckets of session %d prize %d: %d, want at least 1", sessionID, prizeID, n)
-	}
 	now := c.now().UTC()
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row struct {
-			ID        int64
-			Total     int
-			LeftStock int
-			Version   int64
-			Buckets   int
-		}
-		if err := tx.Raw(`SELECT id, total, left_stock, version, buckets FROM session_stocks
-			WHERE session_id = ? AND prize_id = ? FOR UPDATE`, sessionID, prizeID).Scan(&row).Error; err != nil {
-			return err
-		}
-		if row.ID == 0 {
-			return fmt.Errorf("no stock row: %w", gorm.ErrRecordNotFound)
-		}
-		if row.Buckets == n {
-			return nil
-		}
-		if row.Buckets != 1 || row.LeftStock != row.Total || row.Version != 0 {
-			return fmt.Errorf("%d buckets, left %d of %d, version %d: %w", row.Buckets, row.LeftStock, row.Total, row.Version, ErrBucketsFixed)
-		}
-		parts := Split(row.Total, n)
-		rows := make([]bucketRow, 0, n-1)
-		for b := 1; b < n; b++ {
-			rows = append(rows, bucketRow{SessionID: sessionID, PrizeID: prizeID, Bucket: b, Total: parts[b], LeftStock: parts[b], UpdatedAt: now})
-		}
-		if err := tx.CreateInBatches(&rows, 500).Error; err != nil {
-			return fmt.Errorf("insert bucket rows: %w", err)
-		}
-		// version stays 0: the row is still untouched as far as preheat and adjust care.
-		return tx.Exec(`UPDATE session_stocks SET total = ?, left_stock = ?, buckets = ?, updated_at = ? WHERE id = ?`,
-			parts[0], parts[0], n, now, row.ID).Error
+		return createBuckets(tx, now, sessionID, prizeID, n)
 	})
 	if err != nil {
 		return fmt.Errorf("create %d buckets of session %d prize %d: %w", n, sessionID, prizeID, err)
 	}
 	return nil
+}
+
+// createBuckets is CreateBuckets inside the caller's transaction (CreateActivity's, so an
+// activity's prizes never exist without their buckets).
+func createBuckets(tx *gorm.DB, now time.Time, sessionID, prizeID int64, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%d buckets, want at least 1", n)
+	}
+	var row struct {
+		ID        int64
+		Total     int
+		LeftStock int
+		Version   int64
+		Buckets   int
+	}
+	if err := tx.Raw(`SELECT id, total, left_stock, version, buckets FROM session_stocks
+		WHERE session_id = ? AND prize_id = ? FOR UPDATE`, sessionID, prizeID).Scan(&row).Error; err != nil {
+		return err
+	}
+	if row.ID == 0 {
+		return fmt.Errorf("no stock row: %w", gorm.ErrRecordNotFound)
+	}
+	if row.Buckets == n {
+		return nil
+	}
+	if row.Buckets != 1 || row.LeftStock != row.Total || row.Version != 0 {
+		return fmt.Errorf("%d buckets, left %d of %d, version %d: %w", row.Buckets, row.LeftStock, row.Total, row.Version, ErrBucketsFixed)
+	}
+	parts := Split(row.Total, n)
+	rows := make([]bucketRow, 0, n-1)
+	for b := 1; b < n; b++ {
+		rows = append(rows, bucketRow{SessionID: sessionID, PrizeID: prizeID, Bucket: b, Total: parts[b], LeftStock: parts[b], UpdatedAt: now})
+	}
+	if err := tx.CreateInBatches(&rows, 500).Error; err != nil {
+		return fmt.Errorf("insert bucket rows: %w", err)
+	}
+	// version stays 0: the row is still untouched as far as preheat and adjust care.
+	return tx.Exec(`UPDATE session_stocks SET total = ?, left_stock = ?, buckets = ?, updated_at = ? WHERE id = ?`,
+		parts[0], parts[0], n, now, row.ID).Error
 }
 
 // Buckets returns a session×prize's buckets in order, bucket 0 (its stock row) first.

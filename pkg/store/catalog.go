@@ -49,7 +49,7 @@ func (c *Catalog) CreateActivity(ctx context.Context, a seckill.Activity) (secki
 		}
 		prows := make([]prizeRow, len(a.Prizes))
 		for i, p := range a.Prizes {
-			prows[i] = prizeRow{ActivityID: row.ID, Name: p.Name, StockPerSession: p.StockPerSession}
+			prows[i] = prizeRow{ActivityID: row.ID, Name: p.Name, StockPerSession: p.StockPerSession, Buckets: max(p.Buckets, 1)}
 		}
 		if err := tx.Create(&prows).Error; err != nil {
 			return fmt.Errorf("insert prizes: %w", err)
@@ -70,6 +70,17 @@ func (c *Catalog) CreateActivity(ctx context.Context, a seckill.Activity) (secki
 		}
 		if err := tx.CreateInBatches(&stocks, 1000).Error; err != nil {
 			return fmt.Errorf("insert stock rows: %w", err)
+		}
+		// Every session×prize's buckets exist before anything can read its stock, so its
+		// N is fixed from the first preheat on (docs/buckets.md).
+		for _, s := range srows {
+			for _, p := range prows {
+				if p.Buckets > 1 {
+					if err := createBuckets(tx, now, s.ID, p.ID, p.Buckets); err != nil {
+						return fmt.Errorf("create %d buckets of session %d prize %d: %w", p.Buckets, s.ID, p.ID, err)
+					}
+				}
+			}
 		}
 		for _, p := range prows {
 			prizes = append(prizes, p.domain())
@@ -264,6 +275,9 @@ func (c *Catalog) AdjustStock(ctx context.Context, sessionID, prizeID int64, tot
 			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		before = row.domain()
+		if row.Buckets > 1 {
+			return fmt.Errorf("stock of session %d prize %d has %d buckets: %w", sessionID, prizeID, row.Buckets, ErrBucketed)
+		}
 		if row.LeftStock != row.Total {
 			// Orders exist before the start: something is wrong; refuse rather than guess.
 			return fmt.Errorf("stock of session %d prize %d already has orders: %w", sessionID, prizeID, seckill.ErrConflict)

@@ -41,12 +41,13 @@ type prizeRow struct {
 	ActivityID      int64
 	Name            string
 	StockPerSession int
+	Buckets         int
 }
 
 func (prizeRow) TableName() string { return "prizes" }
 
 func (r prizeRow) domain() seckill.Prize {
-	return seckill.Prize{ID: r.ID, ActivityID: r.ActivityID, Name: r.Name, StockPerSession: r.StockPerSession}
+	return seckill.Prize{ID: r.ID, ActivityID: r.ActivityID, Name: r.Name, StockPerSession: r.StockPerSession, Buckets: r.Buckets}
 }
 
 type sessionRow struct {
@@ -89,7 +90,7 @@ func (stockRow) TableName() string { return "session_stocks" }
 
 func (r stockRow) domain() seckill.Stock {
 	return seckill.Stock{SessionID: r.SessionID, PrizeID: r.PrizeID, Total: r.Total, Left: r.LeftStock,
-		Version: r.Version, PerUserLimit: r.PerUserLimit}
+		Version: r.Version, PerUserLimit: r.PerUserLimit, Buckets: r.Buckets}
 }
 
 type auditRow struct {
