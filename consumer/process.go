@@ -50,7 +50,7 @@ func (p *processor) Process(ctx context.Context, msgs []kafka.Message) error {
 // publish.
 func (p *processor) ProcessFrom(ctx context.Context, msgs []kafka.Message, src *store.GrabSource) ([]store.OutboxEvent, error) {
 	var evs []store.OutboxEvent
-	groups, poison := writepath.Group(msgs, writepath.DecodeGrab)
+	groups, poison := writepath.GroupGrabs(msgs)
 	// Dead letters of the whole batch go out in one produce, before the offsets can be
 	// committed: a flood of poison must not cost a Kafka round trip per message.
 	if err := p.sendDeadLetters(ctx, poison); err != nil {
@@ -119,7 +119,7 @@ func (p *processor) sendCompensation(ctx context.Context, cause error, attempts 
 		return fmt.Errorf("compensate %s: %w", g.Key, err)
 	}
 	p.metrics.compensated.Add(float64(len(out)))
-	p.log.Warn("retries exhausted; compensating", "session_id", g.Key.Session, "prize_id", g.Key.Prize,
+	p.log.Warn("retries exhausted; compensating", "session_id", g.Key.Session, "prize_id", g.Key.Prize, "bucket", g.Bucket,
 		"events", len(out), "attempts", attempts, "error", cause.Error())
 	return nil
 }

@@ -193,7 +193,7 @@ func (j *compensationJob) gap(ctx context.Context, fence lease.Fence, part int, 
 }
 
 func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum map[string]int64) error {
-	groups, poison := writepath.Group(batch, writepath.DecodeGrab)
+	groups, poison := writepath.GroupGrabs(batch)
 	var settle []stock.SettleBatch
 	for _, g := range groups {
 		res, err := j.write.Persist(ctx, g.Key, g.Items)

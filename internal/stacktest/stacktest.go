@@ -463,3 +463,56 @@ func NewOpenPrize(tb testing.TB, dbStock, redisStock, limit int) *OpenPrize {
 	}
 	return &OpenPrize{DSN: dsn, DB: db, Redis: rdb, Gate: gate, SessionID: st.SessionID, PrizeID: st.PrizeID}
 }
+
+// NewBucketedPrize is NewOpenPrize for a prize whose stock is split into n stock buckets of
+// perBucket units each (docs/buckets.md), every bucket loaded into Redis from its row and its
+// ledger, as preheat does. Every bucket's keys are removed at the end.
+func NewBucketedPrize(tb testing.TB, perBucket, n, limit int) *OpenPrize {
+	tb.Helper()
+	dsn, db := Migrated(tb)
+	rdb := Redis(tb)
+	ctx := Context(tb, 30*time.Second)
+	now := time.Now().UTC()
+	cat := store.NewCatalog(db, func() time.Time { return now })
+	act, err := cat.CreateActivity(ctx, seckill.Activity{Name: "bucketed sale", WindowStart: now.Add(-time.Minute),
+		WindowEnd: now.Add(time.Hour), Interval: time.Hour, SessionLength: time.Hour, PerUserLimit: limit,
+		Prizes: []seckill.Prize{{Name: "hot", StockPerSession: perBucket * n}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sessions, err := cat.Sessions(ctx, act.ID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sid, pid := sessions[0].ID, act.Prizes[0].ID
+	if err := cat.CreateBuckets(ctx, sid, pid, n); err != nil {
+		tb.Fatal(err)
+	}
+	gate, err := stock.NewGate(ctx, rdb)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for b := range n {
+			k := stock.BucketKeysFor(sid, pid, b)
+			// One call per bucket: a cluster refuses keys of two slots in one DEL.
+			rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
+				strings.TrimSuffix(k.Meta, "meta")+"rev")
+		}
+	})
+	bs, err := cat.Buckets(ctx, sid, pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	led, err := cat.Ledger(ctx, sid, pid, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, b := range bs {
+		st := seckill.Stock{SessionID: sid, PrizeID: pid, Total: b.Total, Left: b.Left, Version: b.Version, PerUserLimit: limit}
+		if r, err := gate.LoadBucket(ctx, st, b.Bucket, led[b.Bucket], now.Add(2*time.Hour)); err != nil || !r.Loaded {
+			tb.Fatalf("load bucket %d: %+v %v", b.Bucket, r, err)
+		}
+	}
+	return &OpenPrize{DSN: dsn, DB: db, Redis: rdb, Gate: gate, SessionID: sid, PrizeID: pid}
+}

@@ -3,6 +3,7 @@ package event_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,28 @@ func TestMessagesMatchTheContract(t *testing.T) {
 	}
 	cancelled := follow(event.OrderCancelled, string(seckill.ReasonPaymentTimeout))
 	refund := follow(event.OrderRefundRequired, string(seckill.CasePaidAfterCancel))
+	// An order of stock bucket 2 carries its bucket (an additive field of v1 and v2).
+	createdInBucket := order(seckill.Order{ID: 45, RequestID: seckill.RequestID(7, 3, "dave-key-0001"), UserID: "dave",
+		SessionID: 7, PrizeID: 3, Bucket: 2, Status: seckill.OrderSucceeded, AdmittedAt: now, CreatedAt: now})
+	cancelledInBucket := func() kafka.Message {
+		o := seckill.Order{ID: 45, RequestID: seckill.RequestID(7, 3, "dave-key-0001"), UserID: "dave", SessionID: 7, PrizeID: 3,
+			Bucket: 2, Status: seckill.OrderCancelled, Reason: seckill.ReasonBuyerCancelled, AdmittedAt: now, CreatedAt: now}
+		ev := event.NewFollowEvent(o, event.OrderCancelled, string(seckill.ReasonBuyerCancelled), now)
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kafka.Message{Key: []byte(o.RequestID), Value: b,
+			Headers: []kafka.Header{{Key: "event-id", Value: []byte(ev.EventID)}, {Key: "schema", Value: []byte(ev.Schema())}}}
+	}()
+	for _, m := range []kafka.Message{createdInBucket, cancelledInBucket} {
+		if !strings.Contains(string(m.Value), `"bucket":2`) {
+			t.Fatalf("an order of bucket 2 encoded without it: %s", m.Value)
+		}
+	}
+	if strings.Contains(string(created.Value), `"bucket"`) {
+		t.Fatalf("an order of a prize without buckets names a bucket: %s", created.Value)
+	}
 	// A cancelled order's creation event is still order.created.
 	createdOfCancelled := order(seckill.Order{ID: 44, RequestID: seckill.RequestID(7, 3, "carol-key-001"), UserID: "carol",
 		SessionID: 7, PrizeID: 3, Status: seckill.OrderCancelled, Reason: seckill.ReasonBuyerCancelled, AdmittedAt: now, CreatedAt: now})
@@ -153,6 +176,8 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		{"order cancelled (v2)", "order", cancelled},
 		{"order refund required (v2)", "order", refund},
 		{"creation event of an order cancelled since", "order", createdOfCancelled},
+		{"order created in stock bucket 2", "order", createdInBucket},
+		{"order cancelled in stock bucket 2 (v2)", "order", cancelledInBucket},
 		{"feedback: paid", "orderFeedback", feedback[0]},
 		{"feedback: cancelled", "orderFeedback", feedback[1]},
 		{"dead letter of an undecodable feedback message", "deadLetter", deadRead[2]},

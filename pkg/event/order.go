@@ -29,14 +29,19 @@ const (
 // rely on: at-least-once delivery, EventID stable across redeliveries (dedupe on it), and
 // all events of one order on one partition in order (key = request id).
 type OrderEvent struct {
-	V          int       `json:"v"`
-	EventID    string    `json:"event_id"`
-	Type       string    `json:"type"`
-	OrderID    int64     `json:"order_id"`
-	RequestID  string    `json:"request_id"`
-	UserID     string    `json:"user_id"`
-	SessionID  int64     `json:"session_id"`
-	PrizeID    int64     `json:"prize_id"`
+	V         int    `json:"v"`
+	EventID   string `json:"event_id"`
+	Type      string `json:"type"`
+	OrderID   int64  `json:"order_id"`
+	RequestID string `json:"request_id"`
+	UserID    string `json:"user_id"`
+	SessionID int64  `json:"session_id"`
+	PrizeID   int64  `json:"prize_id"`
+	// Bucket is the stock bucket the order's unit came from (docs/buckets.md), written only
+	// for buckets 1 and up: absent is bucket 0, which is also a prize without buckets, so
+	// every event of a prize without buckets stays byte for byte what it was. Additive: the
+	// version does not change.
+	Bucket     int       `json:"bucket,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
 	AdmittedAt time.Time `json:"admitted_at"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -59,7 +64,7 @@ func NewFollowEvent(o seckill.Order, typ, reason string, at time.Time) OrderEven
 	}
 	occurred := at.UTC()
 	return OrderEvent{V: OrderV2, EventID: "order:" + o.RequestID + ":" + suffix, Type: typ, OrderID: o.ID,
-		RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID, Reason: reason,
+		RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID, Bucket: o.Bucket, Reason: reason,
 		AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC(), OccurredAt: &occurred}
 }
 
@@ -77,7 +82,7 @@ func NewOrderEvent(o seckill.Order) OrderEvent {
 		typ, status, reason = OrderRejected, seckill.OrderRejected, string(o.Reason)
 	}
 	return OrderEvent{V: OrderV1, EventID: OrderEventID(o.RequestID, status), Type: typ, OrderID: o.ID,
-		RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID,
+		RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID, Bucket: o.Bucket,
 		Reason: reason, AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC()}
 }
 

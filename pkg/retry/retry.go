@@ -20,7 +20,7 @@ const (
 	Now        Action = iota // contention: try again at once, in a new transaction
 	Later                    // contention persists: back off (jittered, bounded), then retry
 	Compensate               // retries exhausted: hand the events on (compensation topic / next run)
-	DeadLetter               // retrying cannot help (no such stock row): dead-letter the events
+	DeadLetter               // retrying cannot help (no such stock row or bucket): dead-letter the events
 	WaitForDB                // MySQL unreachable: wait and retry for as long as it takes
 )
 
@@ -57,7 +57,7 @@ func FullJitter(d time.Duration) time.Duration {
 // transaction sees that row and skips or re-slots it, so a retry resolves it.
 func (p Policy) Decide(failed int, err error) (Action, time.Duration) {
 	switch {
-	case errors.Is(err, store.ErrNoStockRow):
+	case errors.Is(err, store.ErrNoStockRow), errors.Is(err, store.ErrNoBucket), errors.Is(err, store.ErrMixedBuckets):
 		return DeadLetter, 0
 	case store.IsUnavailable(err):
 		return WaitForDB, p.Delay(failed)

@@ -37,6 +37,8 @@ func TestDecide(t *testing.T) {
 		{"lock wait timeout is contention", 3, lockWait, Later, 10 * time.Millisecond},
 		{"duplicate key: a fresh transaction resolves it", 1, duplicate, Now, 0},
 		{"no stock row is poison", 1, fmt.Errorf("x: %w", store.ErrNoStockRow), DeadLetter, 0},
+		{"no such stock bucket is poison", 1, fmt.Errorf("x: %w", store.ErrNoBucket), DeadLetter, 0},
+		{"grabs of two buckets in one call is poison", 1, fmt.Errorf("x: %w", store.ErrMixedBuckets), DeadLetter, 0},
 		{"server gone: wait, never compensate", 50, gone, WaitForDB, 25 * time.Millisecond},
 		{"bad connection: wait", 1, fmt.Errorf("tx: %w", mysql.ErrInvalidConn), WaitForDB, 10 * time.Millisecond},
 		{"unknown error is retried, then compensated", 6, errors.New("Error 3819: check constraint"), Compensate, 0},

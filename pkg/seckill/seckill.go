@@ -152,11 +152,14 @@ const (
 
 // Order is the persisted outcome of one grab.
 type Order struct {
-	ID         int64
-	RequestID  string
-	UserID     string
-	SessionID  int64
-	PrizeID    int64
+	ID        int64
+	RequestID string
+	UserID    string
+	SessionID int64
+	PrizeID   int64
+	// Bucket is the stock bucket whose row the order's unit came from (docs/buckets.md): 0
+	// for a prize without buckets.
+	Bucket     int
 	Status     OrderStatus
 	Reason     Reason // empty unless rejected or cancelled
 	AdmittedAt time.Time

@@ -271,7 +271,10 @@ type Settlement struct {
 // SettleBatch is the settlements of one session×prize.
 type SettleBatch struct {
 	SessionID, PrizeID int64
-	Items              []Settlement
+	// Bucket is the stock bucket whose keys (BucketKeysFor) hold the grabs' reservations:
+	// the one that admitted them (docs/buckets.md); 0 for a prize without buckets.
+	Bucket int
+	Items  []Settlement
 }
 
 // Settle records outcomes and clears reservations, one pipelined round trip for all
@@ -282,7 +285,7 @@ func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error)
 	}
 	calls := make([]scriptCall, len(batches))
 	for i, b := range batches {
-		k := KeysFor(b.SessionID, b.PrizeID)
+		k := BucketKeysFor(b.SessionID, b.PrizeID, b.Bucket)
 		args := make([]any, 0, 4*len(b.Items))
 		for _, it := range b.Items {
 			kind, detail := it.encode()
@@ -295,7 +298,7 @@ func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error)
 	for i, c := range runScripts(ctx, g.rdb, g.settle, calls) {
 		n, err := c.Int64()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("settle session %d prize %d: %w", batches[i].SessionID, batches[i].PrizeID, err))
+			errs = append(errs, fmt.Errorf("settle session %d prize %d bucket %d: %w", batches[i].SessionID, batches[i].PrizeID, batches[i].Bucket, err))
 			continue
 		}
 		cleared += n

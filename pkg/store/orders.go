@@ -12,11 +12,14 @@ import (
 )
 
 type orderRow struct {
-	ID           int64 `gorm:"primaryKey"`
-	RequestID    string
-	UserID       string
-	SessionID    int64
-	PrizeID      int64
+	ID        int64 `gorm:"primaryKey"`
+	RequestID string
+	UserID    string
+	SessionID int64
+	PrizeID   int64
+	// Bucket is the stock bucket whose row the order's unit came from (docs/buckets.md):
+	// 0, the session_stocks row, for a prize without buckets.
+	Bucket       int
 	Status       string
 	Reason       string
 	PerUserLimit int
@@ -34,16 +37,13 @@ type orderRow struct {
 	// them out (NULL), and only ApplyFeedback's conditional UPDATEs set them.
 	PaidAt      *time.Time `gorm:"->"`
 	CancelledAt *time.Time `gorm:"->"`
-	// Bucket is the stock bucket that admitted the order (docs/buckets.md), read only: the
-	// hot path's INSERT leaves it to its default (0) until the consumer persists per bucket.
-	Bucket int `gorm:"->"`
 }
 
 func (orderRow) TableName() string { return "orders" }
 
 func (r orderRow) domain() seckill.Order {
 	return seckill.Order{ID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
-		PrizeID: r.PrizeID, Status: seckill.OrderStatus(r.Status), Reason: seckill.Reason(r.Reason),
+		PrizeID: r.PrizeID, Bucket: r.Bucket, Status: seckill.OrderStatus(r.Status), Reason: seckill.Reason(r.Reason),
 		AdmittedAt: r.AdmittedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 		PaidAt: utc(r.PaidAt), CancelledAt: utc(r.CancelledAt), HoldsSlot: r.Slot != nil}
 }

@@ -22,6 +22,15 @@ import (
 // retry can help, the events are poison.
 var ErrNoStockRow = errors.New("no stock row for this session and prize")
 
+// ErrNoBucket is returned for grabs of a stock bucket the session×prize does not have (a
+// bucket at or above its N, or below 0): a corrupt or forged event, poison like an unknown
+// session×prize.
+var ErrNoBucket = errors.New("no such stock bucket for this session and prize")
+
+// ErrMixedBuckets is returned when one Persist call is given grabs of several stock
+// buckets: the caller must group by session×prize×bucket (writepath.GroupGrabs does).
+var ErrMixedBuckets = errors.New("grabs of several stock buckets in one batch")
+
 // Outcome is what became of one grab.
 type Outcome struct {
 	Grab    seckill.Grab
@@ -38,15 +47,21 @@ type PersistResult struct {
 	Rejected  int       // new rejected orders
 	Existing  int       // redelivered request ids that already had an order
 	Version   int64     // the stock row's version after the update
+	// Bucket is the stock bucket the grabs were persisted in (docs/buckets.md): its row was
+	// the one updated, and its Redis keys hold the grabs' reservations.
+	Bucket int
 	// Events are the new orders' creation events when the transaction wrote them under a
 	// current GrabSource claim: the caller publishes them from memory after the commit. Nil
 	// otherwise (no source, or its claim was taken over): the relay publishes them.
 	Events []OutboxEvent
 }
 
-// Persist turns grabs of one session×prize into orders in one transaction:
+// Persist turns grabs of one session×prize and stock bucket into orders in one transaction:
 //   - request ids that already have an order are skipped (redelivery is normal);
-//   - the stock row's left_stock and version are read;
+//   - the stock row's left_stock and version are read: the bucket's row (docs/buckets.md),
+//     which for bucket 0, and so for every prize without buckets, is session_stocks, and
+//     for bucket b ≥ 1 its stock_buckets row; the per-user limit is always session_stocks'
+//     (prize-wide, like the slots);
 //   - new grabs are accepted in event order up to left_stock, each taking a per-user slot;
 //     a user at the per-user limit gets a rejected order (reason limit), the rest beyond
 //     the stock a rejected order (reason sold_out);
@@ -71,8 +86,12 @@ func (o *Orders) Persist(ctx context.Context, sessionID, prizeID int64, grabs []
 // to publish; otherwise they go to the relay like any other path's.
 func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grabs []seckill.Grab, now time.Time, src *GrabSource) (PersistResult, error) {
 	grabs = dedupe(grabs)
+	bucket, err := bucketOf(grabs)
+	if err != nil {
+		return PersistResult{}, fmt.Errorf("session %d prize %d: %w", sessionID, prizeID, err)
+	}
 	var res PersistResult
-	err := o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = o.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res = PersistResult{}
 		existing, err := existingOrders(tx, grabs)
 		if err != nil {
@@ -84,6 +103,14 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 				return fmt.Errorf("session %d prize %d: %w", sessionID, prizeID, ErrNoStockRow)
 			}
 			return fmt.Errorf("read stock: %w", err)
+		}
+		// The row the units come from: bucket 0's is the stock row just read, so a prize
+		// without buckets reads and writes exactly what it always did.
+		target := bucketTarget{table: "session_stocks", id: st.ID, left: st.LeftStock, version: st.Version}
+		if bucket != 0 {
+			if target, err = readBucketTarget(tx, sessionID, prizeID, bucket, st.Buckets); err != nil {
+				return err
+			}
 		}
 		if o.afterRead != nil {
 			o.afterRead(ctx, sessionID, prizeID)
@@ -111,12 +138,12 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 		rows := make([]orderRow, 0, len(fresh))
 		accepted := 0
 		for _, g := range fresh {
-			row := orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: sessionID, PrizeID: prizeID,
+			row := orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: sessionID, PrizeID: prizeID, Bucket: bucket,
 				PerUserLimit: st.PerUserLimit, AdmittedAt: micro(g.AdmittedAt), CreatedAt: micro(now)}
 			switch {
 			case len(held[g.UserID]) >= st.PerUserLimit:
 				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonLimit)
-			case accepted >= st.LeftStock:
+			case accepted >= target.left:
 				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonSoldOut)
 			default:
 				slot := freeSlot(held[g.UserID])
@@ -127,19 +154,22 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 			rows = append(rows, row)
 		}
 
-		res.Version = st.Version
+		res.Version, res.Bucket = target.version, bucket
 		if accepted > 0 {
-			upd := tx.Exec(`UPDATE session_stocks SET left_stock = left_stock - ?, version = version + 1, updated_at = ?
-				WHERE id = ? AND version = ? AND left_stock >= ?`, accepted, now.UTC(), st.ID, st.Version, accepted)
+			// Each bucket's row is its own hot row: writers of different buckets never
+			// conflict here (the per-user slots they insert are prize-wide, and a unique
+			// index, not this row, settles a race on one user's slot).
+			upd := tx.Exec(`UPDATE `+target.table+` SET left_stock = left_stock - ?, version = version + 1, updated_at = ?
+				WHERE id = ? AND version = ? AND left_stock >= ?`, accepted, now.UTC(), target.id, target.version, accepted)
 			if upd.Error != nil {
 				return fmt.Errorf("update stock: %w", upd.Error)
 			}
 			// clientFoundRows=true: RowsAffected counts matched rows, so 0 means the version
 			// moved (or the stock shrank) since the read: a conflict, never "nothing to do".
 			if upd.RowsAffected != 1 {
-				return fmt.Errorf("session %d prize %d version %d: %w", sessionID, prizeID, st.Version, seckill.ErrConflict)
+				return fmt.Errorf("session %d prize %d bucket %d version %d: %w", sessionID, prizeID, bucket, target.version, seckill.ErrConflict)
 			}
-			res.Version = st.Version + 1
+			res.Version = target.version + 1
 		}
 		// Orders of this very batch that an earlier attempt committed without its caller
 		// hearing so (a connection cut during COMMIT): their events were never published, and
@@ -210,6 +240,45 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 		return PersistResult{}, err
 	}
 	return res, nil
+}
+
+// bucketTarget is the stock row a Persist call takes units from.
+type bucketTarget struct {
+	table   string // session_stocks (bucket 0) or stock_buckets
+	id      int64
+	left    int
+	version int64
+}
+
+// bucketOf returns the one stock bucket of grabs (0 for none).
+func bucketOf(grabs []seckill.Grab) (int, error) {
+	if len(grabs) == 0 {
+		return 0, nil
+	}
+	b := grabs[0].Bucket
+	for _, g := range grabs[1:] {
+		if g.Bucket != b {
+			return 0, fmt.Errorf("buckets %d and %d: %w", b, g.Bucket, ErrMixedBuckets)
+		}
+	}
+	return b, nil
+}
+
+// readBucketTarget reads bucket b's stock_buckets row of a session×prize with n buckets.
+// A bucket outside 1..n-1 is ErrNoBucket: the event is corrupt or forged, since a gateway
+// admits a user only in their home bucket, below n.
+func readBucketTarget(tx *gorm.DB, sessionID, prizeID int64, b, n int) (bucketTarget, error) {
+	if b < 0 || b >= n {
+		return bucketTarget{}, fmt.Errorf("session %d prize %d bucket %d of %d: %w", sessionID, prizeID, b, n, ErrNoBucket)
+	}
+	var row bucketRow
+	if err := first(tx.Where("session_id = ? AND prize_id = ? AND bucket = ?", sessionID, prizeID, b), &row); err != nil {
+		if errors.Is(err, seckill.ErrNotFound) {
+			return bucketTarget{}, fmt.Errorf("session %d prize %d bucket %d of %d: %w", sessionID, prizeID, b, n, ErrNoBucket)
+		}
+		return bucketTarget{}, fmt.Errorf("read stock bucket %d: %w", b, err)
+	}
+	return bucketTarget{table: "stock_buckets", id: row.ID, left: row.LeftStock, version: row.Version}, nil
 }
 
 // dedupe keeps the first grab of each request id, in order.

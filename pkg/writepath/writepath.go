@@ -1,6 +1,6 @@
 // Package writepath is the one way grab events become orders, shared by the consumer (the
 // grab topic) and the reconciler (the compensation replay): a batch grouped by
-// session×prize, each group persisted in one transaction under retry.Policy, the outcome
+// session×prize and stock bucket (docs/buckets.md), each group persisted in one transaction under retry.Policy, the outcome
 // mirrored into the Redis gate with each earlier order settled under its owner, and
 // cancelled orders' units given back. The callers keep what differs: what to do with a group
 // the policy gives up on (compensate, dead-letter, record a case) and their own counts.
@@ -31,20 +31,46 @@ const (
 	settleTimeout  = 2 * time.Second
 )
 
-// Batch is the events of one session×prize in a fetched batch, in offset order, with the
-// messages they came from (for dead letters and compensation).
+// Batch is the events of one session×prize (and, for grabs, one stock bucket) in a fetched
+// batch, in offset order, with the messages they came from (for dead letters and
+// compensation).
 type Batch[T any] struct {
-	Key   seckill.SessionPrize
-	Items []T
-	Msgs  []kafka.Message
+	Key seckill.SessionPrize
+	// Bucket is the grabs' stock bucket (docs/buckets.md): each bucket has its own stock row
+	// and Redis keys, so it is its own transaction. 0 for a prize without buckets, and for
+	// order feedback.
+	Bucket int
+	Items  []T
+	Msgs   []kafka.Message
 }
 
 // Group decodes msgs and groups them by session×prize in first-seen order; what does not
-// decode is poison. Grabs (DecodeGrab) and order feedback are batched this way.
+// decode is poison. Order feedback is batched this way; grabs by GroupGrabs.
 func Group[T any](msgs []kafka.Message, decode func([]byte) (T, seckill.SessionPrize, error)) ([]*Batch[T], []event.Poison) {
+	return group(msgs, func(b []byte) (T, groupKey, error) {
+		v, k, err := decode(b)
+		return v, groupKey{SessionPrize: k}, err
+	})
+}
+
+// GroupGrabs decodes grab events and groups them by session×prize×bucket in first-seen
+// order; what does not decode is poison. A prize without buckets is one group, as before.
+func GroupGrabs(msgs []kafka.Message) ([]*Batch[seckill.Grab], []event.Poison) {
+	return group(msgs, func(b []byte) (seckill.Grab, groupKey, error) {
+		g, k, err := DecodeGrab(b)
+		return g, groupKey{SessionPrize: k, bucket: g.Bucket}, err
+	})
+}
+
+type groupKey struct {
+	seckill.SessionPrize
+	bucket int
+}
+
+func group[T any](msgs []kafka.Message, decode func([]byte) (T, groupKey, error)) ([]*Batch[T], []event.Poison) {
 	var groups []*Batch[T]
 	var poison []event.Poison
-	index := map[seckill.SessionPrize]*Batch[T]{}
+	index := map[groupKey]*Batch[T]{}
 	for _, m := range msgs {
 		v, k, err := decode(m.Value)
 		if err != nil {
@@ -52,7 +78,7 @@ func Group[T any](msgs []kafka.Message, decode func([]byte) (T, seckill.SessionP
 			continue
 		}
 		if index[k] == nil {
-			index[k] = &Batch[T]{Key: k}
+			index[k] = &Batch[T]{Key: k.SessionPrize, Bucket: k.bucket}
 			groups = append(groups, index[k])
 		}
 		index[k].Items = append(index[k].Items, v)
@@ -107,7 +133,7 @@ func New(orders Orders, gate Gate, policy retry.Policy, obs Observer, log *slog.
 }
 
 // GiveUp is the error of a group the policy gave up on: Action is retry.DeadLetter (no such
-// stock row: retrying cannot help) or retry.Compensate (contention outlasted the retries).
+// stock row or bucket: retrying cannot help) or retry.Compensate (contention outlasted the retries).
 // The caller decides where the group goes.
 type GiveUp struct {
 	Action   retry.Action
@@ -226,9 +252,10 @@ func earlier(res store.PersistResult) []string {
 
 // settlement decides a group's settlement from its outcomes and the stored orders of its
 // earlier request ids (owners): new outcomes as persisted, earlier ones as stored (a
-// cancelled order stays cancelled), earlier ones not in owners left out.
+// cancelled order stays cancelled), earlier ones not in owners left out. It settles on the
+// keys of the bucket the group was persisted in, where the grabs were reserved.
 func settlement(k seckill.SessionPrize, res store.PersistResult, owners map[string]seckill.Order) (stock.SettleBatch, []Mismatch) {
-	b := stock.SettleBatch{SessionID: k.Session, PrizeID: k.Prize, Items: make([]stock.Settlement, 0, len(res.Outcomes))}
+	b := stock.SettleBatch{SessionID: k.Session, PrizeID: k.Prize, Bucket: res.Bucket, Items: make([]stock.Settlement, 0, len(res.Outcomes))}
 	var mismatches []Mismatch
 	for _, o := range res.Outcomes {
 		if !o.Before {

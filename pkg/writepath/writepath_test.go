@@ -61,7 +61,7 @@ func TestGroup(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			groups, bad := Group(tc.msgs, DecodeGrab)
+			groups, bad := GroupGrabs(tc.msgs)
 			var keys []seckill.SessionPrize
 			var items [][]string
 			var offs [][]int64
