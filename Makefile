@@ -171,7 +171,7 @@ secure-test: ## the secure profile (credentials and TLS on every server): refusa
 # BENCH_FLAGS: -reps N, -only ceilings,gateway,strategies,persistence,sale, -binlog=false (no
 # MariaDB restarts), -quick (one small repetition: a smoke test, not a measurement).
 # PROFILE=cluster: 1 vs 2 gateways behind HAProxy and RF 3 / min ISR 2 vs RF 1, same crowd.
-bench: stack-up ## benchmarks (about 15 min; BENCH_FLAGS), results under results/<time>/
+bench: stack-up ## benchmarks (about 10 min; BENCH_FLAGS), results under results/<time>/
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 # Hot-row persistence: the consumer's batched transaction vs one transaction per order.
