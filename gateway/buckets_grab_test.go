@@ -238,7 +238,7 @@ func TestNoSoldOutWhileUnitsRemain(t *testing.T) {
 	if ttl, err := e.rdb.PTTL(ctx, stock.BucketKeysFor(s, p, 0).Wanted()).Result(); err != nil || ttl <= 0 {
 		t.Fatalf("bucket 0's wanted flag: ttl %s %v", ttl, err)
 	}
-	if n, _ := e.rdb.Exists(ctx, stock.BucketKeysFor(s, p, 1).Wanted()).Result(); n != 0 {
+	if n, err := e.rdb.Exists(ctx, stock.BucketKeysFor(s, p, 1).Wanted()).Result(); err != nil || n != 0 {
 		t.Fatal("bucket 1 flagged wanted")
 	}
 	// No prize-wide sold-out memo was set: a keyless grab asks Redis and hears the same.
@@ -299,8 +299,7 @@ func TestBucketDemandIsFlushed(t *testing.T) {
 // A prize without buckets served by a gateway with the router: the same keys, the same
 // event, byte for byte, and no bucket key written.
 func TestGrabWithoutBucketsUnchanged(t *testing.T) {
-	var e *grabEnv
-	e = newGrabEnv(t, 1, 5, 1, func(a *grabAPI) {
+	e := newGrabEnv(t, 1, 5, 1, func(a *grabAPI) {
 		a.buckets = newBucketRouter(a.gate.(*stock.Gate), a.schedule.(*scheduleCache), time.Nanosecond, time.Minute, a.log)
 	})
 	ok := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
@@ -310,7 +309,11 @@ func TestGrabWithoutBucketsUnchanged(t *testing.T) {
 	ctx := context.Background()
 	tag := fmt.Sprintf("sk:{%d:%d", e.open.ID, e.prizeA)
 	for _, pat := range []string{tag + "}:dem", tag + "}:want", tag + ":*"} {
-		if keys, _ := e.rdb.Keys(ctx, pat).Result(); len(keys) != 0 {
+		keys, err := e.rdb.Keys(ctx, pat).Result()
+		if err != nil {
+			t.Fatalf("keys %s: %v", pat, err)
+		}
+		if len(keys) != 0 {
 			t.Fatalf("keys %v written for a prize without buckets", keys)
 		}
 	}

@@ -68,7 +68,7 @@ func TestRebuildRechecksCompensationAfterWait(t *testing.T) {
 	if o.err == nil || jobOf(o.rep, "rebuild").Summary["rebuilt"] != 0 {
 		t.Fatalf("rebuild with a grab waiting on the compensation topic: %v %+v", o.err, jobOf(o.rep, "rebuild"))
 	}
-	if n, _ := e.rdb.Exists(e.ctx, k.Meta).Result(); n != 0 {
+	if n, err := e.rdb.Exists(e.ctx, k.Meta).Result(); err != nil || n != 0 {
 		t.Fatal("keys rebuilt while a compensated grab was not in MySQL")
 	}
 	// The next run replays it first, then rebuilds with its unit counted.

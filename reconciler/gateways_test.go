@@ -54,7 +54,7 @@ func TestRebuildWaitsForGatewaysHoldingUnpublishedGrabs(t *testing.T) {
 	if r.Summary["lost_with_gateways"] != 2 {
 		t.Fatalf("dead gateway's grabs not reported: %+v", r)
 	}
-	if n, _ := e.rdb.Exists(e.ctx, k.Meta).Result(); n != 0 {
+	if n, err := e.rdb.Exists(e.ctx, k.Meta).Result(); err != nil || n != 0 {
 		t.Fatal("keys rebuilt while a gateway held an unpublished grab")
 	}
 	holding <- 0 // its relay published; the next report says so
@@ -90,7 +90,7 @@ func TestRebuildWaitsForAGatewaySilentLessThanDeadAfter(t *testing.T) {
 	if err == nil || r.Summary["waiting_for_gateways"] != 1 || r.Summary["rebuilt"] != 0 || r.Summary["lost_with_gateways"] != 0 {
 		t.Fatalf("rebuild with a gateway silent for 10 s and the default SECKILL_GATEWAY_DEAD_AFTER: %v %+v", err, r)
 	}
-	if n, _ := e.rdb.Exists(e.ctx, k.Meta).Result(); n != 0 {
+	if n, err := e.rdb.Exists(e.ctx, k.Meta).Result(); err != nil || n != 0 {
 		t.Fatal("keys rebuilt while a gateway silent for less than SECKILL_GATEWAY_DEAD_AFTER held an unpublished grab")
 	}
 	e.env["SECKILL_GATEWAY_DEAD_AFTER"] = "5s"

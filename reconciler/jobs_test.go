@@ -350,7 +350,7 @@ func TestRedisLossRebuiltAfterCatchUp(t *testing.T) {
 	if err == nil || jobOf(rep, "rebuild").Summary["waiting_for_consumers"] != 1 {
 		t.Fatalf("rebuild while in flight: %v %+v", err, jobOf(rep, "rebuild"))
 	}
-	if n, _ := e.rdb.Exists(e.ctx, k.Meta).Result(); n != 0 {
+	if n, err := e.rdb.Exists(e.ctx, k.Meta).Result(); err != nil || n != 0 {
 		t.Fatal("keys rebuilt while events were in flight")
 	}
 	e.env["SECKILL_CATCHUP_WAIT"] = "30s"

@@ -70,10 +70,10 @@ func TestOncePreheatsDueSessionsAndOneActs(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	// Only the first session is due; the second starts in 32 minutes.
-	if n, _ := rdb.Exists(ctx, stock.KeysFor(sessions[0].ID, act.Prizes[0].ID).Meta).Result(); n != 1 {
+	if n, err := rdb.Exists(ctx, stock.KeysFor(sessions[0].ID, act.Prizes[0].ID).Meta).Result(); err != nil || n != 1 {
 		t.Fatal("first session not preheated")
 	}
-	if n, _ := rdb.Exists(ctx, stock.KeysFor(sessions[1].ID, act.Prizes[0].ID).Meta).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, stock.KeysFor(sessions[1].ID, act.Prizes[0].ID).Meta).Result(); err != nil || n != 0 {
 		t.Fatal("second session preheated 30 minutes early")
 	}
 	out.Reset()

@@ -275,7 +275,7 @@ cluster_kafka_up() {
 	mkdir -p "$CLUSTER_STATE"
 	if [[ ! -s $CLUSTER_STATE/kafka-cluster-id ]]; then
 		# One cluster id for the three nodes, in Kafka's base64url-UUID form.
-		head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22 >"$CLUSTER_STATE/kafka-cluster-id"
+		kafka_cluster_id >"$CLUSTER_STATE/kafka-cluster-id"
 	fi
 	for ((i = 1; i <= CLUSTER_KAFKA_NODES; i++)); do cluster_kafka_launch "$i"; done
 	for ((i = 1; i <= CLUSTER_KAFKA_NODES; i++)); do cluster_kafka_wait "$i"; done

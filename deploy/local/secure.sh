@@ -303,7 +303,7 @@ secure_kafka_up() {
 			# itself logs in as admin). The passwords reach the tool through a file of
 			# arguments (@file, mode 600), not its command line.
 			local cluster_id u args=$dir/format.args
-			cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
+			cluster_id=$(kafka_cluster_id)
 			(
 				umask 077
 				printf '%s\n' format -t "$cluster_id" -c "$dir/server.properties"

@@ -172,6 +172,16 @@ elif grep -q $'^[\t ]' "$CASE/kafka/log4j2.properties" || [[ $(grep -c ' = ' "$C
 	fail "$case_name" "not the 12 unindented settings"
 else ok "$case_name"; fi
 
+case_name="kafka_cluster_id: 22 base64url characters, never a leading '-' (kafka-storage would read an option)"
+CASE=$TMP/clusterid
+mkdir -p "$CASE"
+RC=0
+bash -c 'source "$1"; for _ in $(seq 400); do kafka_cluster_id; done' _ "$STACK" >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 0)); then fail "$case_name" "exit $RC"
+elif [[ $(wc -l <"$CASE/out") != 400 ]] || grep -qvE '^[A-Za-z0-9_-]{22}$' "$CASE/out"; then fail "$case_name" "not 400 ids of 22 base64url characters"
+elif grep -q '^-' "$CASE/out"; then fail "$case_name" "an id starts with '-'"
+else ok "$case_name"; fi
+
 case_name="an unknown command prints the usage and exits 2"
 CASE=$TMP/usage
 mkdir -p "$CASE"

@@ -161,7 +161,7 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 	if _, err := g.Take(ctx, sid, 1, 2, 44, 1, 4); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("take from an unloaded bucket: %v", err)
 	}
-	if n, _ := rdb.Exists(ctx, k2.Meta, k2.Transfers()).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k2.Meta, k2.Transfers()).Result(); err != nil || n != 0 {
 		t.Fatalf("take from an unloaded bucket wrote %d keys", n)
 	}
 	if _, err := g.Give(ctx, sid, 1, 3, 45, 1, 1, 9, exp, 4); !errors.Is(err, seckill.ErrNotLoaded) {
@@ -170,7 +170,7 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 	if v, _ := rdb.Get(ctx, rev3).Result(); v != "9" {
 		t.Fatalf("revision %q after a give to an unloaded bucket, want 9", v)
 	}
-	if n, _ := rdb.Exists(ctx, k3.Meta, k3.Transfers()).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k3.Meta, k3.Transfers()).Result(); err != nil || n != 0 {
 		t.Fatalf("give to an unloaded bucket wrote %d keys", n)
 	}
 }

@@ -41,14 +41,14 @@ func reconcilerWritesRefuseStaleFence(t *testing.T, rdb redis.UniversalClient) {
 	if err := g.Remove(ctx, sid, 1, 5); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("remove with fence 5 after 6 wrote: %v, want ErrFenced", err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Meta).Result(); n != 1 {
+	if n, err := rdb.Exists(ctx, k.Meta).Result(); err != nil || n != 1 {
 		t.Fatal("a refused remove deleted the keys")
 	}
 	rdb.Del(ctx, k.Meta)
 	if _, err := g.Rebuild(ctx, st, map[string]int{"u": 1}, nil, nil, exp, 5); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("rebuild with fence 5 after 6 wrote: %v, want ErrFenced", err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Meta, k.Users).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k.Meta, k.Users).Result(); err != nil || n != 0 {
 		t.Fatal("a refused rebuild wrote keys")
 	}
 }
@@ -72,7 +72,7 @@ func rebuildWritesNothingWhenStockKeyExists(t *testing.T, rdb redis.UniversalCli
 	if err != nil || created {
 		t.Fatalf("rebuild over a live key: created=%v err=%v", created, err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Users, k.Outcomes).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k.Users, k.Outcomes).Result(); err != nil || n != 0 {
 		t.Fatalf("rebuild over a live key wrote %d per-user/outcome keys", n)
 	}
 	if left, _ := rdb.HGet(ctx, k.Meta, "left").Result(); left != "5" {
@@ -115,7 +115,7 @@ func rebuildLargeAndRemoveRefusesPending(t *testing.T, rdb redis.UniversalClient
 	if err := g.Remove(ctx, sid, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Meta, k.Users, k.Outcomes).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k.Meta, k.Users, k.Outcomes).Result(); err != nil || n != 0 {
 		t.Fatalf("%d keys left after remove", n)
 	}
 }

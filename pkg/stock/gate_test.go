@@ -95,7 +95,7 @@ func reserveVerdicts(t *testing.T, rdb redis.UniversalClient) {
 		}
 	}
 	// The script never creates a missing stock key.
-	if n, _ := rdb.Exists(ctx, stock.KeysFor(sid, 2).Meta).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, stock.KeysFor(sid, 2).Meta).Result(); err != nil || n != 0 {
 		t.Fatal("reserve created a stock key for an unloaded prize")
 	}
 	l, err := g.Lookup(ctx, seckill.RequestID(sid, 1, "key-bob-0001"))
@@ -164,7 +164,7 @@ func concurrentExactlyStock(t *testing.T, rdb redis.UniversalClient, opts ...sto
 	if left, _ := rdb.HGet(ctx, k.Meta, "left").Int(); left != 0 {
 		t.Fatalf("left = %d, want 0", left)
 	}
-	if n, _ := rdb.HLen(ctx, k.Reserved).Result(); n != 100 {
+	if n, err := rdb.HLen(ctx, k.Reserved).Result(); err != nil || n != 100 {
 		t.Fatalf("%d reservations, want 100", n)
 	}
 }

@@ -28,7 +28,7 @@ func keepExtendsOnlyWhilePending(t *testing.T, rdb redis.UniversalClient) {
 	if kept, err := g.Keep(ctx, sid, 1, later, 1); err != nil || kept {
 		t.Fatalf("keep without keys: %v %v, want nothing done", kept, err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Meta, k.Reserved).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k.Meta, k.Reserved).Result(); err != nil || n != 0 {
 		t.Fatal("keep created a key")
 	}
 	soon := time.Now().Add(10 * time.Second)

@@ -52,7 +52,7 @@ func returnGivesTheUnitBackOnce(t *testing.T, rdb redis.UniversalClient) {
 	if left, _ := rdb.HGet(ctx, k.Meta, "left").Result(); left != "1" {
 		t.Fatalf("left %s after the return and its replay, want 1", left)
 	}
-	if n, _ := rdb.HLen(ctx, k.Reserved).Result(); n != 0 {
+	if n, err := rdb.HLen(ctx, k.Reserved).Result(); err != nil || n != 0 {
 		t.Fatalf("%d reservations pending: the return settles alice's", n)
 	}
 	// A late settlement of alice's order as created (a redelivered grab event, the stale
@@ -128,7 +128,7 @@ func returnWithoutKeysAndAfterTheSession(t *testing.T, rdb redis.UniversalClient
 	if err != nil || got != (stock.ReturnResult{}) {
 		t.Fatalf("return without keys: %+v %v, want not loaded", got, err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned).Result(); err != nil || n != 0 {
 		t.Fatalf("a return without keys created %d keys", n)
 	}
 	load(t, g, rdb, ctx, sid, 1, 3, 1)
@@ -213,7 +213,7 @@ func rebuildCountsReturnsOnce(t *testing.T, rdb redis.UniversalClient) {
 	if err := g.Remove(ctx, sid, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.Exists(ctx, k.Returned).Result(); n != 0 {
+	if n, err := rdb.Exists(ctx, k.Returned).Result(); err != nil || n != 0 {
 		t.Fatal("remove left the returns behind")
 	}
 }
