@@ -59,7 +59,8 @@ func spr(s spread) string {
 // noteExtras are the numeric extras worth a note in the results table, in this order.
 var noteExtras = []string{"concurrency", "cpu_us_per_grab_total", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
 	"reconciler_peak_rss_mb", extraPerOrder, "conflict_rate", "attempt_conflict_rate", "requests_failed_on_conflict_rate",
-	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "errors"}
+	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "buckets", "partitions", "primaries",
+	"busiest_bucket_share", "errors"}
 
 func (r report) markdown(charts []string) string {
 	var b strings.Builder
@@ -146,6 +147,12 @@ func (r report) markdown(charts []string) string {
 	}
 	if drawn["persistence.png"] {
 		b.WriteString("\n## Persistence into one hot row\n\n![persistence](persistence.png)\n")
+	}
+	if s := r.bucketsSection(); s != "" {
+		b.WriteString(s)
+		if drawn["buckets.png"] {
+			b.WriteString("\n![one hot prize split into stock buckets](buckets.png)\n")
+		}
 	}
 
 	b.WriteString("\n## Per-stage latency\n\n")
@@ -298,6 +305,7 @@ func drawCharts(dir string, r report) ([]string, error) {
 		{"persistence.png", persistenceChart},
 		{"latency.png", latencyChart},
 		{"stages.png", stagesChart},
+		{"buckets.png", bucketsChart},
 	} {
 		p, err := c.draw(r)
 		if err != nil {
