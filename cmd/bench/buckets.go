@@ -73,7 +73,11 @@ func (b *bench) buckets(ctx context.Context, rep int) ([]measured, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%d bucket(s): %w", n, err)
 		}
-		b.logf("  kafka → mysql, %d bucket(s): %s", n, d.line())
+		line := d.line()
+		if skew, ok := d.s.Extra["bucket_start_skew_s"].(float64); ok {
+			line += fmt.Sprintf("; the last bucket's first order %.3fs after the first's", skew)
+		}
+		b.logf("  kafka → mysql, %d bucket(s): %s", n, line)
 		d.s.Extra["buckets"] = n
 		d.s.Extra["partitions"] = len(slices.Compact(slices.Sorted(slices.Values(d.partitions))))
 		d.s.Extra["cpu_us_per_order_total"] = cpuTotal(d.s.Extra, "cpu_us_per_order_")
@@ -177,6 +181,29 @@ func checkBucketOrders(c *harness.Pipeline, shares []int) error {
 		return fmt.Errorf("orders per bucket %v, want the shares %v", got, shares)
 	}
 	return nil
+}
+
+// bucketStartSkew is how long after the first bucket's first order the last bucket's
+// first order came: the consumer's partition workers starting at different times, which
+// the orders/s of a drain (first order to last) includes.
+func bucketStartSkew(c *harness.Pipeline) (float64, error) {
+	var rows []struct{ First time.Time }
+	if err := c.DB.Raw("SELECT MIN(created_at) AS first FROM orders GROUP BY bucket").Scan(&rows).Error; err != nil {
+		return 0, fmt.Errorf("read each bucket's first order: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, fmt.Errorf("no bucket has an order")
+	}
+	lo, hi := rows[0].First, rows[0].First
+	for _, r := range rows[1:] {
+		if r.First.Before(lo) {
+			lo = r.First
+		}
+		if r.First.After(hi) {
+			hi = r.First
+		}
+	}
+	return hi.Sub(lo).Seconds(), nil
 }
 
 // ---------------------------------------------------------------- cluster profile

@@ -59,8 +59,8 @@ func spr(s spread) string {
 // noteExtras are the numeric extras worth a note in the results table, in this order.
 var noteExtras = []string{"concurrency", "cpu_us_per_grab_total", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
 	"reconciler_peak_rss_mb", extraPerOrder, "conflict_rate", "attempt_conflict_rate", "requests_failed_on_conflict_rate",
-	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "buckets", "partitions", "primaries",
-	"busiest_bucket_share", "errors"}
+	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "buckets", "partitions", "bucket_start_skew_s",
+	"primaries", "busiest_bucket_share", "errors"}
 
 func (r report) markdown(charts []string) string {
 	var b strings.Builder
