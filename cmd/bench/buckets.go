@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
@@ -550,15 +549,10 @@ func bucketsChart(r report) (*plot.Plot, error) {
 	if len(vals) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = "One hot prize split into stock buckets"
-	p.Y.Label.Text = "per second (log scale; whiskers: min–max over repetitions)"
-	bars := &logBars{vals: vals, width: 0.6, color: green, label: func(v float64) string { return num(v) + "/s" }}
-	p.Add(plotter.NewGrid(), bars)
-	if !logY(p, 0.3, bars) {
-		return nil, nil
+	p := rateBars("One hot prize split into stock buckets", "per second (log scale; whiskers: min–max over repetitions)",
+		vals, labels, green)
+	if p != nil {
+		p.X.Tick.Label.Font.Size = vg.Points(9)
 	}
-	p.NominalX(labels...)
-	p.X.Tick.Label.Font.Size = vg.Points(9)
 	return p, nil
 }

@@ -471,16 +471,23 @@ func strategiesChart(r report) (*plot.Plot, error) {
 		}
 		vals, labels = append(vals, x.ThroughputPS), append(labels, name)
 	}
+	return rateBars("Four strategies on one hot item: same stock (2,000), crowd and HTTP front",
+		"requests answered per second (log scale; whiskers: min–max over repetitions)", vals, labels, blue), nil
+}
+
+// rateBars is one bar per label on a log scale, each median written above it as a rate;
+// nil when no bar has a positive value.
+func rateBars(title, yLabel string, vals []spread, labels []string, c color.Color) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = "Four strategies on one hot item: same stock (2,000), crowd and HTTP front"
-	p.Y.Label.Text = "requests answered per second (log scale; whiskers: min–max over repetitions)"
-	bars := &logBars{vals: vals, width: 0.6, color: blue, label: func(v float64) string { return num(v) + "/s" }}
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
+	bars := &logBars{vals: vals, width: 0.6, color: c, label: func(v float64) string { return num(v) + "/s" }}
 	p.Add(plotter.NewGrid(), bars)
 	if !logY(p, 0.3, bars) {
-		return nil, nil
+		return nil
 	}
 	p.NominalX(labels...)
-	return p, nil
+	return p
 }
 
 // persistenceChart: per MariaDB mode, batched vs one transaction per order vs the consumer.
