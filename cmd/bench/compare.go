@@ -23,6 +23,9 @@ import (
 //     revision, on the shipped settings; the candidate is this tree with -gateway-env and
 //     -kafka-config. The baseline runs against this tree's schema (the harness migrates with
 //     this tree's migrations), which every older binary here tolerates: migrations only add.
+//   - BASE..CAND, two revisions: both sides built from their revisions (the candidate with
+//     -gateway-env and -kafka-config, if given), to measure a change of the past against
+//     its parent with today's bench.
 //   - BASE "shipped": the baseline is this tree on the shipped and stock settings; the
 //     candidate is this tree with -gateway-env and -kafka-config (a setting's own gain).
 
@@ -40,49 +43,81 @@ type variant struct {
 	kafkaConfig map[string]string
 }
 
-// buildBase builds the baseline's binaries from rev in a detached worktree of this
-// repository and removes the worktree after; "shipped" reuses the candidate's binaries.
+// buildBase builds the baseline's binaries from rev and removes the worktree after;
+// "shipped" reuses the candidate's binaries.
 func buildBase(rev, candidateBin string, logf func(string, ...any)) (*variant, error) {
 	if rev == compareShipped {
 		return &variant{label: rev, bin: candidateBin}, nil
 	}
+	bin, err := buildAt(rev, logf)
+	if err != nil {
+		return nil, err
+	}
+	return &variant{label: rev, bin: bin}, nil
+}
+
+// splitCompare reads -compare: "BASE" (the candidate is this tree) or "BASE..CAND" (both
+// built from revisions, so any change in the history can be measured against its parent
+// with today's bench).
+func splitCompare(v string) (base, cand string, err error) {
+	base, cand, two := strings.Cut(v, "..")
+	if base == "" || (two && (cand == "" || base == compareShipped || cand == compareShipped)) {
+		return "", "", fmt.Errorf("-compare %q: want a revision, %q, or BASE..CANDIDATE (two revisions)", v, compareShipped)
+	}
+	return base, cand, nil
+}
+
+// buildAt builds the deployables and cmd/hotrow of rev in a detached worktree of this
+// repository, removed after, into a new folder it returns.
+func buildAt(rev string, logf func(string, ...any)) (string, error) {
 	root := harness.Root()
 	full, err := exec.Command("git", "-C", root, "rev-parse", "--verify", rev+"^{commit}").Output()
 	if err != nil {
-		return nil, fmt.Errorf("-compare %s: not a revision of this repository: %w", rev, err)
+		return "", fmt.Errorf("-compare %s: not a revision of this repository: %w", rev, err)
 	}
 	commit := strings.TrimSpace(string(full))
-	tree, err := os.MkdirTemp("", "seckill-bench-base-src-")
+	tree, err := os.MkdirTemp("", "seckill-bench-src-")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	os.Remove(tree) // git worktree add wants to create it
 	if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", tree, commit).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("-compare %s: git worktree add: %v\n%s", rev, err, out)
+		return "", fmt.Errorf("-compare %s: git worktree add: %v\n%s", rev, err, out)
 	}
 	defer func() {
 		if out, err := exec.Command("git", "-C", root, "worktree", "remove", "--force", tree).CombinedOutput(); err != nil {
-			logf("warning: could not remove the baseline's worktree %s: %v\n%s", tree, err, out)
+			logf("warning: could not remove the worktree %s: %v\n%s", tree, err, out)
 		}
 	}()
-	bin, err := os.MkdirTemp("", "seckill-bench-base-")
+	bin, err := os.MkdirTemp("", "seckill-bench-rev-")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	logf("building the baseline's deployables from %s (%s)", rev, commit[:12])
+	logf("building the deployables of %s (%s)", rev, commit[:12])
 	cmd := exec.Command("go", "build", "-o", bin+string(os.PathSeparator), "./gateway", "./consumer", "./reconciler", "./cmd/hotrow")
 	cmd.Dir = tree
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(bin)
-		return nil, fmt.Errorf("-compare %s: go build: %v\n%s", rev, err, out)
+		return "", fmt.Errorf("-compare %s: go build: %v\n%s", rev, err, out)
 	}
 	for _, name := range []string{"gateway", "consumer", "reconciler", "hotrow"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
 			os.RemoveAll(bin)
-			return nil, fmt.Errorf("-compare %s: %s was not built: %w", rev, name, err)
+			return "", fmt.Errorf("-compare %s: %s was not built: %w", rev, name, err)
 		}
 	}
-	return &variant{label: rev, bin: bin}, nil
+	return bin, nil
+}
+
+// useRevision makes the candidate the deployables built from rev.
+func (b *bench) useRevision(rev string) error {
+	bin, err := buildAt(rev, b.logf)
+	if err != nil {
+		return err
+	}
+	os.RemoveAll(b.bin)
+	b.bin = bin
+	return nil
 }
 
 // use makes v the bench's deployables and settings and returns what restores the previous.
@@ -185,6 +220,16 @@ func compareRows(rows []*row) []comparison {
 				of   func(*sample) (float64, bool)
 			}{{"throughput_per_s", func(s *sample) (float64, bool) { return s.ThroughputPS, s.ThroughputPS > 0 }}}, figs...)
 		}
+		// CPU per grab or order of each process: what a change to the hot path should cut.
+		for _, k := range sortedKeys(cand.Extra) {
+			if !strings.HasPrefix(k, "cpu_us_per_") {
+				continue
+			}
+			figs = append(figs, struct {
+				name string
+				of   func(*sample) (float64, bool)
+			}{"extra:" + k, func(s *sample) (float64, bool) { v, ok := number(s.Extra[k]); return v, ok && v > 0 }})
+		}
 		for _, k := range sortedKeys(cand.Ratios) {
 			figs = append(figs, struct {
 				name string
@@ -232,9 +277,14 @@ func (r report) compareSection() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Before and after (baseline: %s)\n\n", r.Compare)
+	base, cand, _ := strings.Cut(r.Compare, "..")
+	if cand == "" {
+		cand = "this tree"
+	}
+	fmt.Fprintf(&b, "\n## Before and after (baseline: %s; candidate: %s)\n\n", base, cand)
 	b.WriteString("Both sides ran in every repetition, alternating which went first. *change* is candidate ÷ baseline " +
-		"within each repetition, median (min–max): above 1 is faster for a throughput or a ratio, slower for a p99.\n\n")
+		"within each repetition, median (min–max): above 1 is faster for a throughput or a ratio, slower for a p99, " +
+		"more CPU for a cpu_us_per figure.\n\n")
 	if len(r.Comparisons) == 0 {
 		b.WriteString("No row was measured on both sides.\n\n")
 		return b.String()

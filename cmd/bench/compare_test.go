@@ -81,7 +81,21 @@ func TestCompareRowsPairsByRepetition(t *testing.T) {
 		t.Fatalf("p99 change %+v, want 0.5", p.Change)
 	}
 	md := report{Compare: "abc", Comparisons: cs}.compareSection()
-	if !strings.Contains(md, "## Before and after (baseline: abc)") || !strings.Contains(md, "| gateway_max | throughput_per_s |") {
+	if !strings.Contains(md, "## Before and after (baseline: abc; candidate: this tree)") || !strings.Contains(md, "| gateway_max | throughput_per_s |") {
 		t.Fatalf("section:\n%s", md)
+	}
+}
+
+func TestSplitCompare(t *testing.T) {
+	for in, want := range map[string][2]string{"abc": {"abc", ""}, "shipped": {"shipped", ""}, "a..b": {"a", "b"}} {
+		b, c, err := splitCompare(in)
+		if err != nil || b != want[0] || c != want[1] {
+			t.Fatalf("%q: %q %q %v", in, b, c, err)
+		}
+	}
+	for _, bad := range []string{"", "..b", "a..", "shipped..b", "a..shipped"} {
+		if _, _, err := splitCompare(bad); err == nil {
+			t.Fatalf("%q: accepted", bad)
+		}
 	}
 }

@@ -109,13 +109,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	rep.Settings = settingsNote(b.gatewayEnv, b.kafkaConfig)
 	if *compare != "" {
-		if *compare == compareShipped && len(b.gatewayEnv) == 0 && len(b.kafkaConfig) == 0 {
+		base, cand, err := splitCompare(*compare)
+		if err != nil {
+			return err
+		}
+		if base == compareShipped && len(b.gatewayEnv) == 0 && len(b.kafkaConfig) == 0 {
 			return fmt.Errorf("-compare shipped needs -gateway-env or -kafka-config: the two sides would be the same")
 		}
-		if b.base, err = buildBase(*compare, b.bin, b.logf); err != nil {
+		if cand != "" {
+			if err := b.useRevision(cand); err != nil {
+				return err
+			}
+		}
+		if b.base, err = buildBase(base, b.bin, b.logf); err != nil {
 			return err
 		}
 		rep.Compare = *compare
+		rep.Machine["commit"] = "bench " + rep.Machine["commit"] + ", compared " + *compare
 	}
 	started := time.Now()
 	runErr := b.all(ctx, &rep)
