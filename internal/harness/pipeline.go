@@ -32,6 +32,7 @@ import (
 type Options struct {
 	Bin        string // folder with the built deployables (Build)
 	Stocks     []int  // stock per prize
+	Buckets    []int  // stock buckets per prize, by index (absent or below 2: none)
 	Limit      int    // per-user limit
 	Consumers  int    // consumer processes
 	GatewayEnv map[string]string
@@ -185,7 +186,7 @@ func (c *Pipeline) setup(ctx context.Context) error {
 		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit,
 		PaymentTimeout: c.opts.PaymentTimeout, RegrabAfterCancel: c.opts.RegrabAfterCancel}
 	for i, s := range c.opts.Stocks {
-		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s})
+		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s, Buckets: c.buckets(i)})
 	}
 	cat := store.NewCatalog(c.DB, time.Now)
 	created, err := cat.CreateActivity(ctx, act)
@@ -408,9 +409,12 @@ func (c *Pipeline) Close() {
 	if c.Redis != nil {
 		// Every prize's keys share one hash slot ({session:prize}), so each DEL reaches the
 		// one primary that holds them, on a Redis Cluster too.
-		for _, p := range c.Prizes {
-			k := stock.KeysFor(c.Session.ID, p.ID)
-			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned)
+		// A prize's buckets each have a slot of their own: one DEL per bucket.
+		for i, p := range c.Prizes {
+			for b := range c.buckets(i) {
+				k := stock.BucketKeysFor(c.Session.ID, p.ID, b)
+				c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted())
+			}
 		}
 		_ = c.Redis.Close()
 	}
