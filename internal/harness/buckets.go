@@ -318,40 +318,23 @@ func (c *Pipeline) verifySoldOut(ctx context.Context, answers []Answer, res *Res
 		AND resale AND redis_done_at IS NOT NULL ORDER BY redis_done_at`, sid, pid).Scan(&returned).Error; err != nil {
 		return err
 	}
-	var raised []struct {
-		At    time.Time
-		Units int
-	}
+	var raised []unitsBack
 	if err := c.DB.WithContext(ctx).Raw(`SELECT at, after_value - before_value AS units FROM audit_log WHERE session_id = ? AND prize_id = ?
 		AND action = 'correct_redis_stock' AND after_value > before_value`, sid, pid).Scan(&raised).Error; err != nil {
 		return err
 	}
-	after := func(ts []time.Time, t time.Time) int {
-		return len(ts) - sort.Search(len(ts), func(k int) bool { return ts[k].After(t) })
+	for _, t := range returned {
+		raised = append(raised, unitsBack{At: t, Units: 1})
 	}
-	soldOuts, early, worst := 0, 0, 0
-	var worstAt time.Time
+	var outs []Answer
 	for _, a := range answers {
-		if a.Prize != i || a.Code != 409 || a.Status != "sold_out" {
-			continue
-		}
-		soldOuts++
-		from := a.Sent.Add(-w)
-		back := after(returned, from)
-		for _, r := range raised {
-			if r.At.After(from) {
-				back += r.Units
-			}
-		}
-		if units := leftAtEnd + after(admitted, a.At) - back; units > 0 {
-			early++
-			if units > worst {
-				worst, worstAt = units, a.At
-			}
+		if a.Prize == i && a.Code == 409 && a.Status == "sold_out" {
+			outs = append(outs, a)
 		}
 	}
+	early, worst, worstAt := soldOutsWhileUnitsRemained(outs, leftAtEnd, admitted, raised, w)
 	res.SoldOutEarly += early
-	fmt.Fprintf(c.opts.Log, "  prize %s: %d sold_out answers, %d while units remained\n", c.Prizes[i].Name, soldOuts, early)
+	fmt.Fprintf(c.opts.Log, "  prize %s: %d sold_out answers, %d while units remained\n", c.Prizes[i].Name, len(outs), early)
 	if early > 0 {
 		res.problem("prize %d: %d sold_out answers while units remained (at worst %d units, answered %s)", pid, early, worst,
 			worstAt.UTC().Format("15:04:05.000"))
@@ -460,4 +443,63 @@ func bucketPrimaryKilled() Scenario {
 			}
 			return fmt.Errorf("every bucket on %s, bucket 0's primary: the row would test nothing", home)
 		}})
+}
+
+// skewToBucketZero sends half the clicks on the bucketed prize (a seeded half) to users whose
+// home bucket is 0: a uniform crowd drains the buckets evenly and the rebalance loop has
+// little to move, while a hot bucket runs dry with units left elsewhere, every run, so its
+// users meet 503 rebalancing and transfers. A remapped click keeps its key and goes to the
+// next user at or after its own whose home is bucket 0.
+func skewToBucketZero(clicks []Click, n, users int, seed uint64) {
+	home0 := make([]int, users) // home0[u]: the first user at or after u (wrapping) homed in bucket 0
+	next := -1
+	for pass := 0; pass < 2; pass++ {
+		for u := users - 1; u >= 0; u-- {
+			if stock.HomeBucket(userName(u), n) == 0 {
+				next = u
+			}
+			home0[u] = next
+		}
+	}
+	if next < 0 {
+		return
+	}
+	for i, k := range clicks {
+		if k.Prize == bucketedPrize && draw(seed, "skew", k.Key) < 0.5 {
+			clicks[i].User = home0[k.User]
+		}
+	}
+}
+
+// unitsBack is units that came back into a prize's Redis stock at a time: a return for
+// resale (redis_done_at) or drift raising a bucket (its audit entry).
+type unitsBack struct {
+	At    time.Time
+	Units int
+}
+
+// soldOutsWhileUnitsRemained applies verifySoldOut's rule to the sold_out answers outs:
+// admitted holds the admission times of the orders that took a unit, sorted; back the units
+// that came back into Redis. It returns how many answers were wrong, the most units one of
+// them left behind, and when that one was answered.
+func soldOutsWhileUnitsRemained(outs []Answer, leftAtEnd int, admitted []time.Time, back []unitsBack, w time.Duration) (int, int, time.Time) {
+	early, worst := 0, 0
+	var worstAt time.Time
+	for _, a := range outs {
+		from := a.Sent.Add(-w)
+		came := 0
+		for _, b := range back {
+			if b.At.After(from) {
+				came += b.Units
+			}
+		}
+		later := len(admitted) - sort.Search(len(admitted), func(k int) bool { return admitted[k].After(a.At) })
+		if units := leftAtEnd + later - came; units > 0 {
+			early++
+			if units > worst {
+				worst, worstAt = units, a.At
+			}
+		}
+	}
+	return early, worst, worstAt
 }

@@ -271,6 +271,9 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	crowd := &Crowd{Targets: c.CrowdTargets(), Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
 		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate, Log: e.Attempts}
 	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
+	if sc.Buckets > 1 {
+		skewToBucketZero(clicks, sc.Buckets, size.Users, seed)
+	}
 
 	var faultErr error
 	var faultWG sync.WaitGroup
