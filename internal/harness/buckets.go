@@ -413,8 +413,26 @@ func bucketKeyLoss() Scenario {
 			if err := c.DeleteBucketKeys(ctx, bucketedPrize); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.Log, "  every key of the prize's %d buckets deleted, transfer %d %s\n", c.buckets(bucketedPrize), transfers[0].ID, transfers[0].State)
-			return nil
+			n := c.buckets(bucketedPrize)
+			fmt.Fprintf(e.Log, "  every key of the prize's %d buckets deleted, transfer %d %s\n", n, transfers[0].ID, transfers[0].State)
+			// The reconciler (every second) must rebuild them while the sale goes on, not only
+			// the last run after the crowd.
+			for t := time.Now(); ; sleepCtx(ctx, 50*time.Millisecond) {
+				states, err := c.Gate.Buckets(ctx, c.Session.ID, p.ID, n)
+				loaded := 0
+				for _, st := range states {
+					if st.Loaded {
+						loaded++
+					}
+				}
+				if err == nil && loaded == n {
+					fmt.Fprintf(e.Log, "  every bucket rebuilt %s later\n", time.Since(t).Round(10*time.Millisecond))
+					return nil
+				}
+				if time.Since(t) > 30*time.Second || ctx.Err() != nil {
+					return fmt.Errorf("%d of %d buckets rebuilt 30 s after the loss (last error %v)", loaded, n, err)
+				}
+			}
 		}})
 }
 
