@@ -407,10 +407,10 @@ func (c *Pipeline) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if c.Redis != nil {
-		// Every prize's keys share one hash slot ({session:prize}), so each DEL reaches the
-		// one primary that holds them, on a Redis Cluster too.
-		// A prize's buckets each have a slot of their own: one DEL per bucket.
 		for i, p := range c.Prizes {
+			// Each bucket's keys share its own slot ({session:prize} for bucket 0,
+			// {session:prize:b} above), so each DEL reaches the one primary that holds them, on a
+			// Redis Cluster too.
 			for b := range c.buckets(i) {
 				k := stock.BucketKeysFor(c.Session.ID, p.ID, b)
 				c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted())
