@@ -18,8 +18,9 @@ import (
 // unpublished counts, per session×prize (by the grab event's key "session:prize", or
 // "session:prize:b" for stock bucket b ≥ 1), the admitted grabs this gateway holds whose
 // events Kafka has not acknowledged yet: a produce in flight, or an event queued in the
-// relay. After Redis loses a prize's keys these grabs exist only here, so the reconciler must not rebuild the prize while any gateway holds one
-// (see the reporter and migration 0006). A nil *unpublished counts nothing.
+// relay. After Redis loses a prize's keys these grabs exist only here, so the reconciler
+// must not rebuild the prize while any gateway holds one (see the reporter and migration
+// 0006). A nil *unpublished counts nothing.
 //
 // An admission call in flight may hold one too: the script may have admitted the grab before
 // the keys were lost, its reply still on the way. Such a call started before the reconciler
