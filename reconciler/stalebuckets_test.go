@@ -222,7 +222,8 @@ func (s *sentMessages) WriteMessages(_ context.Context, msgs ...kafka.Message) e
 // The stale job asks whether a bucket's events are in flight on that bucket's partition
 // (key session:prize:b), not on the prize's: a lost grab of bucket b waits (up to the bound)
 // while b's partition lags, and is re-published, with its bucket and b's key, while only
-// bucket 0's partition lags. A case for a person names the bucket.
+// bucket 0's partition lags. A case for a person names the bucket. After the session's key
+// grace, a pending reservation in bucket b alone still keeps the prize in the job's scope.
 func TestStaleJobReadsTheBucketsPartition(t *testing.T) {
 	op := stacktest.NewBucketedPrize(t, 2, staleBuckets, 1)
 	ctx := stacktest.Context(t, 30*time.Second)
@@ -279,5 +280,16 @@ func TestStaleJobReadsTheBucketsPartition(t *testing.T) {
 	}
 	if len(cases) != 1 || cases[0].RequestID != g.RequestID || !strings.Contains(fmt.Sprint(cases[0].Evidence), fmt.Sprintf("bucket:%d", b)) {
 		t.Fatalf("cases %+v, want one naming bucket %d", cases, b)
+	}
+
+	// Past the key grace the job still looks at a prize whose only pending reservation is in
+	// bucket b (bucket 0 has none), until it has its order.
+	if err := op.DB.Exec("UPDATE sessions SET starts_at = ?, ends_at = ? WHERE id = ?",
+		time.Now().UTC().Add(-3*time.Hour), time.Now().UTC().Add(-2*time.Hour), op.SessionID).Error; err != nil {
+		t.Fatal(err)
+	}
+	res, err = job.Run(ctx, h.Fence)
+	if err != nil || res.Summary["republished"] != 1 || len(sent) != 2 {
+		t.Fatalf("session ended past the grace: %+v %v, %d sent; want bucket %d's grab re-published again", res.Summary, err, len(sent), b)
 	}
 }
