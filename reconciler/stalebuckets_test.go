@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -291,5 +293,61 @@ func TestStaleJobReadsTheBucketsPartition(t *testing.T) {
 	res, err = job.Run(ctx, h.Fence)
 	if err != nil || res.Summary["republished"] != 1 || len(sent) != 2 {
 		t.Fatalf("session ended past the grace: %+v %v, %d sent; want bucket %d's grab re-published again", res.Summary, err, len(sent), b)
+	}
+}
+
+// The workbench's replay looks for a grab's reservation on its stock bucket's keys: a dead
+// letter of a grab admitted in bucket 1 (the bucket read from the event) and a stale case of
+// one in bucket 3 (from the case's evidence, or, for a case that does not name it, the
+// user's home bucket) are produced again, each with its bucket and key session:prize:b. A
+// dead letter naming a bucket the prize does not have is refused for that reason.
+func TestWorkbenchReplaysABucketsGrabs(t *testing.T) {
+	e := newBucketedRecEnv(t)
+	dead := e.grabHome(userIn(t, "dead", 1, staleBuckets))
+	stale := e.grabHome(userIn(t, "stale", 3, staleBuckets))
+	old := e.grabHome(userIn(t, "old", 2, staleBuckets))
+	forged := seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, "key-forged"), UserID: "mallory", SessionID: e.session,
+		PrizeID: e.prize, Bucket: staleBuckets, AdmittedAt: time.Now().UTC()}
+	cases := store.NewExceptions(e.db)
+	for _, g := range []seckill.Grab{dead, forged} {
+		m, err := event.EncodeGrab(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Topic = e.topics.Grab.Name
+		if err := cases.Record(e.ctx, time.Now(), exception.DeadLetterReport(event.Poison{Msg: m, Cause: errors.New("mysql down")})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noBucket := exception.StaleReport(e.session, e.prize, stock.Reservation{RequestID: old.RequestID, UserID: old.UserID, AdmittedAt: old.AdmittedAt}, time.Hour)
+	if err := cases.Record(e.ctx, time.Now(), noBucket, exception.StaleReport(e.session, e.prize,
+		stock.Reservation{RequestID: stale.RequestID, UserID: stale.UserID, AdmittedAt: stale.AdmittedAt, Bucket: 3}, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var grabs, comp sentMessages
+	replayer := exception.NewReplayer(store.NewOrders(e.db), store.NewCatalog(e.db, time.Now), e.gate, e.topics, &grabs, &comp)
+	byRID := map[string]store.Case{}
+	for _, c := range append(e.cases(seckill.CaseDeadLetter), e.cases(seckill.CaseStaleReservation)...) {
+		byRID[c.RequestID] = c
+	}
+	_, err := cases.Act(e.ctx, byRID[forged.RequestID].ID, store.ActReplay, "carol", "192.0.2.7", "", time.Now(), replayer.Replay)
+	if !errors.Is(err, store.ErrNotReplayable) || !strings.Contains(err.Error(), "bucket") {
+		t.Fatalf("replay of a grab of bucket %d: %v, want a refusal naming the bucket", staleBuckets, err)
+	}
+	for _, g := range []seckill.Grab{dead, stale, old} {
+		if _, err := cases.Act(e.ctx, byRID[g.RequestID].ID, store.ActReplay, "carol", "192.0.2.7", "", time.Now(), replayer.Replay); err != nil {
+			t.Fatalf("replay %s of bucket %d: %v", g.RequestID, g.Bucket, err)
+		}
+	}
+	if len(grabs) != 3 || len(comp) != 0 {
+		t.Fatalf("%d grabs and %d compensation events produced, want 3 and 0", len(grabs), len(comp))
+	}
+	for i, g := range []seckill.Grab{dead, stale, old} {
+		got, err := event.DecodeGrab(grabs[i].Value)
+		if err != nil || got.RequestID != g.RequestID || got.Bucket != g.Bucket || got.UserID != g.UserID ||
+			string(grabs[i].Key) != string(event.BucketPartitionKey(e.session, e.prize, g.Bucket)) {
+			t.Fatalf("replayed %q key %q (%v), want %s of bucket %d keyed %s", grabs[i].Value, grabs[i].Key, err, g.RequestID, g.Bucket,
+				event.BucketPartitionKey(e.session, e.prize, g.Bucket))
+		}
 	}
 }
