@@ -351,3 +351,28 @@ func TestWorkbenchReplaysABucketsGrabs(t *testing.T) {
 		}
 	}
 }
+
+// The compensation replay keeps a grab's stock bucket end to end: grabs of buckets 1 and 3
+// (one of them twice) on the compensation topic become one order each in their bucket's
+// row, settled on their bucket's keys, and each bucket's Redis left equals its row's.
+func TestCompensationReplaysABucketsGrabs(t *testing.T) {
+	e := newBucketedRecEnv(t)
+	one := e.grabHome(userIn(t, "comp", 1, staleBuckets))
+	three := e.grabHome(userIn(t, "comp", 3, staleBuckets))
+	e.publish(e.topics.Compensation.Name, one, three, one)
+	rep, err := e.once()
+	if c := jobOf(rep, "compensation"); err != nil || c.Summary["replayed"] != 3 || c.Summary["succeeded"] != 2 {
+		t.Fatalf("compensation job %+v %v, want 3 replayed, 2 succeeded", c, err)
+	}
+	for _, g := range []seckill.Grab{one, three} {
+		if n := e.orders("request_id = ? AND bucket = ? AND status = 'succeeded'", g.RequestID, g.Bucket); n != 1 {
+			t.Fatalf("%s: %d succeeded orders in bucket %d, want 1", g.RequestID, n, g.Bucket)
+		}
+		e.settledIn(g, g.Bucket, "succeeded")
+	}
+	mysql, redis, pending := e.bucketSides()
+	if !slices.Equal(mysql, []int{2, 1, 2, 1}) || !slices.Equal(redis, mysql) || pending != 0 || e.orders("1=1") != 2 {
+		t.Fatalf("MySQL left %v, Redis left %v, %d pending, %d orders; want [2 1 2 1] on both, none pending, 2 orders",
+			mysql, redis, pending, e.orders("1=1"))
+	}
+}
