@@ -441,7 +441,7 @@ func bucketKeyLoss() Scenario {
 // until its replica is promoted, the other buckets sell, and drift per bucket corrects what
 // the failover lost.
 func bucketPrimaryKilled() Scenario {
-	return bucketRow(Scenario{Name: "cluster buckets: kill -9 the Redis primary of one bucket", At: 0.05, Consumers: 3,
+	return bucketRow(Scenario{Name: "cluster buckets: kill -9 the Redis primary of one bucket", Short: true, At: 0.05, Consumers: 3,
 		During: func(ctx context.Context, e *Env) error {
 			c := e.Pipeline
 			keys := c.bucketKeys(bucketedPrize)
