@@ -293,31 +293,47 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 		if err != nil {
 			return err
 		}
+		// The version returned is the receiving bucket's, or for a cut (to Outside) the
+		// bucket's that gave the units up.
+		versionOf := row.ToBucket
+		if versionOf == Outside {
+			versionOf = row.FromBucket
+		}
 		if row.State != TransferPlanned {
 			out = row.domain(end)
 			if row.State == TransferCancelled {
 				return fmt.Errorf("%s: %w", row.State, ErrTransferState)
 			}
-			toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, row.ToBucket)
+			toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, versionOf)
 			return err
 		}
 		// Lock both rows in bucket order, bucket 0 (session_stocks) first, so two transfers
-		// of one prize never wait for each other in opposite orders.
-		lo, hi := min(row.FromBucket, row.ToBucket), max(row.FromBucket, row.ToBucket)
+		// of one prize never wait for each other in opposite orders. A stock adjustment
+		// (one end Outside) locks its one bucket.
 		lefts := map[int]int{}
-		for _, b := range []int{lo, hi} {
+		for _, b := range []int{min(row.FromBucket, row.ToBucket), max(row.FromBucket, row.ToBucket)} {
+			if b == Outside {
+				continue
+			}
 			left, err := lockBucket(tx, row.SessionID, row.PrizeID, b)
 			if err != nil {
 				return err
 			}
 			lefts[b] = left
 		}
-		units := min(taken, lefts[row.FromBucket])
-		if err := addToBucket(tx, row.SessionID, row.PrizeID, row.FromBucket, -units, now); err != nil {
-			return err
+		// A raise adds what was asked (nothing to take in Redis: taken is the request);
+		// otherwise the source row gives what Redis gave up, at most its left.
+		units := taken
+		if row.FromBucket != Outside {
+			units = min(taken, lefts[row.FromBucket])
+			if err := addToBucket(tx, row.SessionID, row.PrizeID, row.FromBucket, -units, now); err != nil {
+				return err
+			}
 		}
-		if err := addToBucket(tx, row.SessionID, row.PrizeID, row.ToBucket, units, now); err != nil {
-			return err
+		if row.ToBucket != Outside {
+			if err := addToBucket(tx, row.SessionID, row.PrizeID, row.ToBucket, units, now); err != nil {
+				return err
+			}
 		}
 		if err := tx.Exec(`UPDATE bucket_transfers SET state = ?, taken = ?, units = ?, fence = ?, updated_at = ? WHERE id = ?`,
 			TransferMoved, taken, units, f.Number, now, id).Error; err != nil {
@@ -325,7 +341,7 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 		}
 		row.State, row.Taken, row.Units, row.Fence = TransferMoved, &taken, &units, f.Number
 		out = row.domain(end)
-		toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, row.ToBucket)
+		toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, versionOf)
 		return err
 	})
 	if err != nil {
@@ -501,6 +517,19 @@ func (c *Catalog) Ledger(ctx context.Context, sessionID, prizeID int64, n int) (
 		}
 		if t.From >= n || t.To >= n {
 			return nil, fmt.Errorf("ledger of session %d prize %d: transfer %d names bucket %d or %d of %d", sessionID, prizeID, t.ID, t.From, t.To, n)
+		}
+		switch {
+		case t.To == Outside:
+			// A cut: the take counts what it took as both sent and received (nothing is on
+			// its way anywhere, and the counts mark the keys as live for load.lua).
+			out[t.From].Sent += t.Taken
+			out[t.From].Received += t.Taken
+			out[t.From].Transfers[t.ID] = t.Taken
+			continue
+		case t.From == Outside:
+			// A raise: nothing was sent, so nothing is received; the id records the give.
+			out[t.To].Transfers[t.ID] = t.Units
+			continue
 		}
 		out[t.From].Sent += t.Taken
 		out[t.From].Transfers[t.ID] = t.Taken
