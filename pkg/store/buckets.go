@@ -69,10 +69,11 @@ func (bucketRow) TableName() string { return "stock_buckets" }
 // every user's home bucket depends on N, so N is fixed before the first grab.
 var ErrBucketsFixed = errors.New("buckets can only be set on an untouched stock row")
 
-// ErrBucketed is returned by AdjustStock for a session×prize with more than one bucket: an
-// adjustment must move units to or from the buckets through the transfers journal (an
-// "outside" bucket, which needs a migration of its CHECK), never change the row alone.
-var ErrBucketed = errors.New("stock adjustment is not yet supported for a prize with stock buckets")
+// ErrBucketed is returned by AdjustStock for a session×prize with more than one bucket:
+// AdjustStock changes one row, while such a prize's adjustment must move units to or from
+// its buckets through the transfers journal (PlanBucketAdjustment, which the admin API calls
+// for it instead).
+var ErrBucketed = errors.New("a prize with stock buckets is adjusted through the transfers journal, not by AdjustStock")
 
 // CreateBuckets splits a session×prize's stock row into n buckets (Split of its total):
 // bucket 0 keeps its share in the session_stocks row, buckets 1..n-1 get stock_buckets rows,
