@@ -45,81 +45,73 @@ func (st saleState) partial(t *testing.T, when string) {
 // its row's; after the resumption both sides hold exactly the adjusted stock, and resuming
 // again changes nothing. The raise (10 -> 14) puts one unit in each bucket; the cut (10 ->
 // 6) takes two from buckets 0 and 1, where Redis's bucket 0 has only 2 left (1 pending).
-func TestAdjustmentResumesAfterEveryStep(t *testing.T) {
-	for _, r := range []struct {
-		name string
-		rdb  func(testing.TB) redis.UniversalClient
-	}{
-		{"stack", stacktest.Redis},
-		{"cluster", func(tb testing.TB) redis.UniversalClient { return stacktest.ClusterRedis(tb) }},
-	} {
-		t.Run(r.name, func(t *testing.T) {
-			for _, c := range []struct {
-				name         string
-				total        int
-				steps        []transferStep
-				mysql, redis []int
-			}{
-				{"raise", 14, []transferStep{0, stepMoved, stepGiven}, []int{4, 4, 3, 3}, []int{3, 4, 3, 3}},
-				{"cut", 6, []transferStep{0, stepTaken, stepMoved}, []int{1, 1, 2, 2}, []int{0, 1, 2, 2}},
-			} {
-				for _, crash := range c.steps {
-					t.Run(fmt.Sprintf("%s crash after step %d", c.name, crash), func(t *testing.T) {
-						s := newBucketSale(t, r.rdb(t))
-						ctx := stacktest.Context(t, 30*time.Second)
-						adj, err := s.cat.PlanBucketAdjustment(ctx, s.sid, s.pid, c.total, "ann", "", "test")
-						if err != nil {
-							t.Fatal(err)
-						}
-						if crash != 0 {
-							var seen []transferStep
-							dying := s.executor(func(_ store.Transfer, step transferStep) error {
-								seen = append(seen, step)
-								if step == crash {
-									return errCrash
-								}
-								return nil
-							})
-							if _, err := dying.resume(ctx, s.acquire(t)); !errors.Is(err, errCrash) {
-								t.Fatalf("resume: %v, want the simulated crash", err)
-							}
-							// Every transfer stops there: resume goes on past a failed one.
-							if n := len(slices.DeleteFunc(slices.Clone(seen), func(s transferStep) bool { return s != crash })); n != len(adj.Transfers) {
-								t.Fatalf("steps %v: %d stops after step %d, want %d", seen, n, crash, len(adj.Transfers))
-							}
-						}
-						s.state(t).partial(t, "at the crash")
+func TestAdjustmentResumesAfterEveryStep(t *testing.T) { onBothRedis(t, adjustmentResumes) }
 
-						second := s.acquire(t)
-						n, err := s.executor(nil).resume(ctx, second)
-						if err != nil || n != len(adj.Transfers) {
-							t.Fatalf("resume: %d transfers of %d, %v", n, len(adj.Transfers), err)
-						}
-						s.state(t).adjusted(t, "after resuming", c.total, c.mysql, c.redis)
-						all, err := s.cat.Transfers(ctx, s.sid, s.pid)
-						if err != nil {
-							t.Fatal(err)
-						}
-						for _, tr := range all {
-							if tr.State != store.TransferDone {
-								t.Fatalf("journal: %+v", all)
-							}
-						}
-						if n, err := s.executor(nil).resume(ctx, second); err != nil || n != 0 {
-							t.Fatalf("resuming again: %d %v", n, err)
-						}
-						s.state(t).adjusted(t, "after resuming again", c.total, c.mysql, c.redis)
-						// A preheat or rebuild from the rows and the journal's ledger agrees.
-						for b := range saleBuckets {
-							s.lose(t, b)
-							s.load(t, b)
-						}
-						want := slices.Clone(c.mysql)
-						s.state(t).adjusted(t, "reloaded from the rows", c.total, c.mysql, want)
-					})
+func adjustmentResumes(t *testing.T, rdb redis.UniversalClient) {
+	for _, c := range []struct {
+		name         string
+		total        int
+		steps        []transferStep
+		mysql, redis []int
+	}{
+		{"raise", 14, []transferStep{0, stepMoved, stepGiven}, []int{4, 4, 3, 3}, []int{3, 4, 3, 3}},
+		{"cut", 6, []transferStep{0, stepTaken, stepMoved}, []int{1, 1, 2, 2}, []int{0, 1, 2, 2}},
+	} {
+		for _, crash := range c.steps {
+			t.Run(fmt.Sprintf("%s crash after step %d", c.name, crash), func(t *testing.T) {
+				s := newBucketSale(t, rdb)
+				ctx := stacktest.Context(t, 30*time.Second)
+				adj, err := s.cat.PlanBucketAdjustment(ctx, s.sid, s.pid, c.total, "ann", "", "test")
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				if crash != 0 {
+					var seen []transferStep
+					dying := s.executor(func(_ store.Transfer, step transferStep) error {
+						seen = append(seen, step)
+						if step == crash {
+							return errCrash
+						}
+						return nil
+					})
+					if _, err := dying.resume(ctx, s.acquire(t)); !errors.Is(err, errCrash) {
+						t.Fatalf("resume: %v, want the simulated crash", err)
+					}
+					// Every transfer stops there: resume goes on past a failed one.
+					if n := len(slices.DeleteFunc(slices.Clone(seen), func(s transferStep) bool { return s != crash })); n != len(adj.Transfers) {
+						t.Fatalf("steps %v: %d stops after step %d, want %d", seen, n, crash, len(adj.Transfers))
+					}
+				}
+				s.state(t).partial(t, "at the crash")
+
+				second := s.acquire(t)
+				n, err := s.executor(nil).resume(ctx, second)
+				if err != nil || n != len(adj.Transfers) {
+					t.Fatalf("resume: %d transfers of %d, %v", n, len(adj.Transfers), err)
+				}
+				s.state(t).adjusted(t, "after resuming", c.total, c.mysql, c.redis)
+				all, err := s.cat.Transfers(ctx, s.sid, s.pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tr := range all {
+					if tr.State != store.TransferDone {
+						t.Fatalf("journal: %+v", all)
+					}
+				}
+				if n, err := s.executor(nil).resume(ctx, second); err != nil || n != 0 {
+					t.Fatalf("resuming again: %d %v", n, err)
+				}
+				s.state(t).adjusted(t, "after resuming again", c.total, c.mysql, c.redis)
+				// A preheat or rebuild from the rows and the journal's ledger agrees.
+				for b := range saleBuckets {
+					s.lose(t, b)
+					s.load(t, b)
+				}
+				want := slices.Clone(c.mysql)
+				s.state(t).adjusted(t, "reloaded from the rows", c.total, c.mysql, want)
+			})
+		}
 	}
 }
 
@@ -156,4 +148,3 @@ func TestCutOfAnUnloadedBucket(t *testing.T) {
 	s.load(t, 1) // the row after the cut, with its ledger
 	s.state(t).adjusted(t, "after the cut", 8, []int{2, 2, 2, 2}, []int{1, 2, 2, 2})
 }
-
