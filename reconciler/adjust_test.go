@@ -3,13 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -103,6 +107,14 @@ func adjustmentResumes(t *testing.T, rdb redis.UniversalClient) {
 					t.Fatalf("resuming again: %d %v", n, err)
 				}
 				s.state(t).adjusted(t, "after resuming again", c.total, c.mysql, c.redis)
+			// Drift finds the buckets and their sent and received where the journal says.
+			job := driftJob{catalog: s.cat, gate: s.gate, returns: store.NewReturns(s.db), orders: store.NewOrders(s.db),
+				lag: grabLag{reader: caughtUp{}, group: "g", topic: event.Topic{Name: "t", Partitions: 4}}, grace: time.Hour,
+				cases: store.NewExceptions(s.db), caseRuns: 3, metrics: newDriftMetrics(prometheus.NewRegistry()),
+				log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+			if res, err := job.Run(ctx, second); err != nil || res.Summary["checked"] != saleBuckets || res.Summary["corrected"] != 0 || res.Summary["ledger_mismatch"] != 0 {
+				t.Fatalf("drift after the adjustment: %+v %v, want every bucket checked and nothing to correct", res.Summary, err)
+			}
 				// A preheat or rebuild from the rows and the journal's ledger agrees.
 				for b := range saleBuckets {
 					s.lose(t, b)
