@@ -278,6 +278,9 @@ func sessionEnd(tx *gorm.DB, sessionID int64) (time.Time, error) {
 // MySQL's left was never there and simply stays gone (drift would have removed it).
 // A transfer already past planned is returned as it is: the step is done, and repeating it
 // would move the units twice. It returns the destination row's version after the move.
+// A stock adjustment has one end Outside: a raise adds taken (its request: nothing is taken
+// in Redis) to its bucket, a cut takes min(taken, left) from its bucket and returns that
+// bucket's version.
 func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, taken int) (Transfer, int64, error) {
 	if taken < 0 {
 		return Transfer{}, 0, fmt.Errorf("move transfer %d: taken %d", id, taken)
