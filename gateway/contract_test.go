@@ -251,7 +251,7 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 		m := map[string]any{"name": "contract sale", "window_start": start.Format(time.RFC3339),
 			"window_end": start.Add(3 * time.Hour).Format(time.RFC3339), "interval": "1h", "session_length": "50m",
 			"per_user_limit": 1, "payment_timeout": "15m", "regrab_after_cancel": true,
-			"prizes": []map[string]any{{"name": "phone", "stock": 1}, {"name": "case", "stock": 5}}}
+			"prizes": []map[string]any{{"name": "phone", "stock": 1}, {"name": "case", "stock": 5}, {"name": "hot", "stock": 4, "buckets": 2}}}
 		if mutate != nil {
 			mutate(m)
 		}
@@ -270,6 +270,7 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 	s1, s2, s3 := jsonID(sessions[0].(map[string]any)["id"]), jsonID(sessions[1].(map[string]any)["id"]), jsonID(sessions[2].(map[string]any)["id"])
 	prizes := act["prizes"].([]any)
 	p1, p2 := jsonID(prizes[0].(map[string]any)["id"]), jsonID(prizes[1].(map[string]any)["id"])
+	hot := jsonID(prizes[2].(map[string]any)["id"]) // two stock buckets: its adjustments are planned (202)
 	aid := jsonID(act["id"])
 	const none = "999999999"
 
@@ -305,6 +306,10 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 			body: `{"total": 6, "reason": "one more"}`, status: 200},
 		{method: "PUT", path: "/admin/v1/sessions/" + s1 + "/prizes/" + p1 + "/stock", token: tok,
 			body: `{"total": 6, "reason": "too late"}`, status: 409, code: "session_started"},
+		{method: "PUT", path: "/admin/v1/sessions/" + s1 + "/prizes/" + hot + "/stock", token: tok,
+			body: `{"total": 6, "reason": "two more during the sale"}`, status: 202},
+		{method: "PUT", path: "/admin/v1/sessions/" + s1 + "/prizes/" + hot + "/stock", token: tok,
+			body: `{"total": 8, "reason": "the first is not applied yet"}`, status: 409, code: "conflict"},
 		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + p1 + "/stock", token: tok,
 			body: `{"total": 6}`, status: 400, code: "invalid_input", docRefuses: true},
 		{method: "PUT", path: "/admin/v1/sessions/" + s2 + "/prizes/" + none + "/stock", token: tok,
@@ -317,6 +322,8 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 		{method: "GET", path: "/admin/v1/sessions/abc/audit", token: tok, status: 400, code: "invalid_input", docRefuses: true},
 		{method: "GET", path: "/admin/v1/sessions/" + s2 + "/audit", status: 401, code: "unauthorized", docRefuses: true},
 		{method: "POST", path: "/admin/v1/sessions/" + s3 + "/close", token: tok, status: 200},
+		{method: "PUT", path: "/admin/v1/sessions/" + s3 + "/prizes/" + hot + "/stock", token: tok,
+			body: `{"total": 6, "reason": "after the close"}`, status: 409, code: "session_ended"},
 		{method: "POST", path: "/admin/v1/sessions/" + none + "/close", token: tok, status: 404, code: "not_found"},
 		{method: "POST", path: "/admin/v1/sessions/abc/close", token: tok, status: 400, code: "invalid_input", docRefuses: true},
 		{method: "POST", path: "/admin/v1/sessions/" + s3 + "/close", status: 401, code: "unauthorized", docRefuses: true},
