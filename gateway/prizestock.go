@@ -122,7 +122,7 @@ type prizePageView struct {
 	// over the loaded buckets): units in no bucket's Redis left.
 	InFlight int64 `json:"in_flight"`
 	// BucketRows lists every bucket, one for a prize without buckets.
-	BucketRows []bucketView    `json:"bucket_rows"`
+	BucketRows []bucketView   `json:"bucket_rows"`
 	Transfers  []transferView `json:"transfers"`
 }
 
