@@ -224,6 +224,7 @@
     [/^#\/exceptions(?:\?(.*))?$/, renderExceptions],
     [/^#\/exceptions\/(\d+)$/, renderException],
     [/^#\/reports$/, renderReports],
+    [/^#\/sessions\/(\d+)\/prizes\/(\d+)$/, renderPrize],
   ];
 
   function leaveView() {
@@ -280,6 +281,11 @@
     return h('dl', { class: 'facts' }, pairs.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
   }
   const badge = (text) => h('span', { class: `badge ${text}`, text });
+  // bucketsLink leads from a prize with stock buckets to its page (the bucket table); a
+  // prize without buckets shows nothing more than it always did.
+  const bucketsLink = (session, prize, n, testid) => (n > 1
+    ? [' · ', h('a', { href: `#/sessions/${session}/prizes/${prize}`, testid, text: `${n} buckets` })]
+    : null);
   const errorBox = (testid) => h('p', { class: 'error', testid, role: 'alert' });
   const noticeBox = (testid) => h('p', { class: 'notice', testid, role: 'status' });
 
@@ -360,7 +366,7 @@
       };
       cells.set(key, fig);
       return h('div', { class: 'prize', testid: `prize-${key}` },
-        h('h3', { text: `${p.name} (prize ${p.prize_id})` }),
+        h('h3', {}, `${p.name} (prize ${p.prize_id})`, bucketsLink(s.session_id, p.prize_id, p.buckets, `prize-${key}-buckets`)),
         h('dl', { class: 'figures' },
           figure('MySQL left', 'mysql-left'), figure('Redis left', 'redis-left'), figure('Sold', 'sold'),
           figure('Pending', 'pending'), figure('Admissions/s', 'rate'), figure('Lag', 'lag'), figure('Total', 'total')),
@@ -660,16 +666,116 @@
               h('td', { text: fmtTime(s.start) }),
               h('td', { text: fmtTime(s.end) }),
               h('td', { text: s.closed_at ? fmtTime(s.closed_at) : dash }),
-              h('td', {}, (s.stock || []).map((st) => h('div', {
-                text: `${names.get(st.prize_id) || 'prize ' + st.prize_id}: ${fmtNum(st.db.left)} / ${fmtNum(st.db.total)} · ` +
+              h('td', {}, (s.stock || []).map((st) => h('div', {},
+                `${names.get(st.prize_id) || 'prize ' + st.prize_id}: ${fmtNum(st.db.left)} / ${fmtNum(st.db.total)} · ` +
                   (st.redis && st.redis.loaded ? `Redis ${fmtNum(st.redis.left)} left, ${fmtNum(st.redis.pending)} pending` : 'not in Redis'),
-              }))))),
+                bucketsLink(s.id, st.prize_id, st.buckets, `stock-${s.id}-${st.prize_id}-buckets`)))))),
             { testid: 'sessions-table' })));
     }).catch((e) => {
       if (stale()) return;
       body.textContent = '';
       failed(error, e);
     });
+  }
+
+  // ---------------------------------------------------------------- A prize and its buckets
+
+  // renderPrize shows one session×prize: its stock summed over its stock buckets and, with
+  // more than one, each bucket side by side in MySQL and Redis (with what the transfers
+  // between buckets sent and received, the gateways' demand and wanted signals) and the
+  // transfers not finished yet. It refreshes every REFRESH_MS while the tab is visible. A
+  // prize without buckets gets no table: its one row would repeat the figures above.
+  function renderPrize(page, m, stale) {
+    const [sid, pid] = [m[1], m[2]];
+    const error = errorBox('prize-error');
+    const updated = h('span', { class: 'muted', testid: 'prize-updated', text: 'loading…' });
+    const body = h('div', {});
+    page.append(h('p', {}, h('a', { href: '#/live', text: '← Live' })), error, body);
+    let timer = null;
+
+    const redisText = (r) => (r && r.loaded ? `${fmtNum(r.left)} / ${fmtNum(r.total)}` : 'not loaded');
+    function view(v) {
+      const head = h('section', { class: 'card' },
+        h('div', { class: 'row spread' },
+          h('h1', { testid: 'prize-title' }, `${v.name || 'prize'} (prize ${v.prize_id}) `, badge(v.state)), updated),
+        facts([
+          ['Session', h('span', {}, `${v.session_id} · `, h('a', { href: `#/activities/${v.activity_id}`, text: v.activity_name || `activity ${v.activity_id}` }))],
+          ['Stock buckets', h('span', { testid: 'prize-buckets', text: String(v.buckets) })],
+          ['MySQL left / total', h('span', { class: 'num', testid: 'prize-mysql', text: `${fmtNum(v.db.left)} / ${fmtNum(v.db.total)}` })],
+          ['Redis left / total', h('span', { class: 'num', testid: 'prize-redis', text: redisText(v.redis) })],
+          ['Pending', h('span', { class: 'num', testid: 'prize-pending', text: fmtNum(v.redis && v.redis.pending) })],
+          ['In flight', h('span', { class: 'num', testid: 'prize-in-flight', text: fmtNum(v.in_flight) })],
+        ]));
+      if (v.buckets <= 1) {
+        return [head, h('p', { class: 'muted card', testid: 'no-buckets',
+          text: 'One stock bucket: the figures above are the prize\'s own row and Redis keys.' })];
+      }
+      const rows = (v.bucket_rows || []).map((b) => {
+        const r = b.redis || {};
+        const cell = (field, text) => h('td', { class: 'num', testid: `bucket-${b.bucket}-${field}`, text });
+        return h('tr', { testid: `bucket-row-${b.bucket}` },
+          cell('bucket', String(b.bucket)),
+          cell('mysql', `${fmtNum(b.db.left)} / ${fmtNum(b.db.total)}`),
+          cell('version', fmtNum(b.db.version)),
+          cell('redis', redisText(r)),
+          cell('sent', r.loaded ? fmtNum(r.sent) : dash),
+          cell('received', r.loaded ? fmtNum(r.received) : dash),
+          cell('pending', fmtNum(r.pending)),
+          cell('demand', fmtNum(r.demand)),
+          h('td', { testid: `bucket-${b.bucket}-wanted` }, r.wanted ? badge('wanted') : dash));
+      });
+      const transfers = v.transfers || [];
+      return [head,
+        h('section', { class: 'card' },
+          h('h2', { text: 'Buckets' }),
+          h('p', { class: 'muted', text: 'Demand: grabs the gateways counted since the rebalance loop last read it. ' +
+            'Wanted: a gateway found the bucket dry while units remained elsewhere.' }),
+          table(['Bucket', 'MySQL left / total', 'Version', 'Redis left / total', 'Sent', 'Received', 'Pending', 'Demand', 'Wanted'],
+            rows, { testid: 'buckets-table' })),
+        h('section', { class: 'card' },
+          h('h2', { text: `Unfinished transfers (${transfers.length})` }),
+          transfers.length
+            ? table(['Transfer', 'From → to', 'Requested', 'Taken', 'Moved', 'State', 'Fence'],
+              transfers.map((x) => h('tr', { testid: `transfer-${x.id}` },
+                h('td', { class: 'num', text: String(x.id) }),
+                h('td', { text: `${x.from} → ${x.to}` }),
+                h('td', { class: 'num', text: fmtNum(x.requested) }),
+                h('td', { class: 'num', text: x.state === 'planned' ? dash : fmtNum(x.taken) }),
+                h('td', { class: 'num', text: x.state === 'planned' ? dash : fmtNum(x.units) }),
+                h('td', {}, badge(x.state)),
+                h('td', { class: 'num', text: fmtNum(x.fence) }))), { testid: 'transfers-table' })
+            : h('p', { class: 'muted', testid: 'no-transfers', text: 'None: no units are moving between buckets.' }))];
+    }
+
+    async function refresh() {
+      timer = null;
+      try {
+        const v = await api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}`);
+        if (stale()) return;
+        updated.textContent = `updated ${fmtTime(new Date().toISOString())}`;
+        body.replaceChildren(...view(v));
+        error.textContent = '';
+      } catch (e) {
+        if (stale()) return;
+        failed(error, e);
+        if (e.sessionEnded) return;
+      }
+      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+    }
+    function onVisibility() {
+      if (document.hidden) {
+        clearTimeout(timer);
+        timer = null;
+      } else if (timer === null) {
+        refresh();
+      }
+    }
+    document.addEventListener('visibilitychange', onVisibility);
+    refresh();
+    return () => {
+      clearTimeout(timer);
+      document.removeEventListener('visibilitychange', onVisibility);
+    };
   }
 
   // ---------------------------------------------------------------- Exceptions
