@@ -14,41 +14,34 @@ import (
 // snapshot summed over its buckets, and each bucket with its transfer counts and the
 // gateways' signals. Reads only; nothing here writes a key.
 
-// SumSnapshots is a prize's snapshot summed over its buckets' (BucketSnapshots): loaded only
-// when every bucket is (a bucket being rebuilt may hold units MySQL has, so a partial sum
-// would read as fewer units than there are); left and total summed over the loaded buckets
-// (left -1 when none is, as Snapshots says of a prize without keys), pending and settled
-// over all; the per-user limit is the prize's, the same in every bucket, and the time to
-// live the shortest. Units taken by a transfer and not yet given are in no bucket's left or
-// total. One bucket's snapshot is returned as it is, so a prize without buckets reads
-// exactly as Snapshots reads it.
+// SumSnapshots is a prize's snapshot summed over its buckets' (BucketSnapshots). It is
+// loaded only when every bucket is, and then left, total and the time to live (the
+// shortest) are the buckets'; otherwise it reads as a prize without keys does (left -1,
+// total, limit and time to live 0): a bucket being rebuilt may hold units MySQL has, so a
+// sum over the others would read as fewer units than there are. Pending and settled are
+// summed over every bucket, loaded or not. Units taken by a transfer and not yet given are
+// in no bucket's left or total. One bucket's snapshot is returned as it is, so a prize
+// without buckets reads exactly as Snapshots reads it.
 func SumSnapshots(buckets []Snapshot) Snapshot {
 	if len(buckets) == 1 {
 		return buckets[0]
 	}
-	var sum Snapshot
-	sum.Loaded = len(buckets) > 0
-	some := false
+	sum := Snapshot{Loaded: len(buckets) > 0}
 	for i, b := range buckets {
 		if i == 0 {
 			sum.SessionID, sum.PrizeID = b.SessionID, b.PrizeID
+			sum.TTLMillis = b.TTLMillis
 		}
 		sum.Pending += b.Pending
 		sum.Settled += b.Settled
-		if !b.Loaded {
-			sum.Loaded = false
-			continue
-		}
+		sum.Loaded = sum.Loaded && b.Loaded
 		sum.Left += b.Left
 		sum.Total += b.Total
-		sum.Limit = max(sum.Limit, b.Limit)
-		if !some || b.TTLMillis < sum.TTLMillis {
-			sum.TTLMillis = b.TTLMillis
-		}
-		some = true
+		sum.Limit = max(sum.Limit, b.Limit) // the prize's per-user limit, the same in every bucket
+		sum.TTLMillis = min(sum.TTLMillis, b.TTLMillis)
 	}
-	if !some {
-		sum.Left = -1
+	if !sum.Loaded {
+		sum.Left, sum.Total, sum.Limit, sum.TTLMillis = -1, 0, 0, 0
 	}
 	return sum
 }
