@@ -169,7 +169,8 @@ secure-test: ## the secure profile (credentials and TLS on every server): refusa
 # figure the median (min-max); results.json, results.md (targets met/missed) and one chart per
 # question (strategies.png, persistence.png, latency.png, stages.png) under results/<time>/.
 # BENCH_FLAGS: -reps N, -only ceilings,gateway,strategies,persistence,sale, -binlog=false (no
-# MariaDB restarts), -quick (one small repetition: a smoke test, not a measurement).
+# MariaDB restarts), -quick (one small repetition: a smoke test, not a measurement),
+# -compare REV|shipped (baseline and candidate in every repetition: docs/performance.md).
 # PROFILE=cluster: 1 vs 2 gateways behind HAProxy and RF 3 / min ISR 2 vs RF 1, same crowd.
 bench: stack-up ## benchmarks (about 10 min; BENCH_FLAGS), results under results/<time>/
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/bench $(BENCH_FLAGS)

@@ -46,6 +46,9 @@ type bench struct {
 	// brokers as cluster-wide dynamic configs for the gateway and salecurve steps.
 	gatewayEnv  map[string]string
 	kafkaConfig map[string]string
+
+	// The baseline of -compare (compare.go); nil without it.
+	base *variant
 }
 
 // step is one question the bench answers; it runs once per repetition.
@@ -114,7 +117,12 @@ func newBench(out io.Writer, quick, binlog bool, reps int) (*bench, error) {
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048}}}, nil
 }
 
-func (b *bench) close() { os.RemoveAll(b.bin) }
+func (b *bench) close() {
+	os.RemoveAll(b.bin)
+	if b.base != nil && b.base.bin != b.bin {
+		os.RemoveAll(b.base.bin)
+	}
+}
 
 func (b *bench) logf(format string, args ...any) { fmt.Fprintf(b.out, format+"\n", args...) }
 
@@ -146,7 +154,7 @@ func (b *bench) all(ctx context.Context, rep *report) (err error) {
 	var steps []step
 	for _, s := range b.steps() {
 		if len(b.only) == 0 || b.only[s.name] {
-			steps = append(steps, s)
+			steps = append(steps, b.paired(s))
 		}
 	}
 	defer func() {
@@ -186,6 +194,7 @@ func runInterleaved(ctx context.Context, steps []step, reps int, logf func(strin
 			ms = append(ms, m...)
 		}
 		deriveRatios(got)
+		deriveBaseRatios(got) // -compare's baseline rows, if any
 		col.add(r, ms)
 		done = r
 	}

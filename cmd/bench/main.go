@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale")
 	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
 	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
+	compare := fs.String("compare", "", "a git revision, or \"shipped\": run every step that starts the deployables twice per repetition, as that baseline and as this tree (with -gateway-env/-kafka-config), and report the paired change (compare.go)")
 	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -99,6 +100,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("-kafka-config: %w", err)
 	}
 	rep.Settings = settingsNote(b.gatewayEnv, b.kafkaConfig)
+	if *compare != "" {
+		base, cand, err := splitCompare(*compare)
+		if err != nil {
+			return err
+		}
+		if base == compareShipped && len(b.gatewayEnv) == 0 && len(b.kafkaConfig) == 0 {
+			return fmt.Errorf("-compare shipped needs -gateway-env or -kafka-config: the two sides would be the same")
+		}
+		if cand != "" {
+			if err := b.useRevision(cand); err != nil {
+				return err
+			}
+		}
+		if b.base, err = buildBase(base, b.bin, b.logf); err != nil {
+			return err
+		}
+		rep.Compare = *compare
+		rep.Machine["commit"] = "bench " + rep.Machine["commit"] + ", compared " + *compare
+	}
 	started := time.Now()
 	runErr := b.all(ctx, &rep)
 	rep.DurationS = time.Since(started).Seconds()
@@ -118,6 +138,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 func write(dir string, rep report, out io.Writer) error {
 	rep.Stages = stages(rep.Rows)
+	rep.Comparisons = compareRows(rep.Rows)
 	rep.Targets = evaluate(rep.Rows)
 	charts, err := drawCharts(dir, rep)
 	if err != nil {

@@ -103,6 +103,7 @@ func (r report) markdown(charts []string) string {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, v, verdict)
 	}
 
+	b.WriteString(r.compareSection())
 	b.WriteString("\n## Results\n\n| # | scenario | throughput/s | p50 ms | p99 ms | p99.9 ms | oversold (max) | ratios | notes |\n" +
 		"|---:|---|---:|---:|---:|---:|---:|---|---|\n")
 	for i, x := range r.Rows {

@@ -64,6 +64,9 @@ type report struct {
 	// Settings tried with -gateway-env and -kafka-config (kafkatune.go); empty for a run on
 	// the shipped and stock settings.
 	Settings map[string]string `json:"settings,omitempty"`
+	// -compare's baseline (compare.go) and every figure measured on both sides.
+	Compare     string       `json:"compare,omitempty"`
+	Comparisons []comparison `json:"comparisons,omitempty"`
 }
 
 // find returns the row called key, or nil when that step did not run.
