@@ -484,11 +484,7 @@ type adjustInput struct {
 }
 
 func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
-	sid, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	pid, ok := pathID(w, r, "prize")
+	sid, pid, ok := sessionPrizePath(w, r)
 	if !ok {
 		return
 	}
@@ -545,6 +541,15 @@ func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// sessionPrizePath reads the {id} and {prize} of a /admin/v1/sessions/{id}/prizes/{prize}
+// route, answering 400 for either when it is not an id.
+func sessionPrizePath(w http.ResponseWriter, r *http.Request) (sessionID, prizeID int64, ok bool) {
+	if sessionID, ok = pathID(w, r, "id"); ok {
+		prizeID, ok = pathID(w, r, "prize")
+	}
+	return sessionID, prizeID, ok
 }
 
 // fail maps an error from the catalog, gate or preheater to a status, once, and logs what

@@ -131,11 +131,7 @@ func (p *prizePage) register(a *admin, mux *http.ServeMux) {
 }
 
 func (p *prizePage) serve(w http.ResponseWriter, r *http.Request) {
-	sid, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	pid, ok := pathID(w, r, "prize")
+	sid, pid, ok := sessionPrizePath(w, r)
 	if !ok {
 		return
 	}

@@ -85,6 +85,12 @@ func signIn(t *testing.T, b *browser, p *pipeline) {
 	}
 }
 
+// dbStock is a stock row's figures as the admin API answers them.
+type dbStock struct {
+	Total int64 `json:"total"`
+	Left  int64 `json:"left"`
+}
+
 // figures are one prize's numbers, as the page or the API shows them.
 type figures struct{ MySQLLeft, RedisLeft, Sold, Pending int64 }
 
@@ -120,12 +126,9 @@ func apiFigures(p *pipeline, session, prize int64) (fromOverview, fromSession fi
 	}
 	var sv struct {
 		Stock []struct {
-			PrizeID int64 `json:"prize_id"`
-			DB      struct {
-				Total int64 `json:"total"`
-				Left  int64 `json:"left"`
-			} `json:"db"`
-			Redis struct {
+			PrizeID int64   `json:"prize_id"`
+			DB      dbStock `json:"db"`
+			Redis   struct {
 				Left    int64 `json:"left"`
 				Pending int64 `json:"pending"`
 			} `json:"redis"`
@@ -488,18 +491,12 @@ func bucketedPrize(t *testing.T, b *browser, p *pipeline, sale activity) {
 	b.waitText(t, tid("bucket-3-wanted"), "wanted", 10*time.Second)
 
 	var page struct {
-		DB struct {
-			Total int64 `json:"total"`
-			Left  int64 `json:"left"`
-		} `json:"db"`
-		InFlight   int64 `json:"in_flight"`
+		DB         dbStock `json:"db"`
+		InFlight   int64   `json:"in_flight"`
 		BucketRows []struct {
-			Bucket int `json:"bucket"`
-			DB     struct {
-				Total int64 `json:"total"`
-				Left  int64 `json:"left"`
-			} `json:"db"`
-			Redis struct {
+			Bucket int     `json:"bucket"`
+			DB     dbStock `json:"db"`
+			Redis  struct {
 				Left   int64 `json:"left"`
 				Total  int64 `json:"total"`
 				Sent   int64 `json:"sent"`

@@ -289,6 +289,47 @@
   const errorBox = (testid) => h('p', { class: 'error', testid, role: 'alert' });
   const noticeBox = (testid) => h('p', { class: 'notice', testid, role: 'status' });
 
+  // poller runs load now and again REFRESH_MS after each run settles, while the tab is
+  // visible: a hidden tab stops it (onHidden, if given, runs then) and showing it again
+  // starts it. load renders what it fetched; a failure is shown in box, and a session that
+  // ended stops the polling (the sign-in form is up). refresh runs it at once (after an
+  // action); stop is the view's cleanup.
+  function poller(load, box, stale, onHidden) {
+    let timer = null;
+    async function refresh() {
+      clearTimeout(timer);
+      timer = null;
+      try {
+        await load();
+        if (stale()) return;
+        box.textContent = '';
+      } catch (e) {
+        if (stale()) return;
+        failed(box, e);
+        if (e.sessionEnded) return;
+      }
+      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+    }
+    function onVisibility() {
+      if (document.hidden) {
+        clearTimeout(timer);
+        timer = null;
+        if (onHidden) onHidden();
+      } else if (timer === null) {
+        refresh();
+      }
+    }
+    document.addEventListener('visibilitychange', onVisibility);
+    refresh();
+    return {
+      refresh,
+      stop: () => {
+        clearTimeout(timer);
+        document.removeEventListener('visibilitychange', onVisibility);
+      },
+    };
+  }
+
   // ---------------------------------------------------------------- Live
 
   // How many more of the day's other sessions each "Show more" lists.
@@ -311,12 +352,11 @@
     const othersTitle = h('h2', { testid: 'others-title', text: 'Other sessions today' });
     const othersList = h('div', { testid: 'others-list' });
     const othersMore = h('button', { type: 'button', testid: 'others-more', text: 'Show more',
-      on: { click: () => { othersLimit += OTHERS_PAGE; if (timer !== null) clearTimeout(timer); refresh(); } } });
+      on: { click: () => { othersLimit += OTHERS_PAGE; poll.refresh(); } } });
     const others = h('section', { class: 'card', testid: 'live-others', hidden: true }, othersTitle, othersList, othersMore);
     page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, actionError, actionNote, totals, sessions, others);
     let othersLimit = 0;
 
-    let timer = null;
     let signature = null;
     let cells = new Map(); // "sid:pid" -> {field: element}
     let prev = new Map(); // "sid:pid" -> {admitted, at}: the last refresh, for admissions/s
@@ -422,38 +462,16 @@
       updated.textContent = `updated ${fmtTime(data.generated_at)}`;
     }
 
-    async function refresh() {
-      timer = null;
-      try {
-        const data = await api('GET', othersLimit ? `/admin/v1/overview?others_limit=${othersLimit}` : '/admin/v1/overview');
-        if (stale()) return;
-        const sig = (data.sessions || []).map((s) => `${s.session_id}:${s.state}:${(s.prizes || []).map((p) => p.prize_id).join(',')}`).join('|');
-        if (sig !== signature) {
-          build(data);
-          signature = sig;
-        }
-        fill(data);
-        error.textContent = '';
-      } catch (e) {
-        if (stale()) return;
-        failed(error, e);
-        if (e.sessionEnded) return;
+    async function load() {
+      const data = await api('GET', othersLimit ? `/admin/v1/overview?others_limit=${othersLimit}` : '/admin/v1/overview');
+      if (stale()) return;
+      const sig = (data.sessions || []).map((s) => `${s.session_id}:${s.state}:${(s.prizes || []).map((p) => p.prize_id).join(',')}`).join('|');
+      if (sig !== signature) {
+        build(data);
+        signature = sig;
       }
-      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+      fill(data);
     }
-
-    // A hidden tab stops polling; the first refresh after it comes back shows no rate (a rate
-    // averaged over the hidden minutes would mislead).
-    function onVisibility() {
-      if (document.hidden) {
-        clearTimeout(timer);
-        timer = null;
-        prev = new Map();
-      } else if (timer === null) {
-        refresh();
-      }
-    }
-    document.addEventListener('visibilitychange', onVisibility);
 
     async function sessionAction(button, s, what) {
       clearErrors(actionError, actionNote);
@@ -466,8 +484,7 @@
         actionNote.textContent = what === 'preheat'
           ? `Session ${s.session_id} preheated: ${count(out && out.loaded)} loaded, ${count(out && out.kept)} already in Redis.`
           : `Session ${s.session_id} closed.`;
-        if (timer !== null) clearTimeout(timer);
-        refresh();
+        poll.refresh();
       } catch (e) {
         failed(actionError, e);
       } finally {
@@ -509,11 +526,10 @@
       return h('details', {}, h('summary', { text: 'Adjust stock' }), form);
     }
 
-    refresh();
-    return () => {
-      clearTimeout(timer);
-      document.removeEventListener('visibilitychange', onVisibility);
-    };
+    // The first refresh after a hidden tab comes back shows no rate (a rate averaged over
+    // the hidden minutes would mislead).
+    const poll = poller(load, error, stale, () => { prev = new Map(); });
+    return poll.stop;
   }
 
   // ---------------------------------------------------------------- Activities
@@ -691,7 +707,6 @@
     const updated = h('span', { class: 'muted', testid: 'prize-updated', text: 'loading…' });
     const body = h('div', {});
     page.append(h('p', {}, h('a', { href: '#/live', text: '← Live' })), error, body);
-    let timer = null;
 
     const redisText = (r) => (r && r.loaded ? `${fmtNum(r.left)} / ${fmtNum(r.total)}` : 'not loaded');
     function view(v) {
@@ -747,35 +762,12 @@
             : h('p', { class: 'muted', testid: 'no-transfers', text: 'None: no units are moving between buckets.' }))];
     }
 
-    async function refresh() {
-      timer = null;
-      try {
-        const v = await api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}`);
-        if (stale()) return;
-        updated.textContent = `updated ${fmtTime(new Date().toISOString())}`;
-        body.replaceChildren(...view(v));
-        error.textContent = '';
-      } catch (e) {
-        if (stale()) return;
-        failed(error, e);
-        if (e.sessionEnded) return;
-      }
-      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
-    }
-    function onVisibility() {
-      if (document.hidden) {
-        clearTimeout(timer);
-        timer = null;
-      } else if (timer === null) {
-        refresh();
-      }
-    }
-    document.addEventListener('visibilitychange', onVisibility);
-    refresh();
-    return () => {
-      clearTimeout(timer);
-      document.removeEventListener('visibilitychange', onVisibility);
-    };
+    return poller(async () => {
+      const v = await api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}`);
+      if (stale()) return;
+      updated.textContent = `updated ${fmtTime(new Date().toISOString())}`;
+      body.replaceChildren(...view(v));
+    }, error, stale).stop;
   }
 
   // ---------------------------------------------------------------- Exceptions
