@@ -42,6 +42,9 @@ type bench struct {
 
 	binlogOn bool // MariaDB currently runs with the binary log (persistence.go)
 
+	// cluster: the cluster profile (SECKILL_CLUSTER=1), whose steps are clusterSteps.
+	cluster bool
+
 	// Settings to try (kafkatune.go): added to the gateways' environment, and set on the
 	// brokers as cluster-wide dynamic configs for the gateway and salecurve steps.
 	gatewayEnv  map[string]string
@@ -58,6 +61,9 @@ type step struct {
 }
 
 func (b *bench) steps() []step {
+	if b.cluster {
+		return b.clusterSteps()
+	}
 	return []step{
 		{"ceilings", b.ceilings},
 		{"gateway", b.gateway},
@@ -65,7 +71,14 @@ func (b *bench) steps() []step {
 		{"strategies", b.strategies},
 		{"persistence", b.persistence},
 		{"sale", b.sale},
+		{"buckets", b.buckets},
 	}
+}
+
+// clusterSteps are the steps that run on the cluster profile with -only (without it, the
+// profile's own table, cluster.go).
+func (b *bench) clusterSteps() []step {
+	return []step{{"buckets", b.clusterBuckets}}
 }
 
 func stepNames(steps []step) []string {

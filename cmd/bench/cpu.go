@@ -77,9 +77,12 @@ func cpuPerGrab(ps []cpuProc, before, after []time.Duration, answered int) map[s
 }
 
 // cpuLine is the per-process figures for the log.
-func cpuLine(m map[string]float64) string {
+func cpuLine(m map[string]float64) string { return cpuLineOf(m, append(cpuComponents, "total")) }
+
+// cpuLineOf is cpuLine for the processes named kinds, in that order.
+func cpuLineOf(m map[string]float64, kinds []string) string {
 	var parts []string
-	for _, name := range append(cpuComponents, "total") {
+	for _, name := range kinds {
 		if v, ok := m["cpu_us_per_grab_"+name]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f", name, v))
 		}

@@ -1,11 +1,12 @@
 // Command bench measures the pipeline on the local real stack and writes results.json,
 // results.md and one chart per question (strategies.png, persistence.png, latency.png,
-// stages.png) into a results folder: the ceilings (the grab script straight at Redis, a
+// stages.png, buckets.png) into a results folder: the ceilings (the grab script straight at Redis, a
 // trivial HTTP handler, one that verifies the same JWT), the gateway (closed-loop max, then
 // latency against offered load in an open loop, with a per-stage breakdown from the
 // services' histograms), the same curve with the whole pipeline persisting every grab
 // (salecurve.go, the one the latency target is judged on), the classic strategies side by
-// side on one hot item, persistence into one hot row, and a whole sale. Every step runs once per repetition, interleaved,
+// side on one hot item, persistence into one hot row, a whole sale, and one hot prize split
+// into stock buckets (buckets.go; on the cluster profile with -only buckets). Every step runs once per repetition, interleaved,
 // and each figure is reported as the median (min–max) over repetitions; every ratio is
 // computed within one repetition. It prints numbers and judges targets in results.md; it
 // asserts nothing. `bench -serve strategies` is the strategy server it starts for itself.
@@ -49,7 +50,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "smaller runs and one repetition (a smoke test of the bench itself)")
 	reps := fs.Int("reps", 3, "repetitions, interleaved (-quick: 1)")
 	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB once per repetition)")
-	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale")
+	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale,buckets "+
+		"(cluster profile: buckets, the only step there)")
 	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
 	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
 	compare := fs.String("compare", "", "a git revision, or \"shipped\": run every step that starts the deployables twice per repetition, as that baseline and as this tree (with -gateway-env/-kafka-config), and report the paired change (compare.go)")
@@ -71,8 +73,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return write(*render, rep, out)
 	}
-	if os.Getenv("SECKILL_CLUSTER") == "1" {
+	cluster := os.Getenv("SECKILL_CLUSTER") == "1"
+	if cluster && *only == "" {
 		// The cluster profile (make bench PROFILE=cluster): its own small table (cluster.go).
+		// With -only it runs the profile's steps (clusterSteps) like any other run.
 		return clusterBench(ctx, out, *quick)
 	}
 	if *quick {
@@ -90,6 +94,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer b.close()
+	if b.cluster = cluster; cluster {
+		rep.Machine["kafka"] = "Apache Kafka 4.4.0 (KRaft, three brokers, cluster profile)"
+		rep.Machine["note"] += "; cluster profile: a six-node Redis Cluster (three primaries), three brokers, MariaDB primary and replica"
+	}
 	if b.only, err = parseOnly(*only, b.steps()); err != nil {
 		return err
 	}

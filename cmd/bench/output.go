@@ -59,7 +59,8 @@ func spr(s spread) string {
 // noteExtras are the numeric extras worth a note in the results table, in this order.
 var noteExtras = []string{"concurrency", "cpu_us_per_grab_total", "gateway_peak_rss_mb", "consumer_peak_rss_mb",
 	"reconciler_peak_rss_mb", extraPerOrder, "conflict_rate", "attempt_conflict_rate", "requests_failed_on_conflict_rate",
-	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "errors"}
+	"sold", "last_admission_to_last_order_s", "cpu_us_per_order_consumer", "cpu_us_per_order_mysql", "cpu_us_per_order_kafka", "buckets", "partitions", "bucket_start_skew_s",
+	"primaries", "busiest_bucket_share", "errors"}
 
 func (r report) markdown(charts []string) string {
 	var b strings.Builder
@@ -147,6 +148,12 @@ func (r report) markdown(charts []string) string {
 	}
 	if drawn["persistence.png"] {
 		b.WriteString("\n## Persistence into one hot row\n\n![persistence](persistence.png)\n")
+	}
+	if s := r.bucketsSection(); s != "" {
+		b.WriteString(s)
+		if drawn["buckets.png"] {
+			b.WriteString("\n![one hot prize split into stock buckets](buckets.png)\n")
+		}
 	}
 
 	b.WriteString("\n## Per-stage latency\n\n")
@@ -299,6 +306,7 @@ func drawCharts(dir string, r report) ([]string, error) {
 		{"persistence.png", persistenceChart},
 		{"latency.png", latencyChart},
 		{"stages.png", stagesChart},
+		{"buckets.png", bucketsChart},
 	} {
 		p, err := c.draw(r)
 		if err != nil {
@@ -463,16 +471,23 @@ func strategiesChart(r report) (*plot.Plot, error) {
 		}
 		vals, labels = append(vals, x.ThroughputPS), append(labels, name)
 	}
+	return rateBars("Four strategies on one hot item: same stock (2,000), crowd and HTTP front",
+		"requests answered per second (log scale; whiskers: min–max over repetitions)", vals, labels, blue), nil
+}
+
+// rateBars is one bar per label on a log scale, each median written above it as a rate;
+// nil when no bar has a positive value.
+func rateBars(title, yLabel string, vals []spread, labels []string, c color.Color) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = "Four strategies on one hot item: same stock (2,000), crowd and HTTP front"
-	p.Y.Label.Text = "requests answered per second (log scale; whiskers: min–max over repetitions)"
-	bars := &logBars{vals: vals, width: 0.6, color: blue, label: func(v float64) string { return num(v) + "/s" }}
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
+	bars := &logBars{vals: vals, width: 0.6, color: c, label: func(v float64) string { return num(v) + "/s" }}
 	p.Add(plotter.NewGrid(), bars)
 	if !logY(p, 0.3, bars) {
-		return nil, nil
+		return nil
 	}
 	p.NominalX(labels...)
-	return p, nil
+	return p
 }
 
 // persistenceChart: per MariaDB mode, batched vs one transaction per order vs the consumer.

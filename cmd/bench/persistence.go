@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // How fast do orders go into one hot stock row? The consumer's batched transaction against
@@ -133,36 +134,98 @@ func restartMariaDB(ctx context.Context, out io.Writer, binlog string) error {
 // kafkaToMySQL preloads the grab topic with one hot prize's events, then starts one
 // consumer and measures orders/s from the first order committed to the last.
 func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) {
-	n := b.n(40_000)
-	c, err := harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{n}, Limit: 1, Consumers: 0})
+	d, err := b.drainHotPrize(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
+	b.logf("  kafka → mysql (%s): %s", mode, d.line())
+	return d.s, nil
+}
+
+// drained is one drainHotPrize run: its sample and what the log says about it.
+type drained struct {
+	s          *sample
+	partitions []int // the grab partition of each bucket
+	n          int
+	secs, rate float64
+	cpu        []string
+}
+
+func (d drained) line() string {
+	return fmt.Sprintf("%d orders in %.2fs = %.0f orders/s; CPU µs/order: %s", d.n, d.secs, d.rate, strings.Join(d.cpu, ", "))
+}
+
+// drainHotPrize preloads the grab topic with the events of one hot prize of n stock buckets
+// (n = 1: a prize without buckets, as the persistence step has always measured it), then
+// starts one consumer and measures orders/s from the first order committed to the last.
+// For n > 1 the pipeline offers several candidate prizes and the one whose buckets' keys
+// land on n different grab partitions is used (bucketPlan, buckets.go): the row measures n
+// serial parts side by side, which is what buckets are for. Each bucket drains as many
+// orders as the prize without buckets: an order's created_at is its batch's start, so the
+// first-to-last span leaves out the last batch of each partition, and leaves out the same
+// share of the work for every bucket count.
+func (b *bench) drainHotPrize(ctx context.Context, buckets int) (drained, error) {
+	n := b.n(40_000) * buckets
+	opts := harness.Options{Bin: b.bin, Stocks: []int{n}, Limit: 1, Consumers: 0}
+	if buckets > 1 {
+		opts.Stocks, opts.Buckets = make([]int, partitionCandidates), make([]int, partitionCandidates)
+		for i := range opts.Stocks {
+			opts.Stocks[i], opts.Buckets[i] = n, buckets
+		}
+	}
+	c, err := harness.NewPipeline(ctx, opts)
+	if err != nil {
+		return drained{}, err
+	}
 	defer c.Close()
+	parts, err := c.Admin.Partitions(ctx, c.Topics.Grab.Name)
+	if err != nil {
+		return drained{}, err
+	}
+	prizeIDs := make([]int64, len(c.Prizes))
+	for i, p := range c.Prizes {
+		prizeIDs[i] = p.ID
+	}
+	prize, onPartition, err := bucketPlan(c.Session.ID, prizeIDs, buckets, parts)
+	if err != nil {
+		return drained{}, err
+	}
+	if buckets > 1 {
+		b.logf("  %d buckets of prize %d on grab partitions %v (of %d)", buckets, prize, onPartition, parts)
+	}
+	users, err := assignUsers(store.Split(n, buckets))
+	if err != nil {
+		return drained{}, err
+	}
 	w, err := event.NewWriter(c.Brokers, c.Topics.Grab.Name)
 	if err != nil {
-		return nil, err
+		return drained{}, err
 	}
 	w.BatchSize = 5000
 	now := time.Now().UTC()
+	// The last event of each bucket: one partition per bucket, consumed in order, so when
+	// its order exists every earlier order of the bucket does too.
+	last := make([]string, buckets)
 	for i := 0; i < n; i += 5000 {
 		msgs := make([]kafka.Message, 0, 5000)
 		for j := i; j < min(i+5000, n); j++ {
-			m, err := event.EncodeGrab(seckill.Grab{RequestID: seckill.RequestID(c.Session.ID, c.Prizes[0].ID, fmt.Sprintf("pre-%08d", j)),
-				UserID: "u" + strconv.Itoa(j), SessionID: c.Session.ID, PrizeID: c.Prizes[0].ID, AdmittedAt: now})
+			g := seckill.Grab{RequestID: seckill.RequestID(c.Session.ID, prize, fmt.Sprintf("pre-%08d", j)),
+				UserID: users[j].user, SessionID: c.Session.ID, PrizeID: prize, Bucket: users[j].bucket, AdmittedAt: now}
+			m, err := event.EncodeGrab(g)
 			if err != nil {
 				w.Close()
-				return nil, err
+				return drained{}, err
 			}
 			msgs = append(msgs, m)
+			last[g.Bucket] = g.RequestID
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			w.Close()
-			return nil, err
+			return drained{}, err
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, err
+		return drained{}, err
 	}
 	// CPU per order per process (the cost model in docs/performance.md): the consumer, the
 	// MySQL server and the Kafka broker, from the consumer's start to its last order. The
@@ -172,7 +235,7 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 		servers = append(servers, p)
 	}
 	if p, ok, err := b.mariadbProc(c.DSN); err != nil {
-		return nil, err
+		return drained{}, err
 	} else if ok {
 		servers = append(servers, p)
 	}
@@ -181,58 +244,68 @@ func (b *bench) kafkaToMySQL(ctx context.Context, mode string) (*sample, error) 
 		"SECKILL_MYSQL_DSN": c.DSN, "SECKILL_TOPIC_PREFIX": c.Env["SECKILL_TOPIC_PREFIX"], "SECKILL_CONSUMER_GROUP": c.Env["SECKILL_CONSUMER_GROUP"],
 		"SECKILL_CONSUMER_ADDR": "127.0.0.1:0", "SECKILL_LOG_LEVEL": "warn"}) // the shipped batch size and wait
 	if err != nil {
-		return nil, err
+		return drained{}, err
 	}
 	defer p.Kill()
 	procs := append([]cpuProc{{"consumer", []int{p.Pid()}}}, servers...)
 	cpuBefore, err := cpuTimes(procs)
 	if err != nil {
-		return nil, err
+		return drained{}, err
 	}
-	// Done when the last event's order exists: one partition, consumed in order, so every
-	// earlier order exists too. A unique-key lookup, not a COUNT(*) that scans an index of
-	// tens of thousands of rows every 100 ms while the consumer writes it (that poll cost
-	// the measured rate about 10 %); the count runs once, at the end, to check.
-	last := seckill.RequestID(c.Session.ID, c.Prizes[0].ID, fmt.Sprintf("pre-%08d", n-1))
+	// Done when every bucket's last event's order exists. Unique-key lookups, not a
+	// COUNT(*) that scans an index of tens of thousands of rows every 100 ms while the
+	// consumer writes it (that poll cost the measured rate about 10 %); the count runs
+	// once, at the end, to check.
 	for {
 		if time.Since(start) > 3*time.Minute || p.Exited() {
-			return nil, fmt.Errorf("consumer did not persist %s within 3 minutes:\n%s", last, p.Output())
+			return drained{}, fmt.Errorf("consumer did not persist %v within 3 minutes:\n%s", last, p.Output())
 		}
 		if err := pause(ctx, 100*time.Millisecond); err != nil {
-			return nil, err
+			return drained{}, err
 		}
 		var found int64
-		if err := c.DB.Raw("SELECT COUNT(*) FROM orders WHERE request_id = ?", last).Scan(&found).Error; err != nil {
-			return nil, fmt.Errorf("look up the last order: %w", err)
+		if err := c.DB.Raw("SELECT COUNT(*) FROM orders WHERE request_id IN ?", last).Scan(&found).Error; err != nil {
+			return drained{}, fmt.Errorf("look up the last orders: %w", err)
 		}
-		if found == 1 {
+		if found == int64(buckets) {
 			break
 		}
 	}
 	cpuAfter, err := cpuTimes(procs)
 	if err != nil {
-		return nil, err
+		return drained{}, err
 	}
 	var done int64
 	if err := c.DB.Raw("SELECT COUNT(*) FROM orders").Scan(&done).Error; err != nil {
-		return nil, fmt.Errorf("count persisted orders: %w", err)
+		return drained{}, fmt.Errorf("count persisted orders: %w", err)
 	}
 	if done != int64(n) {
-		return nil, fmt.Errorf("the last order is there but %d of %d orders are", done, n)
+		return drained{}, fmt.Errorf("the last orders are there but %d of %d orders are", done, n)
+	}
+	var skew float64
+	if buckets > 1 {
+		if err := checkBucketOrders(c, store.Split(n, buckets)); err != nil {
+			return drained{}, err
+		}
+		if skew, err = bucketStartSkew(c); err != nil {
+			return drained{}, err
+		}
 	}
 	var span struct{ First, Last time.Time }
 	if err := c.DB.Raw("SELECT MIN(created_at) AS first, MAX(created_at) AS last FROM orders").Scan(&span).Error; err != nil {
-		return nil, fmt.Errorf("read the persistence span: %w", err)
+		return drained{}, fmt.Errorf("read the persistence span: %w", err)
 	}
 	secs := span.Last.Sub(span.First).Seconds()
-	rate := float64(n) / max(secs, 0.001)
+	d := drained{partitions: onPartition, n: n, secs: secs, rate: float64(n) / max(secs, 0.001)}
 	extra := map[string]any{"orders": n, "seconds": secs}
-	var cpu []string
+	if buckets > 1 {
+		extra["bucket_start_skew_s"] = skew
+	}
 	for i, pr := range procs {
 		us := float64((cpuAfter[i] - cpuBefore[i]).Microseconds()) / float64(n)
 		extra["cpu_us_per_order_"+pr.name] = us
-		cpu = append(cpu, fmt.Sprintf("%s %.1f", pr.name, us))
+		d.cpu = append(d.cpu, fmt.Sprintf("%s %.1f", pr.name, us))
 	}
-	b.logf("  kafka → mysql (%s): %d orders in %.2fs = %.0f orders/s; CPU µs/order: %s", mode, n, secs, rate, strings.Join(cpu, ", "))
-	return &sample{ThroughputPS: rate, Extra: extra}, nil
+	d.s = &sample{ThroughputPS: d.rate, Extra: extra}
+	return d, nil
 }

@@ -240,6 +240,10 @@ func ratioDefs() []ratioDef {
 		{keyPipeline, "pipeline_over_db_optimistic", figure{row: keyPipeline}, figure{row: keyOptimistic}},
 		{keyPipeline, "pipeline_over_db_pessimistic", figure{row: keyPipeline}, figure{row: keyPessimistic}},
 	}
+	for _, n := range bucketCounts[1:] {
+		defs = append(defs, ratioDef{keyBucketsKafkaMySQL(n), "over_one_bucket", figure{row: keyBucketsKafkaMySQL(n)}, figure{row: keyBucketsKafkaMySQL(1)}})
+	}
+	defs = append(defs, ratioDef{keyBucketsGateway(clusterSpread), "over_one_bucket", figure{row: keyBucketsGateway(clusterSpread)}, figure{row: keyBucketsGateway(1)}})
 	for _, m := range []string{modeConfigured, modeBinlog} {
 		defs = append(defs,
 			ratioDef{keyHotRow(m), "batched_over_one_tx_per_order", figure{row: keyHotRow(m)}, figure{keyHotRow(m), extraPerOrder}},
@@ -295,6 +299,13 @@ func targetDefs() []target {
 			target{Name: "Kafka → MySQL, one hot prize ≥ 20,000 orders/s (" + m + ")", Row: keyKafkaMySQL(m), Figure: "throughput_per_s", Op: ">=", Threshold: 20_000, Unit: "orders/s"},
 			target{Name: "Kafka → MySQL, one hot prize ≥ 20× one transaction per order (" + m + ")", Row: keyKafkaMySQL(m), Figure: "ratio:kafka_mysql_over_one_tx_per_order", Op: ">=", Threshold: 20, Unit: "×"})
 	}
+	// Stock buckets (buckets.go): reported, no target yet.
+	for _, n := range bucketCounts[1:] {
+		ts = append(ts, target{Name: fmt.Sprintf("Kafka → MySQL, one hot prize in %d buckets over 1 bucket (no target)", n),
+			Row: keyBucketsKafkaMySQL(n), Figure: "ratio:over_one_bucket", Unit: "×"})
+	}
+	ts = append(ts, target{Name: fmt.Sprintf("cluster: gateway admissions, one hot prize in %d buckets on %d primaries over 1 bucket (no target)", clusterSpread, clusterSpread),
+		Row: keyBucketsGateway(clusterSpread), Figure: "ratio:over_one_bucket", Unit: "×"})
 	return append(ts,
 		target{Name: "gateway peak RSS < 150 MB at max rate", Row: keyGatewayMax, Figure: "extra:gateway_peak_rss_mb", Op: "<", Threshold: 150, Unit: "MB"},
 		target{Name: "consumer peak RSS during the whole sale (largest consumer; no target)", Row: keySale, Figure: "extra:consumer_peak_rss_mb", Unit: "MB"},

@@ -32,6 +32,7 @@ import (
 type Options struct {
 	Bin        string // folder with the built deployables (Build)
 	Stocks     []int  // stock per prize
+	Buckets    []int  // stock buckets per prize, in the order of Stocks (absent or 0: one)
 	Limit      int    // per-user limit
 	Consumers  int    // consumer processes
 	GatewayEnv map[string]string
@@ -185,7 +186,11 @@ func (c *Pipeline) setup(ctx context.Context) error {
 		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit,
 		PaymentTimeout: c.opts.PaymentTimeout, RegrabAfterCancel: c.opts.RegrabAfterCancel}
 	for i, s := range c.opts.Stocks {
-		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s})
+		p := seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s}
+		if i < len(c.opts.Buckets) {
+			p.Buckets = c.opts.Buckets[i]
+		}
+		act.Prizes = append(act.Prizes, p)
 	}
 	cat := store.NewCatalog(c.DB, time.Now)
 	created, err := cat.CreateActivity(ctx, act)
@@ -406,11 +411,18 @@ func (c *Pipeline) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if c.Redis != nil {
-		// Every prize's keys share one hash slot ({session:prize}), so each DEL reaches the
-		// one primary that holds them, on a Redis Cluster too.
-		for _, p := range c.Prizes {
-			k := stock.KeysFor(c.Session.ID, p.ID)
-			c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned)
+		for i, p := range c.Prizes {
+			// Each bucket's keys share its own slot ({session:prize} for bucket 0,
+			// {session:prize:b} above), so each DEL reaches the one primary that holds them, on a
+			// Redis Cluster too.
+			n := 1
+			if i < len(c.opts.Buckets) {
+				n = max(n, c.opts.Buckets[i])
+			}
+			for b := range n {
+				k := stock.BucketKeysFor(c.Session.ID, p.ID, b)
+				c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted())
+			}
 		}
 		_ = c.Redis.Close()
 	}
