@@ -26,6 +26,8 @@ type adminCatalog interface {
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 	bucketedCatalog
+	PrizeStock(ctx context.Context, sessionID, prizeID int64) (store.PrizeStock, error)
+	PlanBucketAdjustment(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string) (store.BucketAdjustment, error)
 	CloseSession(ctx context.Context, id int64, actor, remote string) (seckill.Session, error)
 	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
 }
@@ -504,6 +506,13 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 		badInput(w, verr)
 		return
 	}
+	// A prize with stock buckets is adjusted through the transfers journal (its N never
+	// changes, so reading it first is safe; the plan checks it again under the row lock).
+	// Any error here (no such prize) is left to the path below, which answers it as always.
+	if ps, err := a.catalog.PrizeStock(r.Context(), sid, pid); err == nil && ps.Buckets > 1 {
+		a.adjustBuckets(w, r, sid, pid, int(*in.Total), strings.Trim(in.Reason, blankSet))
+		return
+	}
 	// MySQL and a preheated key change together, or neither does (grabs already admitted in
 	// Redis: 409). An absent key gets the new total from MySQL at preheat.
 	adj, err := a.preheater.Adjust(r.Context(), sid, pid, int(*in.Total), actor(r), remoteAddr(r), strings.Trim(in.Reason, blankSet))
@@ -516,6 +525,37 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 		"before", adj.Before.Total, "after", adj.After.Total, "redis_loaded", adj.RedisUpdated)
 	jsonapi.Write(w, http.StatusOK, map[string]any{
 		"session_id": sid, "prize_id": pid, "before": adj.Before.Total, "after": adj.After.Total, "redis_updated": adj.RedisUpdated})
+}
+
+// adjustBuckets plans the adjustment of a prize with stock buckets: transfers from or to
+// outside the prize in the journal, which the reconciler holding the lease runs (only it can
+// fence their steps), so the answer is 202 with the plan; the prize's total shows the new
+// value once they ran (docs/buckets.md, "Stock adjustment").
+func (a *admin) adjustBuckets(w http.ResponseWriter, r *http.Request, sid, pid int64, total int, reason string) {
+	adj, err := a.catalog.PlanBucketAdjustment(r.Context(), sid, pid, total, actor(r), remoteAddr(r), reason)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.onChange()
+	type planned struct {
+		ID     int64 `json:"id"`
+		Bucket int   `json:"bucket"`
+		Units  int   `json:"units"` // added to the bucket (> 0) or taken from it (< 0)
+	}
+	transfers := make([]planned, 0, len(adj.Transfers))
+	for _, t := range adj.Transfers {
+		p := planned{ID: t.ID, Bucket: t.To, Units: t.Requested}
+		if t.To == store.Outside {
+			p.Bucket, p.Units = t.From, -t.Requested
+		}
+		transfers = append(transfers, p)
+	}
+	a.log.Info("stock adjustment planned", "session_id", sid, "prize_id", pid, "actor", actor(r),
+		"before", adj.Before.Total, "after", adj.Total, "transfers", len(transfers))
+	jsonapi.Write(w, http.StatusAccepted, map[string]any{
+		"session_id": sid, "prize_id": pid, "before": adj.Before.Total, "after": adj.Total, "buckets": adj.Before.Buckets,
+		"state": "planned", "transfers": transfers})
 }
 
 func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
@@ -563,6 +603,8 @@ func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 		jsonapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrStarted), errors.Is(err, preheat.ErrStarted):
 		jsonapi.WriteError(w, http.StatusConflict, "session_started", err.Error())
+	case errors.Is(err, store.ErrEnded):
+		jsonapi.WriteError(w, http.StatusConflict, "session_ended", err.Error())
 	case errors.Is(err, store.ErrBucketed):
 		jsonapi.WriteError(w, http.StatusConflict, "bucketed", err.Error())
 	case errors.Is(err, seckill.ErrConflict), errors.Is(err, stock.ErrAdmitted), errors.Is(err, stock.ErrNewerRevision):

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -147,11 +150,16 @@ func TestAdminBucketsValidation(t *testing.T) {
 	}
 }
 
-// A bucketed prize's stock cannot be adjusted yet (it needs the transfers journal's
-// "outside" bucket): a clear 409 that changes nothing; a prize without buckets still can.
-func TestAdminAdjustRefusesBucketedPrize(t *testing.T) {
+// A prize with stock buckets is adjusted through the transfers journal: the API answers 202
+// with the plan (levelling transfers from or to outside the prize, one audit row) and the
+// prize's total changes once the reconciler ran them. Add, then remove on a 4-bucket prize:
+// the sums come out right; a total below what is sold, a second adjustment while one is
+// being applied and an adjustment after the end are refused with 409, changing nothing; a
+// prize without buckets is adjusted as before.
+func TestAdminAdjustsBucketedPrize(t *testing.T) {
 	e := newAdminEnvWith(t, bucketSettings{max: 16})
-	code, act := e.do(t, "POST", "/admin/v1/activities", adminToken, activityJSON(e.now.Add(time.Hour), func(m map[string]any) {
+	start := e.now.Add(time.Hour)
+	code, act := e.do(t, "POST", "/admin/v1/activities", adminToken, activityJSON(start, func(m map[string]any) {
 		m["prizes"] = []map[string]any{{"name": "hot", "stock": 40, "buckets": 4}, {"name": "plain", "stock": 5}}
 	}))
 	if code != http.StatusCreated {
@@ -161,21 +169,127 @@ func TestAdminAdjustRefusesBucketedPrize(t *testing.T) {
 	prizes := act["prizes"].([]any)
 	hot, plain := int64(prizes[0].(map[string]any)["id"].(float64)), int64(prizes[1].(map[string]any)["id"].(float64))
 	path := "/admin/v1/sessions/" + itoa(sid) + "/prizes/"
-	code, out := e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 80, "reason": "more"}`)
-	if code != http.StatusConflict || out["error"] != "bucketed" {
-		t.Fatalf("adjust of a bucketed prize: %d %v, want 409 bucketed", code, out)
+	ctx := stacktest.Context(t, 30*time.Second)
+	cat := store.NewCatalog(e.db, func() time.Time { return e.now })
+	prize := func() (store.PrizeStock, []int) {
+		t.Helper()
+		ps, err := cat.PrizeStock(ctx, sid, hot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := cat.Buckets(ctx, sid, hot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lefts := make([]int, len(bs))
+		for i, b := range bs {
+			lefts[i] = b.Left
+		}
+		return ps, lefts
 	}
-	ps, err := store.NewCatalog(e.db, func() time.Time { return e.now }).PrizeStock(context.Background(), sid, hot)
-	if err != nil {
-		t.Fatal(err)
+	// planned reads a 202's plan as units per bucket (+ added, - taken).
+	planned := func(out map[string]any) []int {
+		t.Helper()
+		units := make([]int, 4)
+		for _, x := range out["transfers"].([]any) {
+			tr := x.(map[string]any)
+			units[int(tr["bucket"].(float64))] += int(tr["units"].(float64))
+		}
+		return units
 	}
-	if ps.Total != 40 || ps.Left != 40 || ps.Buckets != 4 {
-		t.Fatalf("after a refused adjustment: %+v", ps)
+	// The reconciler's part, as its executor runs it for buckets not preheated (no Redis
+	// key: the take finds nothing and the give records only the revision; the reconciler's
+	// TestAdjustmentResumesAfterEveryStep runs the whole executor on loaded buckets).
+	l := lease.New(e.db, "t-adjust-"+stacktest.ID(t), time.Minute)
+	h, ok, err := l.TryAcquire(ctx)
+	if err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
 	}
-	if n := e.rows(t, "audit_log"); n != 0 {
-		t.Fatalf("%d audit rows after a refused adjustment", n)
+	apply := func() {
+		t.Helper()
+		open, err := cat.UnfinishedTransfers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range open {
+			if _, _, err := cat.MoveTransfer(ctx, h.Fence, tr.ID, tr.Requested); err != nil {
+				t.Fatal(err)
+			}
+			if err := cat.FinishTransfer(ctx, h.Fence, tr.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	if code, out := e.do(t, "PUT", path+itoa(plain)+"/stock", adminToken, `{"total": 8, "reason": "more"}`); code != http.StatusOK {
-		t.Fatalf("adjust of a prize without buckets: %d %v", code, out)
+
+	// Add 6 to 40 units in buckets of 10.
+	code, out := e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 46, "reason": "more"}`)
+	if code != http.StatusAccepted || out["state"] != "planned" || out["before"] != float64(40) || out["after"] != float64(46) || out["buckets"] != float64(4) {
+		t.Fatalf("raise: %d %v, want 202 planned 40 -> 46", code, out)
+	}
+	if got := planned(out); !slices.Equal(got, []int{2, 2, 1, 1}) {
+		t.Fatalf("raise planned %v, want [2 2 1 1]", got)
+	}
+	if ps, _ := prize(); ps.Total != 40 || e.rows(t, "audit_log") != 1 {
+		t.Fatalf("before the reconciler ran it: %+v, %d audit rows; want 40 and one row", ps, e.rows(t, "audit_log"))
+	}
+	code, out = e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 50, "reason": "again"}`)
+	if code != http.StatusConflict || out["error"] != "conflict" || e.rows(t, "bucket_transfers") != 4 || e.rows(t, "audit_log") != 1 {
+		t.Fatalf("a second adjustment while the first is applied: %d %v, want 409 and nothing new", code, out)
+	}
+	apply()
+	if ps, lefts := prize(); ps.Total != 46 || ps.Left != 46 || !slices.Equal(lefts, []int{12, 12, 11, 11}) {
+		t.Fatalf("after the raise: %+v %v", ps, lefts)
+	}
+	_, sess := e.do(t, "GET", "/admin/v1/sessions/"+itoa(sid), adminToken, "")
+	for _, st := range sess["stock"].([]any) {
+		sm := st.(map[string]any)
+		if int64(sm["prize_id"].(float64)) == hot && sm["db"].(map[string]any)["total"] != float64(46) {
+			t.Errorf("the session view after the raise: %v, want total 46", sm)
+		}
+	}
+
+	// The session opens and sells 20: bucket 0 sells out, bucket 1 sells 8.
+	e.now = start.Add(time.Minute)
+	for _, q := range []string{
+		"UPDATE session_stocks SET left_stock = 0 WHERE session_id = ? AND prize_id = ?",
+		"UPDATE stock_buckets SET left_stock = 4 WHERE session_id = ? AND prize_id = ? AND bucket = 1",
+	} {
+		if err := e.db.Exec(q, sid, hot).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	journal, audits := e.rows(t, "bucket_transfers"), e.rows(t, "audit_log")
+	code, out = e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 19, "reason": "below sold"}`)
+	if code != http.StatusConflict || out["error"] != "conflict" {
+		t.Fatalf("a cut below the 20 sold: %d %v, want 409", code, out)
+	}
+	if ps, lefts := prize(); ps.Total != 46 || ps.Left != 26 || !slices.Equal(lefts, []int{0, 4, 11, 11}) ||
+		e.rows(t, "bucket_transfers") != journal || e.rows(t, "audit_log") != audits {
+		t.Fatalf("a refused cut changed something: %+v %v", ps, lefts)
+	}
+
+	// Remove 16: from the buckets with most left.
+	code, out = e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 30, "reason": "fewer"}`)
+	if code != http.StatusAccepted || out["before"] != float64(46) || out["after"] != float64(30) {
+		t.Fatalf("cut: %d %v, want 202 46 -> 30", code, out)
+	}
+	if got := planned(out); !slices.Equal(got, []int{0, -1, -8, -7}) {
+		t.Fatalf("cut planned %v, want [0 -1 -8 -7]", got)
+	}
+	apply()
+	if ps, lefts := prize(); ps.Total != 30 || ps.Left != 10 || !slices.Equal(lefts, []int{0, 3, 3, 4}) {
+		t.Fatalf("after the cut: %+v %v, want total 30, left 10 in [0 3 3 4]", ps, lefts)
+	}
+	if code, out := e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 30, "reason": "same"}`); code != http.StatusAccepted || len(out["transfers"].([]any)) != 0 {
+		t.Fatalf("no change: %d %v, want 202 with no transfer", code, out)
+	}
+
+	// A prize without buckets: as before (its session has started: refused as always).
+	if code, out := e.do(t, "PUT", path+itoa(plain)+"/stock", adminToken, `{"total": 8, "reason": "more"}`); code != http.StatusConflict || out["error"] != "session_started" {
+		t.Fatalf("adjust of a started prize without buckets: %d %v, want 409 session_started", code, out)
+	}
+	e.now = start.Add(time.Hour)
+	if code, out := e.do(t, "PUT", path+itoa(hot)+"/stock", adminToken, `{"total": 40, "reason": "late"}`); code != http.StatusConflict || out["error"] != "session_ended" {
+		t.Fatalf("after the end: %d %v, want 409 session_ended", code, out)
 	}
 }

@@ -200,3 +200,33 @@ func TestAdmissionCallsCountOnceInDoubt(t *testing.T) {
 		t.Fatalf("%d counted, %d calls tracked after everything ended, want 0 and 0", n, len(held.admitting))
 	}
 }
+
+// The grabs of a prize's stock buckets (keyed session:prize:b, docs/buckets.md) are reported
+// under their prize, added to bucket 0's: the reconciler's rebuild guard asks per prize
+// (store.Unpublished.Quiet), and a bucket's grab left out of the report would let a lost
+// bucket be rebuilt while the only record of an admitted grab is in this gateway's relay.
+func TestUnpublishedCountsBucketsUnderTheirPrize(t *testing.T) {
+	held := newUnpublished()
+	held.now = func() time.Time { return time.Unix(1_000_000, 0) }
+	held.hold(event.PartitionKey(7, 9))
+	held.hold(event.BucketPartitionKey(7, 9, 2))
+	held.hold(event.BucketPartitionKey(7, 9, 3))
+	tk := held.admit(event.BucketPartitionKey(7, 9, 1))
+	held.now = func() time.Time { return time.Unix(1_000_000, 0).Add(store.AdmissionInDoubt) }
+	held.hold(event.BucketPartitionKey(7, 10, 1)) // another prize, bucket 0 never held
+	if n := heldOf(held, 7, 9); n != 4 {
+		t.Fatalf("prize 9: %d counted, want 4 (bucket 0, buckets 2 and 3, and bucket 1's call in doubt)", n)
+	}
+	if n := heldOf(held, 7, 10); n != 1 {
+		t.Fatalf("prize 10: %d counted, want its bucket 1's grab", n)
+	}
+	if got := len(held.counts()); got != 2 {
+		t.Fatalf("%d report rows, want one per prize: %+v", got, held.counts())
+	}
+	held.admitted(tk, false)
+	held.release(event.BucketPartitionKey(7, 9, 2))
+	held.release(event.BucketPartitionKey(7, 9, 3))
+	if n := heldOf(held, 7, 9); n != 1 {
+		t.Fatalf("prize 9 after the buckets' releases: %d counted, want bucket 0's 1", n)
+	}
+}

@@ -15,11 +15,12 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// unpublished counts, per session×prize (by the grab event's key "session:prize"), the
-// admitted grabs this gateway holds whose events Kafka has not acknowledged yet: a produce
-// in flight, or an event queued in the relay. After Redis loses a prize's keys these grabs
-// exist only here, so the reconciler must not rebuild the prize while any gateway holds one
-// (see the reporter and migration 0006). A nil *unpublished counts nothing.
+// unpublished counts, per session×prize (by the grab event's key "session:prize", or
+// "session:prize:b" for stock bucket b ≥ 1), the admitted grabs this gateway holds whose
+// events Kafka has not acknowledged yet: a produce in flight, or an event queued in the
+// relay. After Redis loses a prize's keys these grabs exist only here, so the reconciler
+// must not rebuild the prize while any gateway holds one (see the reporter and migration
+// 0006). A nil *unpublished counts nothing.
 //
 // An admission call in flight may hold one too: the script may have admitted the grab before
 // the keys were lost, its reply still on the way. Such a call started before the reconciler
@@ -110,15 +111,26 @@ func (u *unpublished) counts() []store.PrizeCount {
 			all[a.key]++
 		}
 	}
-	out := make([]store.PrizeCount, 0, len(all))
+	// One row per prize: a stock bucket's grabs (key "session:prize:b") count under their
+	// prize, which is what the reconciler's rebuild guard asks about (Quiet), whichever of
+	// the prize's buckets lost its keys.
+	byPrize := make(map[[2]int64]int, len(all))
 	for k, n := range all {
 		s, p, ok := strings.Cut(k, ":")
+		p, b, bucketed := strings.Cut(p, ":")
 		sid, err1 := strconv.ParseInt(s, 10, 64)
 		pid, err2 := strconv.ParseInt(p, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			continue // keys come from event.PartitionKey; anything else is not a grab
+		if _, err := strconv.Atoi(b); bucketed && err != nil {
+			continue
 		}
-		out = append(out, store.PrizeCount{SessionID: sid, PrizeID: pid, Pending: n})
+		if !ok || err1 != nil || err2 != nil {
+			continue // keys come from event.BucketPartitionKey; anything else is not a grab
+		}
+		byPrize[[2]int64{sid, pid}] += n
+	}
+	out := make([]store.PrizeCount, 0, len(byPrize))
+	for k, n := range byPrize {
+		out = append(out, store.PrizeCount{SessionID: k[0], PrizeID: k[1], Pending: n})
 	}
 	return out
 }

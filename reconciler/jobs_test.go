@@ -44,7 +44,12 @@ type recEnv struct {
 
 func newRecEnv(t *testing.T, dbStock, limit int) *recEnv {
 	t.Helper()
-	op := stacktest.NewOpenPrize(t, dbStock, dbStock, limit)
+	return recEnvOf(t, stacktest.NewOpenPrize(t, dbStock, dbStock, limit))
+}
+
+// recEnvOf is newRecEnv around a session×prize already made (say a prize with stock buckets).
+func recEnvOf(t *testing.T, op *stacktest.OpenPrize) *recEnv {
+	t.Helper()
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 3*time.Minute)
 	id := stacktest.ID(t)

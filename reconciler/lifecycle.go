@@ -27,6 +27,8 @@ type lifecycleGate interface {
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
 	RemoveBucket(ctx context.Context, sessionID, prizeID int64, b int, fence int64) error
 	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
+	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
+	KeepBucket(ctx context.Context, sessionID, prizeID int64, b int, expireAt time.Time, fence int64) (bool, error)
 }
 
 type orderCounter interface {
@@ -184,30 +186,66 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 	if err != nil || len(stocks) == 0 {
 		return err
 	}
-	pairs := make([]seckill.SessionPrize, len(stocks))
-	for i, st := range stocks {
-		pairs[i] = st.SessionPrize()
-	}
-	snaps, err := j.gate.Snapshots(ctx, pairs)
-	if err != nil {
-		return err
-	}
-	for _, sn := range snaps {
-		if !sn.Loaded || sn.Pending == 0 || sn.TTLMillis >= j.grace.Milliseconds() {
+	// Prizes without buckets in one pipelined read, as before buckets existed; each prize
+	// with buckets in one read of all its buckets, since a reservation pending in any bucket
+	// lives in that bucket's keys and must outlive their expiry there.
+	var pairs []seckill.SessionPrize
+	var bucketed []seckill.Stock
+	for _, st := range stocks {
+		if st.Buckets > 1 {
+			bucketed = append(bucketed, st)
 			continue
 		}
-		if err := fence.Check(ctx); err != nil {
+		pairs = append(pairs, st.SessionPrize())
+	}
+	var snaps []stock.Snapshot
+	if len(pairs) > 0 {
+		if snaps, err = j.gate.Snapshots(ctx, pairs); err != nil {
 			return err
 		}
-		kept, err := j.gate.Keep(ctx, sn.SessionID, sn.PrizeID, now.Add(j.grace), fence.Number)
+	}
+	for _, sn := range snaps {
+		if err := j.keepOne(ctx, fence, now, sn, 0, false, sum); err != nil {
+			return err
+		}
+	}
+	for _, st := range bucketed {
+		snaps, err := j.gate.BucketSnapshots(ctx, st.SessionPrize(), st.Buckets)
 		if err != nil {
 			return err
 		}
-		if kept {
-			sum["keys_extended_pending"]++
-			j.log.Info("keys kept for pending reservations", "session_id", sn.SessionID, "prize_id", sn.PrizeID,
-				"pending", sn.Pending, "until", now.Add(j.grace))
+		for b, sn := range snaps {
+			if err := j.keepOne(ctx, fence, now, sn, b, true, sum); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// keepOne keeps one prize's keys (or, bucketed, bucket b's) when they hold pending
+// reservations and would expire within grace.
+func (j lifecycleJob) keepOne(ctx context.Context, fence lease.Fence, now time.Time, sn stock.Snapshot, b int, bucketed bool, sum map[string]int64) error {
+	if !sn.Loaded || sn.Pending == 0 || sn.TTLMillis >= j.grace.Milliseconds() {
+		return nil
+	}
+	if err := fence.Check(ctx); err != nil {
+		return err
+	}
+	var kept bool
+	var err error
+	if bucketed {
+		kept, err = j.gate.KeepBucket(ctx, sn.SessionID, sn.PrizeID, b, now.Add(j.grace), fence.Number)
+	} else {
+		kept, err = j.gate.Keep(ctx, sn.SessionID, sn.PrizeID, now.Add(j.grace), fence.Number)
+	}
+	if err != nil {
+		return err
+	}
+	if kept {
+		sum["keys_extended_pending"]++
+		j.log.Info("keys kept for pending reservations", "session_id", sn.SessionID, "prize_id", sn.PrizeID, "bucket", b,
+			"pending", sn.Pending, "until", now.Add(j.grace))
 	}
 	return nil
 }

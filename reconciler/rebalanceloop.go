@@ -107,8 +107,8 @@ type bucketedLister interface {
 // ahead starts and stops being rebalanced on time. What changes in MySQL between two
 // refreshes (an activity created to start within the period, a session closed early) is
 // seen at the next: a newly opened bucketed prize waits at most one period. Its total, the
-// only figure a round uses, does not change while it is open (transfers keep the sum and a
-// bucketed prize's stock cannot be adjusted).
+// only figure a round uses (for the low-water mark, 2 % of the stock per bucket), may lag a
+// stock adjustment by as long: the mark is then off by 2 % of the adjustment for a moment.
 type bucketedPrizes struct {
 	every time.Duration // how long a list is kept (SECKILL_BUCKET_PRIZES_REFRESH); 0: never
 

@@ -18,9 +18,10 @@ import (
 )
 
 type reservationGate interface {
-	Reservations(ctx context.Context, sessionID, prizeID int64) ([]stock.Reservation, error)
+	ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b int) ([]stock.Reservation, error)
 	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
+	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
 }
 
 type existingOrders interface {
@@ -41,6 +42,12 @@ type existingOrders interface {
 // It looks at the sessions open or ended within the key grace, and after that at every
 // session×prize that still has pending reservations (the lifecycle job keeps their keys),
 // until none is pending.
+//
+// A prize with stock buckets (docs/buckets.md) is looked at bucket by bucket: each bucket's
+// reservations on its own keys, its events' partition (key session:prize:b) for the
+// in-flight check, the re-published event carrying the bucket (so the consumer persists it
+// on the bucket's row), and the settlement on the bucket's keys. Bucket 0 is the prize's
+// own keys and key, so a prize without buckets is looked at exactly as before.
 type staleJob struct {
 	catalog     sessionLister
 	gate        reservationGate
@@ -60,7 +67,8 @@ type staleJob struct {
 	now       func() time.Time
 }
 
-// maxStaleCases bounds the stale-reservation cases one prize adds per run: after a long
+// maxStaleCases bounds the stale-reservation cases one prize (one stock bucket of a prize
+// with buckets) adds per run: after a long
 // consumer outage thousands of reservations are old at once, and a person needs the first
 // few to find the cause, not a flood (the rest follow in later runs if they stay).
 const maxStaleCases = 200
@@ -89,35 +97,42 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		return result{Summary: sum}, err
 	}
 	for _, s := range sc {
-		reserved, err := j.gate.Reservations(ctx, s.stock.SessionID, s.stock.PrizeID)
-		if err != nil {
-			return result{Summary: sum}, err
-		}
-		busy := flight.pending(s.stock.SessionID, s.stock.PrizeID) > 0
-		var old []stock.Reservation
-		for _, r := range reserved {
-			age := now.Sub(r.AdmittedAt)
-			switch {
-			case age < j.stale:
-			case busy && age < j.bound:
-				sum["in_flight"]++ // the consumer is probably about to settle it
-			default:
-				old = append(old, r)
+		for b := range bucketCount(s.stock) {
+			sid, pid := s.stock.SessionID, s.stock.PrizeID
+			reserved, err := j.gate.ReservationsBucket(ctx, sid, pid, b)
+			if err != nil {
+				return result{Summary: sum}, err
 			}
-		}
-		if len(old) == 0 {
-			continue
-		}
-		sum["stale"] += int64(len(old))
-		n, republished, err := j.recover(ctx, fence, s.stock, old)
-		sum["settled"] += n
-		sum["republished"] += republished
-		if err != nil {
-			return result{Summary: sum}, err
+			busy := flight.pendingKey(event.BucketPartitionKey(sid, pid, b)) > 0
+			var old []stock.Reservation
+			for _, r := range reserved {
+				age := now.Sub(r.AdmittedAt)
+				switch {
+				case age < j.stale:
+				case busy && age < j.bound:
+					sum["in_flight"]++ // the consumer is probably about to settle it
+				default:
+					old = append(old, r)
+				}
+			}
+			if len(old) == 0 {
+				continue
+			}
+			sum["stale"] += int64(len(old))
+			n, republished, err := j.recover(ctx, fence, s.stock, b, old)
+			sum["settled"] += n
+			sum["republished"] += republished
+			if err != nil {
+				return result{Summary: sum}, err
+			}
 		}
 	}
 	return result{Summary: sum}, nil
 }
+
+// bucketCount is N of a stock row: its stock buckets, 1 for a prize without them (and for
+// a row not read from MySQL, whose Buckets is 0).
+func bucketCount(st seckill.Stock) int { return max(1, st.Buckets) }
 
 // keptScope is the session×prizes ended longer than the key grace ago (within the
 // lifecycle job's look-back) whose keys still hold pending reservations.
@@ -149,15 +164,27 @@ func (j staleJob) keptScope(ctx context.Context, now time.Time) ([]scope, error)
 	}
 	var out []scope
 	for i, sn := range snaps {
-		if sn.Pending > 0 {
+		pending := sn.Pending
+		if n := bucketCount(stocks[i]); n > 1 && pending == 0 {
+			// Bucket 0 is the first of the prize's buckets: the others may hold some.
+			bs, err := j.gate.BucketSnapshots(ctx, pairs[i], n)
+			if err != nil {
+				return nil, err
+			}
+			for _, b := range bs {
+				pending += b.Pending
+			}
+		}
+		if pending > 0 {
 			out = append(out, scope{session: byID[stocks[i].SessionID], stock: stocks[i]})
 		}
 	}
 	return out, nil
 }
 
-// recover settles the old reservations that have orders and re-publishes the others.
-func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Stock, old []stock.Reservation) (settled, republished int64, err error) {
+// recover settles the old reservations of stock bucket b that have orders, on b's keys where
+// they are reserved, and re-publishes the others as grabs of b.
+func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Stock, b int, old []stock.Reservation) (settled, republished int64, err error) {
 	rids := make([]string, len(old))
 	for i, r := range old {
 		rids[i] = r.RequestID
@@ -176,7 +203,9 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 		}
 	}
 	if len(done) > 0 {
-		n, err := j.gate.Settle(ctx, []stock.SettleBatch{settleOf(st.SessionID, st.PrizeID, done)})
+		batch := settleOf(st.SessionID, st.PrizeID, done)
+		batch.Bucket = b
+		n, err := j.gate.Settle(ctx, []stock.SettleBatch{batch})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -188,8 +217,10 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	}
 	msgs := make([]kafka.Message, 0, len(missing))
 	for _, r := range missing {
+		// The bucket travels in the event (and its key, event.GrabKey): the consumer
+		// persists the grab on b's row and settles it on b's keys, where it is reserved.
 		m, err := event.EncodeGrab(seckill.Grab{RequestID: r.RequestID, UserID: r.UserID,
-			SessionID: st.SessionID, PrizeID: st.PrizeID, AdmittedAt: r.AdmittedAt})
+			SessionID: st.SessionID, PrizeID: st.PrizeID, Bucket: b, AdmittedAt: r.AdmittedAt})
 		if err != nil {
 			return settled, 0, err
 		}
@@ -205,7 +236,7 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 		return settled, 0, fmt.Errorf("re-publish %d stale reservations: %w", len(msgs), err)
 	}
 	j.republished.Add(float64(len(msgs)))
-	j.log.Warn("stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "count", len(msgs))
+	j.log.Warn("stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "bucket", b, "count", len(msgs))
 	now := j.now()
 	var cases []store.CaseReport
 	for _, r := range missing {
@@ -218,7 +249,7 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 			return settled, int64(len(msgs)), err
 		}
 		j.log.Warn("reservations without an order handed to the exceptions workbench", "session_id", st.SessionID,
-			"prize_id", st.PrizeID, "count", len(cases), "older_than", j.caseAfter.String())
+			"prize_id", st.PrizeID, "bucket", b, "count", len(cases), "older_than", j.caseAfter.String())
 	}
 	return settled, int64(len(msgs)), nil
 }

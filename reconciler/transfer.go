@@ -25,6 +25,12 @@ import (
 //
 // A unit leaves Redis's source before MySQL's and reaches Redis's destination after MySQL's,
 // so at every instant each bucket's Redis stock is at most its MySQL row's.
+//
+// A stock adjustment of a prize with buckets is the same journal with one end outside the
+// prize (store.Outside), planned by the admin API (store.Catalog.PlanBucketAdjustment) and
+// run here: a raise (from outside) has no take, its move adds the units to the row and its
+// give to the keys; a cut (to outside) takes in Redis (Gate.TakeCut), then from the row, and
+// has no give.
 
 type transferCatalog interface {
 	PlanTransfer(ctx context.Context, f lease.Fence, sessionID, prizeID int64, from, to, units int) (store.Transfer, error)
@@ -37,6 +43,7 @@ type transferCatalog interface {
 
 type transferGate interface {
 	Take(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, fence int64) (int, error)
+	TakeCut(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, minVersion int64, expireAt time.Time, fence int64) (int, error)
 	Give(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units, taken int, version int64, expireAt time.Time, fence int64) (bool, error)
 }
 
@@ -115,24 +122,34 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 	case store.TransferDone, store.TransferCancelled:
 		return t, nil
 	case store.TransferPlanned:
-		taken, err := x.gate.Take(ctx, t.SessionID, t.PrizeID, t.From, t.ID, t.Requested, f.Number)
-		if errors.Is(err, seckill.ErrNotLoaded) {
-			// Nothing taken: the source row still holds the units, and the next preheat or
-			// rebuild loads them from it.
-			if err := x.catalog.CancelTransfer(ctx, f, t.ID); err != nil {
+		// A raise takes nothing in Redis: the move adds what was asked.
+		taken := t.Requested
+		if t.From != store.Outside {
+			var err error
+			if t.To == store.Outside {
+				taken, err = x.cut(ctx, f, t)
+			} else {
+				taken, err = x.gate.Take(ctx, t.SessionID, t.PrizeID, t.From, t.ID, t.Requested, f.Number)
+			}
+			if errors.Is(err, seckill.ErrNotLoaded) {
+				// Nothing taken: the source row still holds the units, and the next preheat or
+				// rebuild loads them from it.
+				if err := x.catalog.CancelTransfer(ctx, f, t.ID); err != nil {
+					return t, err
+				}
+				t.State = store.TransferCancelled
+				x.metrics.ended(t)
+				return t, nil
+			}
+			if err != nil {
 				return t, err
 			}
-			t.State = store.TransferCancelled
-			x.metrics.ended(t)
-			return t, nil
+			t.Taken = taken
+			if err := x.step(t, stepTaken); err != nil {
+				return t, err
+			}
 		}
-		if err != nil {
-			return t, err
-		}
-		t.Taken = taken
-		if err := x.step(t, stepTaken); err != nil {
-			return t, err
-		}
+		var err error
 		if t, version, err = x.catalog.MoveTransfer(ctx, f, t.ID, taken); err != nil {
 			return t, err
 		}
@@ -142,6 +159,10 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 	case store.TransferMoved:
 	default:
 		return t, fmt.Errorf("transfer %d: unknown state %q", t.ID, t.State)
+	}
+	if t.To == store.Outside {
+		// A cut's units left the prize with the move: no give.
+		return x.finish(ctx, f, t)
 	}
 	if version < 0 {
 		bs, err := x.catalog.Buckets(ctx, t.SessionID, t.PrizeID)
@@ -155,7 +176,13 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 		// newer still only sends a preheat that read an older row back to MySQL.
 		version = bs[t.To].Version
 	}
-	_, err := x.gate.Give(ctx, t.SessionID, t.PrizeID, t.To, t.ID, t.Units, t.Taken, version, t.SessionEnd.Add(x.grace), f.Number)
+	// What the source's sent counted is settled in the destination's received; a raise
+	// sent nothing.
+	received := t.Taken
+	if t.From == store.Outside {
+		received = 0
+	}
+	_, err := x.gate.Give(ctx, t.SessionID, t.PrizeID, t.To, t.ID, t.Units, received, version, t.SessionEnd.Add(x.grace), f.Number)
 	if err != nil && !errors.Is(err, seckill.ErrNotLoaded) {
 		// Not loaded is fine: the row holds the units, and the next preheat or rebuild loads
 		// them (the revision Give recorded refuses a row read before the move).
@@ -164,10 +191,34 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 	if err := x.step(t, stepGiven); err != nil {
 		return t, err
 	}
+	return x.finish(ctx, f, t)
+}
+
+// finish journals t done (step 5).
+func (x transferExecutor) finish(ctx context.Context, f lease.Fence, t store.Transfer) (store.Transfer, error) {
 	if err := x.catalog.FinishTransfer(ctx, f, t.ID); err != nil {
 		return t, err
 	}
 	t.State = store.TransferDone
 	x.metrics.ended(t)
 	return t, x.step(t, stepDone)
+}
+
+// cut is the take step of a stock adjustment's cut. A bucket not loaded takes nothing in
+// Redis but records the row's next version as its revision (a preheat of the row before the
+// cut is refused), and the move then takes the units from the row alone: unlike a transfer
+// between buckets, a cut is never cancelled, or the adjustment would be lost.
+func (x transferExecutor) cut(ctx context.Context, f lease.Fence, t store.Transfer) (int, error) {
+	bs, err := x.catalog.Buckets(ctx, t.SessionID, t.PrizeID)
+	if err != nil {
+		return 0, err
+	}
+	if t.From >= len(bs) {
+		return 0, fmt.Errorf("transfer %d: bucket %d of %d", t.ID, t.From, len(bs))
+	}
+	taken, err := x.gate.TakeCut(ctx, t.SessionID, t.PrizeID, t.From, t.ID, t.Requested, bs[t.From].Version+1, t.SessionEnd.Add(x.grace), f.Number)
+	if errors.Is(err, seckill.ErrNotLoaded) {
+		return t.Requested, nil
+	}
+	return taken, err
 }

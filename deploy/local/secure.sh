@@ -104,7 +104,9 @@ secure_redis_acl() {
 	# Grabs (reserve script), lookups and stock snapshots; the admin API loads and adjusts
 	# stock with the same scripts. HEXISTS and WAIT: a grab whose produce failed waits for a
 	# replica to hold its reservation (stock.Gate.AwaitReplica; off without replicas).
-	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hexists +wait" ;;
+	# INCRBY and PEXPIRE count a stock bucket's demand; SET with a TTL marks a dry bucket
+	# wanted (stock.Gate.AddDemand, MarkWanted; docs/buckets.md).
+	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hexists +wait +incrby +pexpire" ;;
 	# Settles outcomes and returns units (scripts), reads reservations.
 	consumer) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
 	# Reconciles the gate with MySQL: snapshot, correct, rebuild and remove scripts, and

@@ -37,13 +37,17 @@ type Result struct {
 	Resold     int // units sold beyond the stock: returned units bought again (Σ succeeded + cancelled − total)
 	Paid       int // orders downstream reported paid
 	Refunds    int // order.refund_required events (paid after the pipeline cancelled)
+	// SoldOutEarly counts the sold_out answers for a prize with stock buckets given while
+	// units remained (verifySoldOut); Bucketed says the row had such a prize.
+	SoldOutEarly int
+	Bucketed     bool
 	Duration   time.Duration
 	Problems   []string
 }
 
 // OK reports whether every invariant held.
 func (r Result) OK() bool {
-	return r.Oversold == 0 && r.Duplicates == 0 && r.Lost == 0 && r.Drift == 0 && len(r.Problems) == 0
+	return r.Oversold == 0 && r.Duplicates == 0 && r.Lost == 0 && r.Drift == 0 && r.SoldOutEarly == 0 && len(r.Problems) == 0
 }
 
 func (r *Result) problem(format string, args ...any) {
@@ -107,6 +111,11 @@ func (c *Pipeline) inFlight(ctx context.Context) (string, error) {
 			parts = append(parts, fmt.Sprintf("prize %d: %d reservations pending", s.PrizeID, s.Pending))
 		}
 	}
+	buckets, err := c.bucketsInFlight(ctx)
+	if err != nil {
+		return "", err
+	}
+	parts = append(parts, buckets...)
 	pending, err := store.NewOutbox(c.DB).CountPending(ctx)
 	if err != nil {
 		return "", err
@@ -173,6 +182,9 @@ func (c *Pipeline) Verify(ctx context.Context, answers []Answer, res *Result) er
 	if err := c.verifyReturns(ctx, res, prizes); err != nil {
 		return err
 	}
+	if err := c.verifyBuckets(ctx, answers, res); err != nil {
+		return err
+	}
 	return c.verifyOrderEvents(ctx, res)
 }
 
@@ -188,14 +200,14 @@ type prizeStock struct {
 // cancellations), and a returned unit is sold at most once. It returns each prize's stock.
 func (c *Pipeline) verifyNoOversell(ctx context.Context, res *Result) (map[int64]prizeStock, error) {
 	prizes := map[int64]prizeStock{}
+	cat := store.NewCatalog(c.DB, time.Now)
 	for _, p := range c.Prizes {
-		var row struct {
-			Total, LeftStock int
-		}
-		if err := c.DB.WithContext(ctx).Raw("SELECT total, left_stock FROM session_stocks WHERE session_id = ? AND prize_id = ?",
-			c.Session.ID, p.ID).Scan(&row).Error; err != nil {
+		// The prize's stock over its buckets (the session_stocks row alone for a prize without).
+		stk, err := cat.PrizeStock(ctx, c.Session.ID, p.ID)
+		if err != nil {
 			return nil, err
 		}
+		row := struct{ Total, LeftStock int }{stk.Total, stk.Left}
 		counts, err := store.NewOrders(c.DB).CountsFor(ctx, c.Session.ID, p.ID)
 		if err != nil {
 			return nil, err
@@ -319,7 +331,10 @@ func (c *Pipeline) verifyNoDrift(ctx context.Context, res *Result, prizes map[in
 	if err != nil {
 		return err
 	}
-	for _, s := range snaps {
+	for i, s := range snaps {
+		if c.buckets(i) > 1 {
+			continue // bucket 0's keys only: verifyBuckets compares every bucket
+		}
 		ps := prizes[s.PrizeID]
 		d := int(s.Left) - (ps.left - ps.afterEnd)
 		if !s.Loaded {
@@ -419,7 +434,10 @@ func (c *Pipeline) verifyReturns(ctx context.Context, res *Result, prizes map[in
 	if n.Cancelled == 0 {
 		return nil
 	}
-	for _, p := range c.Prizes {
+	for i, p := range c.Prizes {
+		if c.buckets(i) > 1 {
+			continue // per bucket in verifyBuckets and verifyHomeBuckets
+		}
 		k := stock.KeysFor(c.Session.ID, p.ID)
 		returned, err := c.Redis.HLen(ctx, k.Returned).Result()
 		if err != nil {

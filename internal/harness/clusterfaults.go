@@ -90,11 +90,16 @@ func ActiveController(ctx context.Context) (string, error) {
 
 // RedisPrimary returns the Redis node (redis-N) holding prize i's keys.
 func (c *Pipeline) RedisPrimary(ctx context.Context, i int) (string, error) {
+	return c.redisPrimaryOf(ctx, stock.KeysFor(c.Session.ID, c.Prizes[i].ID).Meta)
+}
+
+// redisPrimaryOf returns the Redis node (redis-N) serving key's slot.
+func (c *Pipeline) redisPrimaryOf(ctx context.Context, key string) (string, error) {
 	cc, ok := c.Redis.(*redis.ClusterClient)
 	if !ok {
 		return "", errors.New("not a Redis Cluster")
 	}
-	n, err := cc.MasterForKey(ctx, stock.KeysFor(c.Session.ID, c.Prizes[i].ID).Meta)
+	n, err := cc.MasterForKey(ctx, key)
 	if err != nil {
 		return "", err
 	}
@@ -212,6 +217,7 @@ func ClusterScenarios() []Scenario {
 		cutGatewayFromRedis(),
 		rollingUpgrade(true),
 		relayAndPrimaryLost(),
+		fleet(bucketPrimaryKilled()),
 	}
 }
 
@@ -220,7 +226,13 @@ func ClusterScenarios() []Scenario {
 // replica of the new one, its own data discarded).
 func failOverRedisPrimary(ctx context.Context, e *Env, i int) error {
 	c := e.Pipeline
-	node, err := c.RedisPrimary(ctx, i)
+	return failOverRedisKey(ctx, e, stock.KeysFor(c.Session.ID, c.Prizes[i].ID).Meta)
+}
+
+// failOverRedisKey is failOverRedisPrimary for the primary serving key's slot.
+func failOverRedisKey(ctx context.Context, e *Env, meta string) error {
+	c := e.Pipeline
+	node, err := c.redisPrimaryOf(ctx, meta)
 	if err != nil {
 		return err
 	}
@@ -231,9 +243,8 @@ func failOverRedisPrimary(ctx context.Context, e *Env, i int) error {
 	// The replica is promoted after cluster-node-timeout (15 s); only then does the old
 	// primary come back, as a replica of it.
 	t := time.Now()
-	meta := stock.KeysFor(c.Session.ID, c.Prizes[i].ID).Meta
 	for time.Since(t) < 60*time.Second && ctx.Err() == nil {
-		if now, err := c.RedisPrimary(ctx, i); err == nil && now != node {
+		if now, err := c.redisPrimaryOf(ctx, meta); err == nil && now != node {
 			if c.Redis.Exists(ctx, meta).Err() == nil {
 				break
 			}

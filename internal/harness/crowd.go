@@ -46,6 +46,9 @@ type Answer struct {
 	Status    string // queued / succeeded / rejected (202) or the error code (4xx/5xx)
 	Attempts  int
 	Latency   time.Duration // from the first attempt to the last answer, retries included
+	// Sent and At bound the last attempt: sent no earlier than Sent, answered no later than
+	// At (the sold_out column of a prize with buckets places each answer between them).
+	Sent, At time.Time
 }
 
 // Crowd fires clicks at a gateway.
@@ -159,7 +162,9 @@ func (c *Crowd) click(ctx context.Context, i int, k Click) (a Answer) {
 	backoff := 50 * time.Millisecond
 	for {
 		a.Attempts++
+		a.Sent = time.Now()
 		code, body, retryAfter, err := c.post(ctx, targets[i%len(targets)]+path, c.Tokens(k.User), k.Key)
+		a.At = time.Now()
 		if c.Log != nil {
 			c.Log.add(code) // 0 with err
 		}

@@ -451,7 +451,10 @@ func (c *Pipeline) logPrizes(ctx context.Context, log io.Writer) error {
 		var row struct {
 			Total, LeftStock, Succeeded, Cancelled, Paid, Resale, AfterEnd int
 		}
-		err := c.DB.WithContext(ctx).Raw(`SELECT s.total, s.left_stock,
+		// A prize's stock over its buckets (none: the row alone).
+		err := c.DB.WithContext(ctx).Raw(`SELECT
+			s.total + COALESCE((SELECT SUM(b.total) FROM stock_buckets b WHERE b.session_id = s.session_id AND b.prize_id = s.prize_id), 0) AS total,
+			s.left_stock + COALESCE((SELECT SUM(b.left_stock) FROM stock_buckets b WHERE b.session_id = s.session_id AND b.prize_id = s.prize_id), 0) AS left_stock,
 			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.status = 'succeeded') AS succeeded,
 			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.status = 'cancelled') AS cancelled,
 			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.paid_at IS NOT NULL) AS paid,

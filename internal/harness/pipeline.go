@@ -32,7 +32,7 @@ import (
 type Options struct {
 	Bin        string // folder with the built deployables (Build)
 	Stocks     []int  // stock per prize
-	Buckets    []int  // stock buckets per prize, in the order of Stocks (absent or 0: one)
+	Buckets    []int  // stock buckets per prize, by index (absent or below 2: none)
 	Limit      int    // per-user limit
 	Consumers  int    // consumer processes
 	GatewayEnv map[string]string
@@ -186,11 +186,7 @@ func (c *Pipeline) setup(ctx context.Context) error {
 		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit,
 		PaymentTimeout: c.opts.PaymentTimeout, RegrabAfterCancel: c.opts.RegrabAfterCancel}
 	for i, s := range c.opts.Stocks {
-		p := seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s}
-		if i < len(c.opts.Buckets) {
-			p.Buckets = c.opts.Buckets[i]
-		}
-		act.Prizes = append(act.Prizes, p)
+		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s, Buckets: c.buckets(i)})
 	}
 	cat := store.NewCatalog(c.DB, time.Now)
 	created, err := cat.CreateActivity(ctx, act)
@@ -415,11 +411,7 @@ func (c *Pipeline) Close() {
 			// Each bucket's keys share its own slot ({session:prize} for bucket 0,
 			// {session:prize:b} above), so each DEL reaches the one primary that holds them, on a
 			// Redis Cluster too.
-			n := 1
-			if i < len(c.opts.Buckets) {
-				n = max(n, c.opts.Buckets[i])
-			}
-			for b := range n {
+			for b := range c.buckets(i) {
 				k := stock.BucketKeysFor(c.Session.ID, p.ID, b)
 				c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted())
 			}

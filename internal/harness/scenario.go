@@ -46,6 +46,10 @@ type Scenario struct {
 	ConsumerEnv       func(seed uint64) (map[string]string, func(), error)
 	Rate              float64 // clicks per second (0: as fast as the crowd goes)
 
+	// Stock buckets (buckets.go): the middle prize split into Buckets buckets (0: none), and
+	// the activity's per-user limit (0: 1).
+	Buckets, Limit int
+
 	// The cluster profile's fleet (clusterfaults.go): gateways behind HAProxy, reconcilers.
 	Gateways, Reconcilers int
 	NoProxy               bool // several gateways without HAProxy (Options.NoProxy)
@@ -151,6 +155,10 @@ func Scenarios() []Scenario {
 		{Name: "a fifth of the winners never pay (timeout 2s)", Repeats: 0.1, Consumers: 2, At: 0, Rate: 2000,
 			PaymentTimeout: 2 * time.Second, During: neverPay(2 * time.Second)},
 		rollingUpgrade(false),
+		bucketCrowd(),
+		bucketConsumersKilled(),
+		bucketCancellationStorm(),
+		bucketKeyLoss(),
 		{Name: "reconciler killed mid-run, two at once", Repeats: 0.1, Consumers: 2, At: 0.5,
 			During: func(ctx context.Context, e *Env) error {
 				second, err := e.Pipeline.StartReconciler(ctx)
@@ -231,7 +239,12 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 		defer closeFn()
 		consumerEnv = extra
 	}
-	c, err := NewPipeline(ctx, Options{Bin: bin, Stocks: size.Stocks, Limit: 1, Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
+	var buckets []int
+	if sc.Buckets > 1 {
+		buckets = make([]int, bucketedPrize+1)
+		buckets[bucketedPrize] = sc.Buckets
+	}
+	c, err := NewPipeline(ctx, Options{Bin: bin, Stocks: size.Stocks, Buckets: buckets, Limit: max(sc.Limit, 1), Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
 		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv,
 		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers, NoProxy: sc.NoProxy})
 	if err != nil {
@@ -258,6 +271,9 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	crowd := &Crowd{Targets: c.CrowdTargets(), Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
 		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate, Log: e.Attempts}
 	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
+	if sc.Buckets > 1 {
+		skewToBucketZero(clicks, sc.Buckets, size.Users, seed)
+	}
 
 	var faultErr error
 	var faultWG sync.WaitGroup
@@ -325,12 +341,18 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 
 // Table formats results as the chaos table.
 func Table(w io.Writer, rows []Result) {
-	fmt.Fprintf(w, "| %-58s | %10s | %8s | %7s | %5s | %6s | %8s | %9s | %6s | %8s | %10s | %4s | %5s | %8s |\n",
-		"scenario", "seed", "requests", "retried", "202s", "orders", "rejected", "cancelled", "resold", "oversold", "duplicates", "lost", "drift", "duration")
-	fmt.Fprintln(w, "|"+strings.Repeat("---|", 14))
+	// sold_out*: sold_out answers given while units remained, for a row with a prize with
+	// stock buckets (verifySoldOut); "-" for a row without.
+	fmt.Fprintf(w, "| %-58s | %10s | %8s | %7s | %5s | %6s | %8s | %9s | %6s | %8s | %10s | %4s | %5s | %9s | %8s |\n",
+		"scenario", "seed", "requests", "retried", "202s", "orders", "rejected", "cancelled", "resold", "oversold", "duplicates", "lost", "drift", "sold_out*", "duration")
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", 15))
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %-58s | %10d | %8d | %7d | %5d | %6d | %8d | %9d | %6d | %8d | %10d | %4d | %5d | %7.1fs |\n", r.Scenario, r.Seed,
-			r.Requests, r.Retried, r.Accepted, r.Orders, r.Rejected, r.Cancelled, r.Resold, r.Oversold, r.Duplicates, r.Lost, r.Drift, r.Duration.Seconds())
+		early := "-"
+		if r.Bucketed {
+			early = fmt.Sprint(r.SoldOutEarly)
+		}
+		fmt.Fprintf(w, "| %-58s | %10d | %8d | %7d | %5d | %6d | %8d | %9d | %6d | %8d | %10d | %4d | %5d | %9s | %7.1fs |\n", r.Scenario, r.Seed,
+			r.Requests, r.Retried, r.Accepted, r.Orders, r.Rejected, r.Cancelled, r.Resold, r.Oversold, r.Duplicates, r.Lost, r.Drift, early, r.Duration.Seconds())
 	}
 	for _, r := range rows {
 		for _, p := range r.Problems {

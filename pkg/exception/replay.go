@@ -29,7 +29,7 @@ type stockLookup interface {
 }
 
 type requestLookup interface {
-	Lookup(ctx context.Context, requestID string) (stock.Lookup, error)
+	LookupBucket(ctx context.Context, requestID string, b int) (stock.Lookup, error)
 }
 
 type producer interface {
@@ -40,6 +40,11 @@ type producer interface {
 // grab whose order exists, whose session×prize MySQL does not know, or whose reservation
 // Redis no longer holds is refused with the reason. Producing twice is safe (the consumer
 // dedupes by request id); refusing first keeps the workbench honest about what it did.
+//
+// A grab of a prize with stock buckets (docs/buckets.md) is reserved on its bucket's keys:
+// a dead letter's bucket is the event's, a stale case's the one its evidence names (a case
+// without one: the user's home bucket, the only one that admits them), and the grab is
+// produced again with that bucket, keyed session:prize:b.
 type Replayer struct {
 	Orders orderLookup
 	Stocks stockLookup
@@ -96,10 +101,15 @@ func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, 
 	if err := r.stillApplies(ctx, g); err != nil {
 		return "", err
 	}
+	if g.Bucket > 0 {
+		if err := r.bucketExists(ctx, g); err != nil {
+			return "", err
+		}
+	}
 	// Only a reservation Redis still holds keeps the grab's unit out of sale. After a key
 	// loss the rebuild copies MySQL, where this grab never arrived, so its unit is sold again;
 	// producing it then would hand that unit out twice (MySQL refuses: admitted_rejected).
-	l, err := r.reserved(ctx, g.RequestID)
+	l, err := r.reserved(ctx, g.RequestID, g.Bucket)
 	if err != nil {
 		return "", err
 	}
@@ -131,15 +141,21 @@ func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error
 	if c.SessionID == nil || c.PrizeID == nil {
 		return "", refuse("the case names no session and prize")
 	}
-	l, err := r.reserved(ctx, c.RequestID)
+	var ev struct {
+		AdmittedAt time.Time `json:"admitted_at"`
+		Bucket     *int      `json:"bucket"`
+	}
+	okEvidence := json.Unmarshal(c.Evidence, &ev) == nil
+	b, err := r.staleBucket(ctx, c, ev.Bucket)
 	if err != nil {
 		return "", err
 	}
-	var ev struct {
-		AdmittedAt time.Time `json:"admitted_at"`
+	l, err := r.reserved(ctx, c.RequestID, b)
+	if err != nil {
+		return "", err
 	}
-	g := seckill.Grab{RequestID: c.RequestID, UserID: l.Owner, SessionID: *c.SessionID, PrizeID: *c.PrizeID, AdmittedAt: c.FirstSeen}
-	if json.Unmarshal(c.Evidence, &ev) == nil && !ev.AdmittedAt.IsZero() {
+	g := seckill.Grab{RequestID: c.RequestID, UserID: l.Owner, SessionID: *c.SessionID, PrizeID: *c.PrizeID, Bucket: b, AdmittedAt: c.FirstSeen}
+	if okEvidence && !ev.AdmittedAt.IsZero() {
 		g.AdmittedAt = ev.AdmittedAt
 	}
 	if err := r.stillApplies(ctx, g); err != nil {
@@ -157,12 +173,47 @@ func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error
 	return "grab " + g.RequestID + " produced to " + r.GrabTopic, nil
 }
 
-// reserved returns what Redis holds for requestID, and refuses unless it is a pending
-// reservation: a grab whose reservation is gone (settled, or lost with the keys and rebuilt
-// from MySQL without it) no longer has its unit set aside, and replaying it would sell that
-// unit a second time.
-func (r *Replayer) reserved(ctx context.Context, requestID string) (stock.Lookup, error) {
-	l, err := r.Gate.Lookup(ctx, requestID)
+// staleBucket is the stock bucket a stale case's reservation is on: the one its evidence
+// names (recorded since buckets exist, for bucket 1 and above), else its user's home bucket
+// among the prize's N (bucket 0 for a prize without buckets).
+func (r *Replayer) staleBucket(ctx context.Context, c store.CaseDetail, named *int) (int, error) {
+	if named != nil {
+		return *named, nil
+	}
+	st, err := r.Stocks.Stock(ctx, *c.SessionID, *c.PrizeID)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return 0, nil // the stale replay never needed the row: bucket 0, as before buckets
+	} else if err != nil {
+		return 0, fmt.Errorf("check stock row: %w", err)
+	}
+	if st.Buckets <= 1 {
+		return 0, nil
+	}
+	return stock.HomeBucket(c.UserID, st.Buckets), nil
+}
+
+// bucketExists refuses a grab of a stock bucket its session×prize does not have: the
+// consumer dead-letters it again (store.ErrNoBucket), whatever Redis holds.
+func (r *Replayer) bucketExists(ctx context.Context, g seckill.Grab) error {
+	st, err := r.Stocks.Stock(ctx, g.SessionID, g.PrizeID)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return nil // refused below, with the reason a person can act on
+	} else if err != nil {
+		return fmt.Errorf("check stock row: %w", err)
+	}
+	if n := max(1, st.Buckets); g.Bucket >= n {
+		return refuse("the message names stock bucket %d, session %d prize %d has %d buckets (0 to %d); the consumer would dead-letter it again",
+			g.Bucket, g.SessionID, g.PrizeID, n, n-1)
+	}
+	return nil
+}
+
+// reserved returns what Redis holds for requestID on stock bucket b's keys, and refuses
+// unless it is a pending reservation: a grab whose reservation is gone (settled, or lost
+// with the keys and rebuilt from MySQL without it) no longer has its unit set aside, and
+// replaying it would sell that unit a second time.
+func (r *Replayer) reserved(ctx context.Context, requestID string, b int) (stock.Lookup, error) {
+	l, err := r.Gate.LookupBucket(ctx, requestID, b)
 	if err != nil {
 		return stock.Lookup{}, fmt.Errorf("look up reservation %s: %w", requestID, err)
 	}

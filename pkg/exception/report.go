@@ -81,13 +81,19 @@ func DeadLetterReport(p event.Poison) store.CaseReport {
 	return r
 }
 
-// StaleReport is the case of a reservation still without an order after age.
+// StaleReport is the case of a reservation still without an order after age. The evidence
+// names the reservation's stock bucket when it is 1 or above (absent: bucket 0, as for a
+// prize without buckets), so the replay looks for it on that bucket's keys.
 func StaleReport(sessionID, prizeID int64, r stock.Reservation, age time.Duration) store.CaseReport {
+	evidence := map[string]any{"admitted_at": r.AdmittedAt.UTC(), "age_seconds": int64(age.Seconds()),
+		"session_id": sessionID, "prize_id": prizeID, "request_id": r.RequestID, "user_id": r.UserID}
+	if r.Bucket > 0 {
+		evidence["bucket"] = r.Bucket
+	}
 	return store.CaseReport{Kind: seckill.CaseStaleReservation, Key: r.RequestID, SessionID: sessionID, PrizeID: prizeID,
 		RequestID: r.RequestID, UserID: r.UserID,
-		Detail: fmt.Sprintf("admitted %s ago and re-published, still no order", age.Round(time.Second)),
-		Evidence: map[string]any{"admitted_at": r.AdmittedAt.UTC(), "age_seconds": int64(age.Seconds()),
-			"session_id": sessionID, "prize_id": prizeID, "request_id": r.RequestID, "user_id": r.UserID}}
+		Detail:   fmt.Sprintf("admitted %s ago and re-published, still no order", age.Round(time.Second)),
+		Evidence: evidence}
 }
 
 // recorder is what the detectors need from the workbench's store.

@@ -67,16 +67,31 @@ func HomeBucket(user string, n int) int {
 // (nothing taken, nothing recorded) and ErrFenced when a newer reconciler wrote the bucket.
 func (g *Gate) Take(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, fence int64) (int, error) {
 	k := BucketKeysFor(sessionID, prizeID, b)
-	n, err := takeScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence, k.Transfers()}, fence, transferID, units).Int64()
+	return g.take(ctx, "take", sessionID, prizeID, b, transferID, []string{k.Meta, k.Fence, k.Transfers()}, fence, transferID, units)
+}
+
+func (g *Gate) take(ctx context.Context, what string, sessionID, prizeID int64, b int, transferID int64, keys []string, args ...any) (int, error) {
+	n, err := takeScript.Run(ctx, g.rdb, keys, args...).Int64()
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("take transfer %d from session %d prize %d bucket %d: %w", transferID, sessionID, prizeID, b, err)
+		return 0, fmt.Errorf("%s transfer %d from session %d prize %d bucket %d: %w", what, transferID, sessionID, prizeID, b, err)
 	case n == -1:
 		return 0, seckill.ErrNotLoaded
 	case n == -2:
-		return 0, fmt.Errorf("take transfer %d from session %d prize %d bucket %d: %w", transferID, sessionID, prizeID, b, ErrFenced)
+		return 0, fmt.Errorf("%s transfer %d from session %d prize %d bucket %d: %w", what, transferID, sessionID, prizeID, b, ErrFenced)
 	}
 	return int(n), nil
+}
+
+// TakeCut is Take for a stock adjustment's cut (a transfer to outside the prize): the
+// units taken count as sent and received at once, since nothing is in flight. A bucket not
+// loaded takes nothing and returns seckill.ErrNotLoaded, but records minVersion (the row's
+// version before the cut, plus one) as its revision until expireAt, so a preheat that read
+// the row before the cut's MySQL step is refused instead of loading the old total.
+func (g *Gate) TakeCut(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, minVersion int64, expireAt time.Time, fence int64) (int, error) {
+	k := BucketKeysFor(sessionID, prizeID, b)
+	return g.take(ctx, "cut", sessionID, prizeID, b, transferID, []string{k.Meta, k.Fence, k.Transfers(), k.revision()},
+		fence, transferID, units, "cut", minVersion, expireAt.UnixMilli())
 }
 
 // Give is step 4 of a bucket transfer: bucket b's left and total grow by units (what MySQL

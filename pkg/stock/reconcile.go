@@ -38,6 +38,7 @@ type Reservation struct {
 	RequestID  string
 	UserID     string
 	AdmittedAt time.Time
+	Bucket     int // the stock bucket whose keys hold it (docs/buckets.md); set by ReservationsBucket
 }
 
 // View is one session×prize as the reconciler sees it.
@@ -242,6 +243,16 @@ const reservationPage = 1000
 // safe with that).
 func (g *Gate) Reservations(ctx context.Context, sessionID, prizeID int64) ([]Reservation, error) {
 	return g.reservations(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
+}
+
+// ReservationsBucket is Reservations of stock bucket b of a session×prize (docs/buckets.md),
+// each marked with b.
+func (g *Gate) ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b int) ([]Reservation, error) {
+	out, err := g.reservations(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+	for i := range out {
+		out[i].Bucket = b
+	}
+	return out, err
 }
 
 func (g *Gate) reservations(ctx context.Context, sessionID, prizeID int64, k Keys) ([]Reservation, error) {

@@ -69,10 +69,11 @@ func (bucketRow) TableName() string { return "stock_buckets" }
 // every user's home bucket depends on N, so N is fixed before the first grab.
 var ErrBucketsFixed = errors.New("buckets can only be set on an untouched stock row")
 
-// ErrBucketed is returned by AdjustStock for a session×prize with more than one bucket: an
-// adjustment must move units to or from the buckets through the transfers journal (an
-// "outside" bucket, which needs a migration of its CHECK), never change the row alone.
-var ErrBucketed = errors.New("stock adjustment is not yet supported for a prize with stock buckets")
+// ErrBucketed is returned by AdjustStock for a session×prize with more than one bucket:
+// AdjustStock changes one row, while such a prize's adjustment must move units to or from
+// its buckets through the transfers journal (PlanBucketAdjustment, which the admin API calls
+// for it instead).
+var ErrBucketed = errors.New("a prize with stock buckets is adjusted through the transfers journal, not by AdjustStock")
 
 // CreateBuckets splits a session×prize's stock row into n buckets (Split of its total):
 // bucket 0 keeps its share in the session_stocks row, buckets 1..n-1 get stock_buckets rows,
@@ -277,6 +278,9 @@ func sessionEnd(tx *gorm.DB, sessionID int64) (time.Time, error) {
 // MySQL's left was never there and simply stays gone (drift would have removed it).
 // A transfer already past planned is returned as it is: the step is done, and repeating it
 // would move the units twice. It returns the destination row's version after the move.
+// A stock adjustment has one end Outside: a raise adds taken (its request: nothing is taken
+// in Redis) to its bucket, a cut takes min(taken, left) from its bucket and returns that
+// bucket's version.
 func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, taken int) (Transfer, int64, error) {
 	if taken < 0 {
 		return Transfer{}, 0, fmt.Errorf("move transfer %d: taken %d", id, taken)
@@ -293,31 +297,47 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 		if err != nil {
 			return err
 		}
+		// The version returned is the receiving bucket's, or for a cut (to Outside) the
+		// bucket's that gave the units up.
+		versionOf := row.ToBucket
+		if versionOf == Outside {
+			versionOf = row.FromBucket
+		}
 		if row.State != TransferPlanned {
 			out = row.domain(end)
 			if row.State == TransferCancelled {
 				return fmt.Errorf("%s: %w", row.State, ErrTransferState)
 			}
-			toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, row.ToBucket)
+			toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, versionOf)
 			return err
 		}
 		// Lock both rows in bucket order, bucket 0 (session_stocks) first, so two transfers
-		// of one prize never wait for each other in opposite orders.
-		lo, hi := min(row.FromBucket, row.ToBucket), max(row.FromBucket, row.ToBucket)
+		// of one prize never wait for each other in opposite orders. A stock adjustment
+		// (one end Outside) locks its one bucket.
 		lefts := map[int]int{}
-		for _, b := range []int{lo, hi} {
+		for _, b := range []int{min(row.FromBucket, row.ToBucket), max(row.FromBucket, row.ToBucket)} {
+			if b == Outside {
+				continue
+			}
 			left, err := lockBucket(tx, row.SessionID, row.PrizeID, b)
 			if err != nil {
 				return err
 			}
 			lefts[b] = left
 		}
-		units := min(taken, lefts[row.FromBucket])
-		if err := addToBucket(tx, row.SessionID, row.PrizeID, row.FromBucket, -units, now); err != nil {
-			return err
+		// A raise adds what was asked (nothing to take in Redis: taken is the request);
+		// otherwise the source row gives what Redis gave up, at most its left.
+		units := taken
+		if row.FromBucket != Outside {
+			units = min(taken, lefts[row.FromBucket])
+			if err := addToBucket(tx, row.SessionID, row.PrizeID, row.FromBucket, -units, now); err != nil {
+				return err
+			}
 		}
-		if err := addToBucket(tx, row.SessionID, row.PrizeID, row.ToBucket, units, now); err != nil {
-			return err
+		if row.ToBucket != Outside {
+			if err := addToBucket(tx, row.SessionID, row.PrizeID, row.ToBucket, units, now); err != nil {
+				return err
+			}
 		}
 		if err := tx.Exec(`UPDATE bucket_transfers SET state = ?, taken = ?, units = ?, fence = ?, updated_at = ? WHERE id = ?`,
 			TransferMoved, taken, units, f.Number, now, id).Error; err != nil {
@@ -325,7 +345,7 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 		}
 		row.State, row.Taken, row.Units, row.Fence = TransferMoved, &taken, &units, f.Number
 		out = row.domain(end)
-		toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, row.ToBucket)
+		toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, versionOf)
 		return err
 	})
 	if err != nil {
@@ -507,6 +527,19 @@ func (c *Catalog) Ledger(ctx context.Context, sessionID, prizeID int64, n int) (
 		}
 		if t.From >= n || t.To >= n {
 			return nil, fmt.Errorf("ledger of session %d prize %d: transfer %d names bucket %d or %d of %d", sessionID, prizeID, t.ID, t.From, t.To, n)
+		}
+		switch {
+		case t.To == Outside:
+			// A cut: the take counts what it took as both sent and received (nothing is on
+			// its way anywhere, and the counts mark the keys as live for load.lua).
+			out[t.From].Sent += t.Taken
+			out[t.From].Received += t.Taken
+			out[t.From].Transfers[t.ID] = t.Taken
+			continue
+		case t.From == Outside:
+			// A raise: nothing was sent, so nothing is received; the id records the give.
+			out[t.To].Transfers[t.ID] = t.Units
+			continue
 		}
 		out[t.From].Sent += t.Taken
 		out[t.From].Transfers[t.ID] = t.Taken

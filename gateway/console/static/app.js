@@ -708,6 +708,8 @@
     const body = h('div', {});
     page.append(h('p', {}, h('a', { href: '#/live', text: '← Live' })), error, body);
 
+    // A stock adjustment moves units from or to outside the prize (bucket -1 in the journal).
+    const end = (b) => (b < 0 ? 'outside' : String(b));
     const redisText = (r) => (r && r.loaded ? `${fmtNum(r.left)} / ${fmtNum(r.total)}` : 'not loaded');
     function view(v) {
       const head = h('section', { class: 'card' },
@@ -753,7 +755,7 @@
             ? table(['Transfer', 'From → to', 'Requested', 'Taken', 'Moved', 'State', 'Fence'],
               transfers.map((x) => h('tr', { testid: `transfer-${x.id}` },
                 h('td', { class: 'num', text: String(x.id) }),
-                h('td', { text: `${x.from} → ${x.to}` }),
+                h('td', { text: `${end(x.from)} → ${end(x.to)}` }),
                 h('td', { class: 'num', text: fmtNum(x.requested) }),
                 h('td', { class: 'num', text: x.state === 'planned' ? dash : fmtNum(x.taken) }),
                 h('td', { class: 'num', text: x.state === 'planned' ? dash : fmtNum(x.units) }),
