@@ -25,6 +25,7 @@ type adminCatalog interface {
 	Sessions(ctx context.Context, activityID int64) ([]seckill.Session, error)
 	Session(ctx context.Context, id int64) (seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
+	bucketedCatalog
 	PrizeStock(ctx context.Context, sessionID, prizeID int64) (store.PrizeStock, error)
 	PlanBucketAdjustment(ctx context.Context, sessionID, prizeID int64, total int, actor, remote, reason string) (store.BucketAdjustment, error)
 	CloseSession(ctx context.Context, id int64, actor, remote string) (seckill.Session, error)
@@ -34,6 +35,7 @@ type adminCatalog interface {
 // adminGate is what the admin API needs from the Redis gate.
 type adminGate interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
+	bucketSnapshotter
 }
 
 type sessionPreheater interface {
@@ -299,8 +301,8 @@ type dbStockView struct {
 
 type stockView struct {
 	PrizeID int64 `json:"prize_id"`
-	// Buckets is the session×prize's number of stock buckets; DB's total and left are summed
-	// over them (store.Catalog.PrizeStock), Redis is bucket 0's keys.
+	// Buckets is the session×prize's number of stock buckets; DB's total and left and Redis's
+	// figures are summed over them (sumBuckets).
 	Buckets int            `json:"buckets"`
 	DB      dbStockView    `json:"db"`
 	Redis   stock.Snapshot `json:"redis"`
@@ -334,18 +336,15 @@ func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([
 	if err != nil {
 		return nil, err
 	}
+	// A bucketed prize's row and keys are bucket 0's share only: show the buckets' sums. The
+	// version stays bucket 0's row's (the one an adjustment would check).
+	if err := sumBuckets(ctx, a.catalog, a.gate, stocks, snaps); err != nil {
+		return nil, err
+	}
 	bySession := map[int64][]stockView{}
 	for i, s := range stocks {
 		v := stockView{PrizeID: s.PrizeID, Buckets: max(s.Buckets, 1),
 			DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]}
-		if s.Buckets > 1 {
-			// The row holds bucket 0's share only: the prize's stock is the buckets' sum.
-			ps, err := a.catalog.PrizeStock(ctx, s.SessionID, s.PrizeID)
-			if err != nil {
-				return nil, err
-			}
-			v.DB.Total, v.DB.Left = ps.Total, ps.Left
-		}
 		bySession[s.SessionID] = append(bySession[s.SessionID], v)
 	}
 	out := make([]sessionView, len(sessions))
@@ -487,11 +486,7 @@ type adjustInput struct {
 }
 
 func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
-	sid, ok := pathID(w, r, "id")
-	if !ok {
-		return
-	}
-	pid, ok := pathID(w, r, "prize")
+	sid, pid, ok := sessionPrizePath(w, r)
 	if !ok {
 		return
 	}
@@ -586,6 +581,15 @@ func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// sessionPrizePath reads the {id} and {prize} of a /admin/v1/sessions/{id}/prizes/{prize}
+// route, answering 400 for either when it is not an id.
+func sessionPrizePath(w http.ResponseWriter, r *http.Request) (sessionID, prizeID int64, ok bool) {
+	if sessionID, ok = pathID(w, r, "id"); ok {
+		prizeID, ok = pathID(w, r, "prize")
+	}
+	return sessionID, prizeID, ok
 }
 
 // fail maps an error from the catalog, gate or preheater to a status, once, and logs what

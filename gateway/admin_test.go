@@ -59,6 +59,7 @@ func newAdminEnvWith(t *testing.T, buckets bucketSettings) *adminEnv {
 		slog.New(slog.DiscardHandler))
 	adm.buckets = buckets
 	adm.register(mux)
+	(&prizePage{catalog: cat, gate: gate, now: now, fail: adm.fail}).register(adm, mux)
 	env.srv = httptest.NewServer(mux)
 	t.Cleanup(env.srv.Close)
 	return env

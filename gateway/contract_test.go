@@ -222,7 +222,7 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 	internal := "500 internal needs MySQL or Redis to fail in the middle of an admin request"
 	exempt := map[string]string{}
 	for _, op := range []string{"POST /admin/v1/activities", "GET /admin/v1/activities", "GET /admin/v1/activities/{id}",
-		"GET /admin/v1/sessions/{id}", "POST /admin/v1/sessions/{id}/preheat", "POST /admin/v1/sessions/{id}/close",
+		"GET /admin/v1/sessions/{id}", "GET /admin/v1/sessions/{id}/prizes/{prize}", "POST /admin/v1/sessions/{id}/preheat", "POST /admin/v1/sessions/{id}/close",
 		"PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", "GET /admin/v1/sessions/{id}/audit",
 		"GET /admin/v1/exceptions", "GET /admin/v1/exceptions/{id}", "GET /admin/v1/overview", "GET /admin/v1/reconciler/reports"} {
 		exempt[op+" 500"] = internal
@@ -295,6 +295,10 @@ func checkAdmin(t *testing.T, admin contractListener, gate *stock.Gate) (closedS
 		{method: "GET", path: "/admin/v1/sessions/abc", token: tok, status: 400, code: "invalid_input", docRefuses: true},
 		{method: "GET", path: "/admin/v1/sessions/" + none, token: tok, status: 404, code: "not_found"},
 		{method: "GET", path: "/admin/v1/sessions/" + s1, status: 401, code: "unauthorized", docRefuses: true},
+		{method: "GET", path: "/admin/v1/sessions/" + s1 + "/prizes/" + p1, token: tok, status: 200},
+		{method: "GET", path: "/admin/v1/sessions/" + s1 + "/prizes/abc", token: tok, status: 400, code: "invalid_input", docRefuses: true},
+		{method: "GET", path: "/admin/v1/sessions/" + s1 + "/prizes/" + none, token: tok, status: 404, code: "not_found"},
+		{method: "GET", path: "/admin/v1/sessions/" + s1 + "/prizes/" + p1, status: 401, code: "unauthorized", docRefuses: true},
 		{method: "POST", path: "/admin/v1/sessions/" + s2 + "/preheat", token: tok, status: 200},
 		{method: "POST", path: "/admin/v1/sessions/" + s1 + "/preheat", token: tok, status: 409, code: "session_started"},
 		{method: "POST", path: "/admin/v1/sessions/" + none + "/preheat", token: tok, status: 404, code: "not_found"},

@@ -304,6 +304,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	live := &overview{catalog: catalog, gate: gate, kafka: kafkaAdmin, cases: cases, group: cfg.ConsumerGroup,
 		topics: cfg.Topics, now: time.Now, fail: adm.fail}
 	adm.handle(adminMux, "GET /admin/v1/overview", live.serve)
+	(&prizePage{catalog: catalog, gate: gate, now: time.Now, fail: adm.fail}).register(adm, adminMux)
 	adminMux.Handle("GET /metrics", adm.authorized(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 
 	log.Info("gateway starting", "gateway_id", id,

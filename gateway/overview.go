@@ -19,6 +19,7 @@ type overviewCatalog interface {
 	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 	Activity(ctx context.Context, id int64) (seckill.Activity, error)
+	bucketedCatalog
 	ReplayOffsets(ctx context.Context, topic string) (map[int]int64, error)
 }
 
@@ -53,6 +54,7 @@ const overviewOthersMax = 500
 type prizeLive struct {
 	PrizeID   int64          `json:"prize_id"`
 	Name      string         `json:"name"`
+	Buckets   int            `json:"buckets"` // stock buckets; every figure is summed over them
 	Total     int            `json:"total"`
 	MySQLLeft int            `json:"mysql_left"`
 	Sold      int            `json:"sold"`
@@ -60,7 +62,22 @@ type prizeLive struct {
 	// Admitted counts Redis admissions (total minus Redis left); the console turns its
 	// change between two refreshes into admissions per second.
 	Admitted int64  `json:"admitted"`
-	Lag      *int64 `json:"lag"` // events of this prize's partition not consumed yet (shared with the prizes hashed there)
+	Lag      *int64 `json:"lag"` // events of this prize's partitions not consumed yet (shared with the prizes hashed there)
+}
+
+// prizeLag is the consumer lag of the grab partitions a prize's events go to: its key's, or
+// with stock buckets every bucket's key's (event.BucketPartitionKey), each partition once.
+func prizeLag(lag map[int]int64, st seckill.Stock, partitions int) int64 {
+	seen := map[int]bool{}
+	var n int64
+	for b := range max(st.Buckets, 1) {
+		p := event.PartitionOf(event.BucketPartitionKey(st.SessionID, st.PrizeID, b), partitions)
+		if !seen[p] {
+			seen[p] = true
+			n += lag[p]
+		}
+	}
+	return n
 }
 
 // sessionLive is an open or next session with its prizes' stock (the brief's fields, flat
@@ -190,6 +207,10 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
+	if err := sumBuckets(ctx, o.catalog, o.gate, stocks, snaps); err != nil {
+		o.fail(w, r, err)
+		return
+	}
 	lag := o.lag(ctx, &v)
 	names := map[int64]seckill.Activity{}
 	for _, s := range append(slices.Clone(sessions), listed...) {
@@ -205,12 +226,13 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	bySession := map[int64][]prizeLive{}
 	for i, st := range stocks {
-		p := prizeLive{PrizeID: st.PrizeID, Total: st.Total, MySQLLeft: st.Left, Sold: st.Total - st.Left, Redis: snaps[i]}
+		p := prizeLive{PrizeID: st.PrizeID, Buckets: max(st.Buckets, 1), Total: st.Total, MySQLLeft: st.Left,
+			Sold: st.Total - st.Left, Redis: snaps[i]}
 		if snaps[i].Loaded {
 			p.Admitted = snaps[i].Total - snaps[i].Left
 		}
 		if lag != nil {
-			n := lag[event.PartitionOf(event.PartitionKey(st.SessionID, st.PrizeID), o.topics.Grab.Partitions)]
+			n := prizeLag(lag, st, o.topics.Grab.Partitions)
 			p.Lag = &n
 		}
 		bySession[st.SessionID] = append(bySession[st.SessionID], p)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // fakeOverviewSources answers the overview from memory: sessions, one prize each.
@@ -40,6 +42,15 @@ func (f fakeOverviewSources) Stocks(_ context.Context, ids ...int64) ([]seckill.
 
 func (f fakeOverviewSources) Activity(_ context.Context, id int64) (seckill.Activity, error) {
 	return seckill.Activity{ID: id, Name: fmt.Sprintf("activity %d", id), Prizes: []seckill.Prize{{ID: 1, Name: "phone"}}}, nil
+}
+
+// No prize has stock buckets here.
+func (f fakeOverviewSources) BucketedStocks(context.Context, ...int64) ([]store.PrizeStock, error) {
+	return nil, nil
+}
+
+func (f fakeOverviewSources) BucketSnapshots(context.Context, seckill.SessionPrize, int) ([]stock.Snapshot, error) {
+	return nil, errors.New("no stock buckets here")
 }
 
 func (f fakeOverviewSources) ReplayOffsets(context.Context, string) (map[int]int64, error) {

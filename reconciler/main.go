@@ -247,6 +247,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"catch_up_wait", cfg.CatchUpWait.String(), "gateway_dead_after", cfg.GatewayDeadAfter.String(), "republish_bound", cfg.RepublishBound.String(),
 		"consumer_group", cfg.ConsumerGroup, "feedback_group", cfg.FeedbackGroup, "lease", cfg.LeaseName,
 		"stale_case_after", cfg.StaleCaseAfter.String(), "drift_case_runs", cfg.DriftCaseRuns, "rebalance_interval", cfg.RebalanceInterval.String(),
+		"bucket_prizes_refresh", cfg.BucketPrizesRefresh.String(),
 		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil)
 	g, gctx := errgroup.WithContext(ctx)
@@ -259,7 +260,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		g.Go(func() error { return replica.Run(gctx) })
 	}
 	rebalancing := rebalanceLoop{rebalancer: rebalancer{catalog: catalog, reader: redisBuckets{rdb: rdb}, exec: transfers, metrics: transfers.metrics},
-		lease: held, every: cfg.RebalanceInterval, log: log, now: time.Now}
+		lease: held, every: cfg.RebalanceInterval, listed: &bucketedPrizes{every: cfg.BucketPrizesRefresh}, log: log, now: time.Now}
 	g.Go(func() error { return rebalancing.Run(gctx) })
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))

@@ -89,17 +89,68 @@ type roundStats struct {
 // openPrizes lists the prizes with buckets of the sessions open now; read without the
 // lease, so a reconciler with nothing to rebalance never takes it.
 func (r rebalancer) openPrizes(ctx context.Context, now time.Time) ([]store.PrizeStock, error) {
-	sessions, err := r.catalog.SessionsOverlapping(ctx, now, now.Add(time.Nanosecond))
-	if err != nil {
-		return nil, err
-	}
-	var ids []int64
-	for _, s := range sessions {
-		if s.OpenAt(now) {
+	var c bucketedPrizes
+	return c.open(ctx, r.catalog, now)
+}
+
+// bucketedLister is what the list of bucketed prizes is read from (MySQL).
+type bucketedLister interface {
+	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
+	BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]store.PrizeStock, error)
+}
+
+// bucketedPrizes keeps the list of bucketed prizes between rounds, so the loop does not
+// query MySQL every SECKILL_BUCKET_REBALANCE_INTERVAL when nothing, or nothing bucketed, is
+// open (the common case: one statement per refresh instead of one or two per round). Each
+// refresh reads the sessions open at any moment until the next one, and their bucketed
+// prizes; every round keeps those of the sessions open at that moment, so a session known
+// ahead starts and stops being rebalanced on time. What changes in MySQL between two
+// refreshes (an activity created to start within the period, a session closed early) is
+// seen at the next: a newly opened bucketed prize waits at most one period. Its total, the
+// only figure a round uses (for the low-water mark, 2 % of the stock per bucket), may lag a
+// stock adjustment by as long: the mark is then off by 2 % of the adjustment for a moment.
+type bucketedPrizes struct {
+	every time.Duration // how long a list is kept (SECKILL_BUCKET_PRIZES_REFRESH); 0: never
+
+	read     bool
+	at       time.Time
+	sessions map[int64]seckill.Session
+	prizes   []store.PrizeStock
+}
+
+// open returns the bucketed prizes of the sessions open at now, from the kept list when it
+// is younger than the period, else read again from l. A failed read keeps nothing.
+func (c *bucketedPrizes) open(ctx context.Context, l bucketedLister, now time.Time) ([]store.PrizeStock, error) {
+	if !c.read || c.every <= 0 || now.Before(c.at) || now.Sub(c.at) >= c.every {
+		c.read = false
+		sessions, err := l.SessionsOverlapping(ctx, now, now.Add(c.every+time.Nanosecond))
+		if err != nil {
+			return nil, err
+		}
+		c.sessions = make(map[int64]seckill.Session, len(sessions))
+		ids := make([]int64, 0, len(sessions))
+		for _, s := range sessions {
+			if s.ClosedAt != nil && !now.Before(*s.ClosedAt) {
+				continue
+			}
+			c.sessions[s.ID] = s
 			ids = append(ids, s.ID)
 		}
+		c.prizes = nil
+		if len(ids) > 0 {
+			if c.prizes, err = l.BucketedStocks(ctx, ids...); err != nil {
+				return nil, err
+			}
+		}
+		c.read, c.at = true, now
 	}
-	return r.catalog.BucketedStocks(ctx, ids...)
+	var out []store.PrizeStock
+	for _, p := range c.prizes {
+		if s, ok := c.sessions[p.SessionID]; ok && s.OpenAt(now) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // round finishes the journal's unfinished transfers, then plans and runs transfers for
@@ -189,8 +240,10 @@ type rebalanceLoop struct {
 	rebalancer
 	lease leaser
 	every time.Duration
-	log   *slog.Logger
-	now   func() time.Time
+	// listed keeps the list of bucketed prizes between rounds; nil: read every round.
+	listed *bucketedPrizes
+	log    *slog.Logger
+	now    func() time.Time
 }
 
 func (l rebalanceLoop) Run(ctx context.Context) error {
@@ -208,7 +261,11 @@ func (l rebalanceLoop) Run(ctx context.Context) error {
 
 // tick makes one round if there is anything to rebalance; it logs what fails and goes on.
 func (l rebalanceLoop) tick(ctx context.Context) (roundStats, bool) {
-	prizes, err := l.openPrizes(ctx, l.now())
+	listed := l.listed
+	if listed == nil {
+		listed = &bucketedPrizes{}
+	}
+	prizes, err := listed.open(ctx, l.catalog, l.now())
 	if err != nil {
 		if ctx.Err() == nil {
 			l.metrics.round("failed")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -204,4 +205,113 @@ func (s *bucketSale) crashAfter(step transferStep) transferExecutor {
 		}
 		return nil
 	})
+}
+
+// countingLister is the rebalance loop's MySQL list of bucketed prizes in memory, counting
+// the statements a real catalog would run.
+type countingLister struct {
+	sessions []seckill.Session
+	stocks   []store.PrizeStock // only bucketed ones, as BucketedStocks answers
+	listed   int                // SessionsOverlapping calls
+	summed   int                // BucketedStocks calls
+}
+
+func (f *countingLister) SessionsOverlapping(_ context.Context, from, to time.Time) ([]seckill.Session, error) {
+	f.listed++
+	var out []seckill.Session
+	for _, s := range f.sessions {
+		if s.Start.Before(to) && s.End.After(from) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (f *countingLister) BucketedStocks(_ context.Context, ids ...int64) ([]store.PrizeStock, error) {
+	f.summed++
+	var out []store.PrizeStock
+	for _, p := range f.stocks {
+		if slices.Contains(ids, p.SessionID) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// The rebalance loop's list of bucketed prizes is read from MySQL once per refresh period,
+// not every round: idle, or with only prizes without buckets open, 40 rounds of 250 ms make
+// 2 reads (before, 40 and 80 statements). A session known at a refresh is rebalanced from
+// the round it opens until the round it ends, without another read; one created after a
+// refresh, already open, is picked up by the first round a period after that refresh.
+func TestBucketedPrizesListIsKept(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	const round, period = 250 * time.Millisecond, 5 * time.Second
+	run := func(c *bucketedPrizes, l *countingLister, from time.Time, rounds int) (firstSeen map[int64]time.Time, lastSeen map[int64]time.Time) {
+		t.Helper()
+		firstSeen, lastSeen = map[int64]time.Time{}, map[int64]time.Time{}
+		for i := range rounds {
+			now := from.Add(time.Duration(i) * round)
+			prizes, err := c.open(ctx, l, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range prizes {
+				if _, ok := firstSeen[p.SessionID]; !ok {
+					firstSeen[p.SessionID] = now
+				}
+				lastSeen[p.SessionID] = now
+			}
+		}
+		return firstSeen, lastSeen
+	}
+
+	// Idle: nothing open.
+	idle := &countingLister{}
+	run(&bucketedPrizes{every: period}, idle, t0, 40)
+	if idle.listed != 2 || idle.summed != 0 {
+		t.Errorf("idle for 10 s: %d session lists and %d stock sums, want 2 and 0", idle.listed, idle.summed)
+	}
+	uncached := &countingLister{}
+	run(&bucketedPrizes{}, uncached, t0, 40)
+	if uncached.listed != 40 {
+		t.Errorf("without a period: %d session lists in 40 rounds, want 40 (the loop as it was)", uncached.listed)
+	}
+
+	// A session open throughout whose prizes have no buckets.
+	plain := &countingLister{sessions: []seckill.Session{{ID: 1, Start: t0.Add(-time.Minute), End: t0.Add(time.Hour)}}}
+	if seen, _ := run(&bucketedPrizes{every: period}, plain, t0, 40); len(seen) != 0 || plain.listed != 2 || plain.summed != 2 {
+		t.Errorf("an unbucketed open session for 10 s: %d lists, %d sums, seen %v; want 2, 2, none", plain.listed, plain.summed, seen)
+	}
+
+	// Session 2 (bucketed), known at the first refresh, opens at 1.1 s and ends at 3.1 s;
+	// session 3 (bucketed) is created at 1 s, already open: the refresh at 5 s finds it.
+	l := &countingLister{
+		sessions: []seckill.Session{{ID: 2, Start: t0.Add(1100 * time.Millisecond), End: t0.Add(3100 * time.Millisecond)}},
+		stocks:   []store.PrizeStock{{SessionID: 2, PrizeID: 1, Buckets: 4, Total: 10}, {SessionID: 3, PrizeID: 1, Buckets: 2, Total: 10}},
+	}
+	c := &bucketedPrizes{every: period}
+	first, last := run(c, l, t0, 4) // rounds at 0 .. 0.75 s
+	l.sessions = append(l.sessions, seckill.Session{ID: 3, Start: t0.Add(-time.Minute), End: t0.Add(time.Hour)})
+	f2, l2 := run(c, l, t0.Add(time.Second), 36) // rounds at 1 s .. 9.75 s
+	for k, v := range f2 {
+		if _, ok := first[k]; !ok {
+			first[k] = v
+		}
+	}
+	for k, v := range l2 {
+		last[k] = v
+	}
+	if got, want := first[2], t0.Add(1250*time.Millisecond); !got.Equal(want) {
+		t.Errorf("session 2 first rebalanced at %v, want the first round after it opened (%v)", got.Sub(t0), want.Sub(t0))
+	}
+	if got, want := last[2], t0.Add(3*time.Second); !got.Equal(want) {
+		t.Errorf("session 2 last rebalanced at %v, want the last round before it ended (%v)", got.Sub(t0), want.Sub(t0))
+	}
+	if got, bound := first[3], t0.Add(period); got.IsZero() || got.After(bound) {
+		t.Errorf("session 3, open since 1 s, first rebalanced at %v, want by the next refresh (%v)", got.Sub(t0), bound.Sub(t0))
+	}
+	if l.listed != 2 {
+		t.Errorf("%d session lists in 10 s, want 2", l.listed)
+	}
 }

@@ -116,13 +116,7 @@ func (g *stockGauges) sample(ctx context.Context) error {
 			return err
 		}
 		stocks[i].Total, stocks[i].Left = p.Total, p.Left
-		sum := stock.Snapshot{SessionID: k.Session, PrizeID: k.Prize, Loaded: true}
-		for _, b := range bs {
-			sum.Loaded = sum.Loaded && b.Loaded
-			sum.Left += b.Left
-			sum.Pending += b.Pending
-		}
-		snaps[i] = sum
+		snaps[i] = stock.SumSnapshots(bs)
 	}
 	seen, loaded := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for i, st := range stocks {

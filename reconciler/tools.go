@@ -174,16 +174,8 @@ func (t *toolEnv) drainChecks(ctx context.Context) ([]gateCheck, error) {
 		if err != nil {
 			return nil, err
 		}
-		keys := make([]seckill.SessionPrize, len(stocks))
-		for i, s := range stocks {
-			keys[i] = s.SessionPrize()
-		}
-		snaps, err := t.gate.Snapshots(ctx, keys)
-		if err != nil {
+		if pending, err = pendingReservations(ctx, t.gate, stocks); err != nil {
 			return nil, err
-		}
-		for _, s := range snaps {
-			pending += s.Pending
 		}
 	}
 	out = append(out, gateCheck{"no_pending_reservations", pending == 0,
@@ -300,4 +292,30 @@ func printArchive(w io.Writer, asJSON bool, cutoff time.Time, rows []archiveRow,
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%s\n", r.SessionID, r.PrizeID, r.EndedAt, r.Orders, r.Moved, r.Skipped)
 	}
 	return tw.Flush()
+}
+
+// pendingReservations counts the reservations Redis holds without an order for stocks, in
+// every stock bucket of a prize with buckets (a grab admitted in bucket 2 is in bucket 2's
+// keys only).
+func pendingReservations(ctx context.Context, g snapshotter, stocks []seckill.Stock) (int64, error) {
+	keys := make([]seckill.SessionPrize, len(stocks))
+	for i, s := range stocks {
+		keys[i] = s.SessionPrize()
+	}
+	snaps, err := g.Snapshots(ctx, keys)
+	if err != nil {
+		return 0, err
+	}
+	var pending int64
+	for i, s := range snaps {
+		if n := stocks[i].Buckets; n > 1 {
+			bs, err := g.BucketSnapshots(ctx, keys[i], n)
+			if err != nil {
+				return 0, err
+			}
+			s = stock.SumSnapshots(bs)
+		}
+		pending += s.Pending
+	}
+	return pending, nil
 }

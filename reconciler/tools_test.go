@@ -317,3 +317,23 @@ func TestArchiveCommand(t *testing.T) {
 		t.Fatalf("status of an archived order: %+v %v", o, err)
 	}
 }
+
+// The drained check counts the reservations of every stock bucket: a grab admitted in bucket
+// 2 of a bucketed prize is in bucket 2's keys only (before, only bucket 0's were read, and a
+// prize whose pending grabs were all in other buckets looked drained).
+func TestPendingReservationsInEveryBucket(t *testing.T) {
+	op := stacktest.NewBucketedPrize(t, 3, 4, 1)
+	ctx := stacktest.Context(t, 30*time.Second)
+	grab := seckill.Grab{RequestID: "pending-in-bucket-2", UserID: "u", SessionID: op.SessionID, PrizeID: op.PrizeID, Bucket: 2,
+		AdmittedAt: time.Now()}
+	if v, err := op.Gate.Reserve(ctx, grab); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve in bucket 2: %+v %v", v, err)
+	}
+	stocks, err := store.NewCatalog(op.DB, time.Now).Stocks(ctx, op.SessionID)
+	if err != nil || len(stocks) != 1 || stocks[0].Buckets != 4 {
+		t.Fatalf("stocks %+v %v", stocks, err)
+	}
+	if n, err := pendingReservations(ctx, op.Gate, stocks); err != nil || n != 1 {
+		t.Fatalf("pending reservations: %d %v, want the one in bucket 2", n, err)
+	}
+}

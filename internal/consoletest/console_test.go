@@ -1,6 +1,7 @@
 package consoletest
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,7 +12,9 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -41,6 +44,8 @@ func TestConsole(t *testing.T) {
 		{"replay a dead letter after the fix", func(t *testing.T) { replayDeadLetter(t, b, p, sale) }},
 		{"resolve a drift case", func(t *testing.T) { resolveDrift(t, b, p, sale) }},
 		{"reconciler reports", func(t *testing.T) { reports(t, b, p) }},
+		// Last: its transfer stays unfinished, which a reconciler pass would resume.
+		{"a bucketed prize's page", func(t *testing.T) { bucketedPrize(t, b, p, sale) }},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -80,6 +85,12 @@ func signIn(t *testing.T, b *browser, p *pipeline) {
 	}
 }
 
+// dbStock is a stock row's figures as the admin API answers them.
+type dbStock struct {
+	Total int64 `json:"total"`
+	Left  int64 `json:"left"`
+}
+
 // figures are one prize's numbers, as the page or the API shows them.
 type figures struct{ MySQLLeft, RedisLeft, Sold, Pending int64 }
 
@@ -115,12 +126,9 @@ func apiFigures(p *pipeline, session, prize int64) (fromOverview, fromSession fi
 	}
 	var sv struct {
 		Stock []struct {
-			PrizeID int64 `json:"prize_id"`
-			DB      struct {
-				Total int64 `json:"total"`
-				Left  int64 `json:"left"`
-			} `json:"db"`
-			Redis struct {
+			PrizeID int64   `json:"prize_id"`
+			DB      dbStock `json:"db"`
+			Redis   struct {
 				Left    int64 `json:"left"`
 				Pending int64 `json:"pending"`
 			} `json:"redis"`
@@ -417,4 +425,115 @@ func reports(t *testing.T, b *browser, p *pipeline) {
 	for _, j := range first.Jobs {
 		b.waitText(t, tid(fmt.Sprintf("report-%d", first.ID)), j.Name, 10*time.Second)
 	}
+}
+
+// bucketedPrize: a prize with four stock buckets, preheated, a transfer from bucket 0 to 3
+// taken in Redis and not moved yet, demand counted in bucket 1 and bucket 3 wanted. Its Live
+// card links to its page (a prize without buckets has no such link), and the page shows the
+// prize summed over its buckets and each bucket as GET /admin/v1/sessions/{id}/prizes/{prize}
+// answers it, with the unfinished transfer.
+func bucketedPrize(t *testing.T, b *browser, p *pipeline, sale activity) {
+	ctx := stacktest.Context(t, 30*time.Second)
+	start := time.Now().UTC().Add(10 * time.Minute).Truncate(time.Second)
+	var act struct {
+		Prizes []struct {
+			ID int64 `json:"id"`
+		} `json:"prizes"`
+		Sessions []struct {
+			ID int64 `json:"id"`
+		} `json:"sessions"`
+	}
+	p.mustAdmin("POST", "/admin/v1/activities", map[string]any{
+		"name": "bucketed sale", "window_start": start.Format(time.RFC3339), "window_end": start.Add(time.Hour).Format(time.RFC3339),
+		"interval": "1h", "session_length": "30m", "per_user_limit": 1,
+		"prizes": []map[string]any{{"name": "hot", "stock": 8, "buckets": 4}},
+	}, &act, http.StatusCreated)
+	sid, pid := act.Sessions[0].ID, act.Prizes[0].ID
+	t.Cleanup(func() {
+		for n := range 4 {
+			k := stock.BucketKeysFor(sid, pid, n)
+			p.rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(),
+				k.Wanted(), strings.TrimSuffix(k.Meta, "meta")+"rev")
+		}
+	})
+	p.mustAdmin("POST", fmt.Sprintf("/admin/v1/sessions/%d/preheat", sid), nil, nil, http.StatusOK)
+	if err := p.rdb.IncrBy(ctx, stock.BucketKeysFor(sid, pid, 1).Demand(), 5).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.rdb.Set(ctx, stock.BucketKeysFor(sid, pid, 3).Wanted(), 1, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h, ok, err := lease.New(p.db, "t-console-transfer-"+stacktest.ID(t), time.Minute).TryAcquire(ctx)
+	if err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	tr, err := store.NewCatalog(p.db, time.Now).PlanTransfer(ctx, h.Fence, sid, pid, 0, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := stock.NewGate(ctx, p.rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := gate.Take(ctx, sid, pid, 0, tr.ID, 2, h.Fence.Number); err != nil || n != 2 {
+		t.Fatalf("take: %d %v", n, err)
+	}
+
+	b.goTo(t, "#/live")
+	link := tid(fmt.Sprintf("prize-%d-%d-buckets", sid, pid))
+	b.waitText(t, link, "4 buckets", 10*time.Second)
+	phone := sale.Prizes["phone"]
+	b.waitPresent(t, tid(fmt.Sprintf("prize-%d-%d", sale.Session, phone)), 10*time.Second)
+	if eval[bool](t, b, fmt.Sprintf(`document.querySelector('[data-testid="prize-%d-%d-buckets"]') !== null`, sale.Session, phone)) {
+		t.Fatal("a prize without buckets links to a bucket table")
+	}
+	b.click(t, link)
+	b.waitText(t, tid("bucket-3-wanted"), "wanted", 10*time.Second)
+
+	var page struct {
+		DB         dbStock `json:"db"`
+		InFlight   int64   `json:"in_flight"`
+		BucketRows []struct {
+			Bucket int     `json:"bucket"`
+			DB     dbStock `json:"db"`
+			Redis  struct {
+				Left   int64 `json:"left"`
+				Total  int64 `json:"total"`
+				Sent   int64 `json:"sent"`
+				Demand int64 `json:"demand"`
+			} `json:"redis"`
+		} `json:"bucket_rows"`
+	}
+	p.mustAdmin("GET", fmt.Sprintf("/admin/v1/sessions/%d/prizes/%d", sid, pid), nil, &page, http.StatusOK)
+	if page.DB.Total != 8 || page.InFlight != 2 || len(page.BucketRows) != 4 {
+		t.Fatalf("prize page from the API: %+v", page)
+	}
+	if got := b.text(t, tid("prize-mysql")); got != "8 / 8" {
+		t.Errorf("the page's MySQL %q, want 8 / 8 (the buckets' sum)", got)
+	}
+	if got := b.text(t, tid("prize-redis")); got != "6 / 6" {
+		t.Errorf("the page's Redis %q, want 6 / 6 (2 units in flight)", got)
+	}
+	if got := b.text(t, tid("prize-in-flight")); got != "2" {
+		t.Errorf("the page's in flight %q, want 2", got)
+	}
+	for _, r := range page.BucketRows {
+		cell := func(field string) string { return b.text(t, tid(fmt.Sprintf("bucket-%d-%s", r.Bucket, field))) }
+		if got, want := cell("mysql"), fmt.Sprintf("%d / %d", r.DB.Left, r.DB.Total); got != want {
+			t.Errorf("bucket %d MySQL %q, want %q", r.Bucket, got, want)
+		}
+		if got, want := cell("redis"), fmt.Sprintf("%d / %d", r.Redis.Left, r.Redis.Total); got != want {
+			t.Errorf("bucket %d Redis %q, want %q", r.Bucket, got, want)
+		}
+		if got, want := cell("sent"), strconv.FormatInt(r.Redis.Sent, 10); got != want {
+			t.Errorf("bucket %d sent %q, want %q", r.Bucket, got, want)
+		}
+		if got, want := cell("demand"), strconv.FormatInt(r.Redis.Demand, 10); got != want {
+			t.Errorf("bucket %d demand %q, want %q", r.Bucket, got, want)
+		}
+	}
+	if r := page.BucketRows[0].Redis; r.Left != 0 || r.Sent != 2 || page.BucketRows[1].Redis.Demand != 5 {
+		t.Errorf("the API's buckets %+v, want bucket 0 emptied by the take and bucket 1's demand 5", page.BucketRows)
+	}
+	b.waitText(t, tid(fmt.Sprintf("transfer-%d", tr.ID)), "planned", 5*time.Second)
 }

@@ -245,6 +245,8 @@ func (g *gateway) seed(t *testing.T) map[string]string {
 	}
 	fmt.Fprintf(&admin, "\n[[operations]]\ninclude-operation-id = \"adjustStock\"\nparameters = { \"path.id\" = %d, \"path.prize\" = %d }\n",
 		act.Sessions[3].ID, act.Prizes[1].ID)
+	fmt.Fprintf(&admin, "\n[[operations]]\ninclude-operation-id = \"getPrize\"\nparameters = { \"path.id\" = %d, \"path.prize\" = %d }\n",
+		open, act.Prizes[0].ID)
 	// Grabs on the open session: admitted, then the per-user limit, sold out never (1,000).
 	public := fmt.Sprintf("\n[[operations]]\ninclude-operation-id = \"grab\"\nparameters = { \"path.session\" = %d, \"path.prize\" = %d }\n",
 		open, act.Prizes[0].ID)

@@ -329,6 +329,9 @@ type Reconciler struct {
 	// bucketed prize's stock buckets (docs/buckets.md): a dry home bucket answers 503
 	// rebalancing for about this long before units arrive.
 	RebalanceInterval time.Duration
+	// BucketPrizesRefresh is how long the rebalance loop keeps its list of the open
+	// sessions' bucketed prizes before reading it from MySQL again (0: every round).
+	BucketPrizesRefresh time.Duration
 
 	// MySQLReplicaDSN names a replica of the writer whose replication the reconciler exports
 	// (seckill_mysql_replica_* gauges; empty: none). Nothing in the pipeline reads from it.
@@ -346,17 +349,18 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		LeaseName:   r.str("SECKILL_RECONCILER_LEASE", "seckill-reconciler"),
 		LeaseTTL:    r.duration("SECKILL_LEASE_TTL", 15*time.Second, time.Second, 10*time.Minute),
 
-		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
-		FeedbackGroup:     r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
-		StaleAfter:        r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
-		RepublishBound:    r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
-		CatchUpWait:       r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
-		GatewayDeadAfter:  r.duration("SECKILL_GATEWAY_DEAD_AFTER", 30*time.Second, 0, time.Hour),
-		ReplayBudget:      r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
-		StaleCaseAfter:    r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
-		DriftCaseRuns:     r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
-		RebalanceInterval: r.duration("SECKILL_BUCKET_REBALANCE_INTERVAL", 250*time.Millisecond, 10*time.Millisecond, 10*time.Second),
-		MySQLReplicaDSN:   strings.TrimSpace(r.secretValue("SECKILL_MYSQL_REPLICA_DSN", "SECKILL_MYSQL_REPLICA_DSN_FILE")),
+		ConsumerGroup:       r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
+		FeedbackGroup:       r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
+		StaleAfter:          r.duration("SECKILL_STALE_AFTER", 10*time.Second, 100*time.Millisecond, time.Hour),
+		RepublishBound:      r.duration("SECKILL_REPUBLISH_BOUND", time.Minute, 100*time.Millisecond, 24*time.Hour),
+		CatchUpWait:         r.duration("SECKILL_CATCHUP_WAIT", 20*time.Second, 0, 10*time.Minute),
+		GatewayDeadAfter:    r.duration("SECKILL_GATEWAY_DEAD_AFTER", 30*time.Second, 0, time.Hour),
+		ReplayBudget:        r.duration("SECKILL_REPLAY_BUDGET", 30*time.Second, time.Second, time.Hour),
+		StaleCaseAfter:      r.duration("SECKILL_STALE_CASE_AFTER", 5*time.Minute, time.Second, 24*time.Hour),
+		DriftCaseRuns:       r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
+		RebalanceInterval:   r.duration("SECKILL_BUCKET_REBALANCE_INTERVAL", 250*time.Millisecond, 10*time.Millisecond, 10*time.Second),
+		BucketPrizesRefresh: r.duration("SECKILL_BUCKET_PRIZES_REFRESH", 5*time.Second, 0, 10*time.Minute),
+		MySQLReplicaDSN:     strings.TrimSpace(r.secretValue("SECKILL_MYSQL_REPLICA_DSN", "SECKILL_MYSQL_REPLICA_DSN_FILE")),
 	}
 	if c.MySQLReplicaDSN != "" {
 		if err := store.CheckDSN(c.MySQLReplicaDSN, c.MySQLTLS != nil); err != nil {

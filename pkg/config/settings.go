@@ -99,6 +99,7 @@ func Settings() []Setting {
 		{"SECKILL_STALE_CASE_AFTER", false, "5m", recon, "a reservation without an order this long after admission becomes a case"},
 		{"SECKILL_DRIFT_CASE_RUNS", false, "3", recon, "drift left uncorrected by this many consecutive runs becomes a case"},
 		{"SECKILL_BUCKET_REBALANCE_INTERVAL", false, "250ms", recon, "period of the loop moving units between a bucketed prize's stock buckets"},
+		{"SECKILL_BUCKET_PRIZES_REFRESH", false, "5s", recon, "how long the rebalance loop keeps its list of open bucketed prizes (0: reads it every round)"},
 		{"SECKILL_MYSQL_REPLICA_DSN", true, "(empty: no replica gauges)", recon, "a MySQL replica whose lag and threads the reconciler exports (nothing reads from it); its user needs SLAVE MONITOR"},
 		{"SECKILL_CONSOLE_SESSION", false, "12h", gw, "how long an operator console sign-in lasts"},
 		{"SECKILL_CONSOLE_SECRET", true, "(empty: derived from SECKILL_ADMIN_TOKEN), >= 32 bytes when set", gw, "key of the console's session cookies"},

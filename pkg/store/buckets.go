@@ -453,6 +453,12 @@ func (c *Catalog) UnfinishedTransfers(ctx context.Context) ([]Transfer, error) {
 	return c.transfers(ctx, "t.state IN ?", []string{TransferPlanned, TransferMoved})
 }
 
+// UnfinishedTransfersOf returns the transfers of one session×prize not done nor cancelled,
+// oldest first: the operator's view of the units in flight between its buckets.
+func (c *Catalog) UnfinishedTransfersOf(ctx context.Context, sessionID, prizeID int64) ([]Transfer, error) {
+	return c.transfers(ctx, "t.session_id = ? AND t.prize_id = ? AND t.state IN ?", sessionID, prizeID, []string{TransferPlanned, TransferMoved})
+}
+
 // Transfers returns every transfer of a session×prize, oldest first (rebuild and preheat
 // replay the recorded ones into the buckets' Redis keys).
 func (c *Catalog) Transfers(ctx context.Context, sessionID, prizeID int64) ([]Transfer, error) {

@@ -224,6 +224,7 @@
     [/^#\/exceptions(?:\?(.*))?$/, renderExceptions],
     [/^#\/exceptions\/(\d+)$/, renderException],
     [/^#\/reports$/, renderReports],
+    [/^#\/sessions\/(\d+)\/prizes\/(\d+)$/, renderPrize],
   ];
 
   function leaveView() {
@@ -280,8 +281,54 @@
     return h('dl', { class: 'facts' }, pairs.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
   }
   const badge = (text) => h('span', { class: `badge ${text}`, text });
+  // bucketsLink leads from a prize with stock buckets to its page (the bucket table); a
+  // prize without buckets shows nothing more than it always did.
+  const bucketsLink = (session, prize, n, testid) => (n > 1
+    ? [' · ', h('a', { href: `#/sessions/${session}/prizes/${prize}`, testid, text: `${n} buckets` })]
+    : null);
   const errorBox = (testid) => h('p', { class: 'error', testid, role: 'alert' });
   const noticeBox = (testid) => h('p', { class: 'notice', testid, role: 'status' });
+
+  // poller runs load now and again REFRESH_MS after each run settles, while the tab is
+  // visible: a hidden tab stops it (onHidden, if given, runs then) and showing it again
+  // starts it. load renders what it fetched; a failure is shown in box, and a session that
+  // ended stops the polling (the sign-in form is up). refresh runs it at once (after an
+  // action); stop is the view's cleanup.
+  function poller(load, box, stale, onHidden) {
+    let timer = null;
+    async function refresh() {
+      clearTimeout(timer);
+      timer = null;
+      try {
+        await load();
+        if (stale()) return;
+        box.textContent = '';
+      } catch (e) {
+        if (stale()) return;
+        failed(box, e);
+        if (e.sessionEnded) return;
+      }
+      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+    }
+    function onVisibility() {
+      if (document.hidden) {
+        clearTimeout(timer);
+        timer = null;
+        if (onHidden) onHidden();
+      } else if (timer === null) {
+        refresh();
+      }
+    }
+    document.addEventListener('visibilitychange', onVisibility);
+    refresh();
+    return {
+      refresh,
+      stop: () => {
+        clearTimeout(timer);
+        document.removeEventListener('visibilitychange', onVisibility);
+      },
+    };
+  }
 
   // ---------------------------------------------------------------- Live
 
@@ -305,12 +352,11 @@
     const othersTitle = h('h2', { testid: 'others-title', text: 'Other sessions today' });
     const othersList = h('div', { testid: 'others-list' });
     const othersMore = h('button', { type: 'button', testid: 'others-more', text: 'Show more',
-      on: { click: () => { othersLimit += OTHERS_PAGE; if (timer !== null) clearTimeout(timer); refresh(); } } });
+      on: { click: () => { othersLimit += OTHERS_PAGE; poll.refresh(); } } });
     const others = h('section', { class: 'card', testid: 'live-others', hidden: true }, othersTitle, othersList, othersMore);
     page.append(h('div', { class: 'row spread' }, h('h1', { text: 'Live' }), updated), error, actionError, actionNote, totals, sessions, others);
     let othersLimit = 0;
 
-    let timer = null;
     let signature = null;
     let cells = new Map(); // "sid:pid" -> {field: element}
     let prev = new Map(); // "sid:pid" -> {admitted, at}: the last refresh, for admissions/s
@@ -360,7 +406,7 @@
       };
       cells.set(key, fig);
       return h('div', { class: 'prize', testid: `prize-${key}` },
-        h('h3', { text: `${p.name} (prize ${p.prize_id})` }),
+        h('h3', {}, `${p.name} (prize ${p.prize_id})`, bucketsLink(s.session_id, p.prize_id, p.buckets, `prize-${key}-buckets`)),
         h('dl', { class: 'figures' },
           figure('MySQL left', 'mysql-left'), figure('Redis left', 'redis-left'), figure('Sold', 'sold'),
           figure('Pending', 'pending'), figure('Admissions/s', 'rate'), figure('Lag', 'lag'), figure('Total', 'total')),
@@ -416,38 +462,16 @@
       updated.textContent = `updated ${fmtTime(data.generated_at)}`;
     }
 
-    async function refresh() {
-      timer = null;
-      try {
-        const data = await api('GET', othersLimit ? `/admin/v1/overview?others_limit=${othersLimit}` : '/admin/v1/overview');
-        if (stale()) return;
-        const sig = (data.sessions || []).map((s) => `${s.session_id}:${s.state}:${(s.prizes || []).map((p) => p.prize_id).join(',')}`).join('|');
-        if (sig !== signature) {
-          build(data);
-          signature = sig;
-        }
-        fill(data);
-        error.textContent = '';
-      } catch (e) {
-        if (stale()) return;
-        failed(error, e);
-        if (e.sessionEnded) return;
+    async function load() {
+      const data = await api('GET', othersLimit ? `/admin/v1/overview?others_limit=${othersLimit}` : '/admin/v1/overview');
+      if (stale()) return;
+      const sig = (data.sessions || []).map((s) => `${s.session_id}:${s.state}:${(s.prizes || []).map((p) => p.prize_id).join(',')}`).join('|');
+      if (sig !== signature) {
+        build(data);
+        signature = sig;
       }
-      if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+      fill(data);
     }
-
-    // A hidden tab stops polling; the first refresh after it comes back shows no rate (a rate
-    // averaged over the hidden minutes would mislead).
-    function onVisibility() {
-      if (document.hidden) {
-        clearTimeout(timer);
-        timer = null;
-        prev = new Map();
-      } else if (timer === null) {
-        refresh();
-      }
-    }
-    document.addEventListener('visibilitychange', onVisibility);
 
     async function sessionAction(button, s, what) {
       clearErrors(actionError, actionNote);
@@ -460,8 +484,7 @@
         actionNote.textContent = what === 'preheat'
           ? `Session ${s.session_id} preheated: ${count(out && out.loaded)} loaded, ${count(out && out.kept)} already in Redis.`
           : `Session ${s.session_id} closed.`;
-        if (timer !== null) clearTimeout(timer);
-        refresh();
+        poll.refresh();
       } catch (e) {
         failed(actionError, e);
       } finally {
@@ -503,11 +526,10 @@
       return h('details', {}, h('summary', { text: 'Adjust stock' }), form);
     }
 
-    refresh();
-    return () => {
-      clearTimeout(timer);
-      document.removeEventListener('visibilitychange', onVisibility);
-    };
+    // The first refresh after a hidden tab comes back shows no rate (a rate averaged over
+    // the hidden minutes would mislead).
+    const poll = poller(load, error, stale, () => { prev = new Map(); });
+    return poll.stop;
   }
 
   // ---------------------------------------------------------------- Activities
@@ -660,16 +682,94 @@
               h('td', { text: fmtTime(s.start) }),
               h('td', { text: fmtTime(s.end) }),
               h('td', { text: s.closed_at ? fmtTime(s.closed_at) : dash }),
-              h('td', {}, (s.stock || []).map((st) => h('div', {
-                text: `${names.get(st.prize_id) || 'prize ' + st.prize_id}: ${fmtNum(st.db.left)} / ${fmtNum(st.db.total)} · ` +
+              h('td', {}, (s.stock || []).map((st) => h('div', {},
+                `${names.get(st.prize_id) || 'prize ' + st.prize_id}: ${fmtNum(st.db.left)} / ${fmtNum(st.db.total)} · ` +
                   (st.redis && st.redis.loaded ? `Redis ${fmtNum(st.redis.left)} left, ${fmtNum(st.redis.pending)} pending` : 'not in Redis'),
-              }))))),
+                bucketsLink(s.id, st.prize_id, st.buckets, `stock-${s.id}-${st.prize_id}-buckets`)))))),
             { testid: 'sessions-table' })));
     }).catch((e) => {
       if (stale()) return;
       body.textContent = '';
       failed(error, e);
     });
+  }
+
+  // ---------------------------------------------------------------- A prize and its buckets
+
+  // renderPrize shows one session×prize: its stock summed over its stock buckets and, with
+  // more than one, each bucket side by side in MySQL and Redis (with what the transfers
+  // between buckets sent and received, the gateways' demand and wanted signals) and the
+  // transfers not finished yet. It refreshes every REFRESH_MS while the tab is visible. A
+  // prize without buckets gets no table: its one row would repeat the figures above.
+  function renderPrize(page, m, stale) {
+    const [sid, pid] = [m[1], m[2]];
+    const error = errorBox('prize-error');
+    const updated = h('span', { class: 'muted', testid: 'prize-updated', text: 'loading…' });
+    const body = h('div', {});
+    page.append(h('p', {}, h('a', { href: '#/live', text: '← Live' })), error, body);
+
+    // A stock adjustment moves units from or to outside the prize (bucket -1 in the journal).
+    const end = (b) => (b < 0 ? 'outside' : String(b));
+    const redisText = (r) => (r && r.loaded ? `${fmtNum(r.left)} / ${fmtNum(r.total)}` : 'not loaded');
+    function view(v) {
+      const head = h('section', { class: 'card' },
+        h('div', { class: 'row spread' },
+          h('h1', { testid: 'prize-title' }, `${v.name || 'prize'} (prize ${v.prize_id}) `, badge(v.state)), updated),
+        facts([
+          ['Session', h('span', {}, `${v.session_id} · `, h('a', { href: `#/activities/${v.activity_id}`, text: v.activity_name || `activity ${v.activity_id}` }))],
+          ['Stock buckets', h('span', { testid: 'prize-buckets', text: String(v.buckets) })],
+          ['MySQL left / total', h('span', { class: 'num', testid: 'prize-mysql', text: `${fmtNum(v.db.left)} / ${fmtNum(v.db.total)}` })],
+          ['Redis left / total', h('span', { class: 'num', testid: 'prize-redis', text: redisText(v.redis) })],
+          ['Pending', h('span', { class: 'num', testid: 'prize-pending', text: fmtNum(v.redis && v.redis.pending) })],
+          ['In flight', h('span', { class: 'num', testid: 'prize-in-flight', text: fmtNum(v.in_flight) })],
+        ]));
+      if (v.buckets <= 1) {
+        return [head, h('p', { class: 'muted card', testid: 'no-buckets',
+          text: 'One stock bucket: the figures above are the prize\'s own row and Redis keys.' })];
+      }
+      const rows = (v.bucket_rows || []).map((b) => {
+        const r = b.redis || {};
+        const cell = (field, text) => h('td', { class: 'num', testid: `bucket-${b.bucket}-${field}`, text });
+        return h('tr', { testid: `bucket-row-${b.bucket}` },
+          cell('bucket', String(b.bucket)),
+          cell('mysql', `${fmtNum(b.db.left)} / ${fmtNum(b.db.total)}`),
+          cell('version', fmtNum(b.db.version)),
+          cell('redis', redisText(r)),
+          cell('sent', r.loaded ? fmtNum(r.sent) : dash),
+          cell('received', r.loaded ? fmtNum(r.received) : dash),
+          cell('pending', fmtNum(r.pending)),
+          cell('demand', fmtNum(r.demand)),
+          h('td', { testid: `bucket-${b.bucket}-wanted` }, r.wanted ? badge('wanted') : dash));
+      });
+      const transfers = v.transfers || [];
+      return [head,
+        h('section', { class: 'card' },
+          h('h2', { text: 'Buckets' }),
+          h('p', { class: 'muted', text: 'Demand: grabs the gateways counted since the rebalance loop last read it. ' +
+            'Wanted: a gateway found the bucket dry while units remained elsewhere.' }),
+          table(['Bucket', 'MySQL left / total', 'Version', 'Redis left / total', 'Sent', 'Received', 'Pending', 'Demand', 'Wanted'],
+            rows, { testid: 'buckets-table' })),
+        h('section', { class: 'card' },
+          h('h2', { text: `Unfinished transfers (${transfers.length})` }),
+          transfers.length
+            ? table(['Transfer', 'From → to', 'Requested', 'Taken', 'Moved', 'State', 'Fence'],
+              transfers.map((x) => h('tr', { testid: `transfer-${x.id}` },
+                h('td', { class: 'num', text: String(x.id) }),
+                h('td', { text: `${end(x.from)} → ${end(x.to)}` }),
+                h('td', { class: 'num', text: fmtNum(x.requested) }),
+                h('td', { class: 'num', text: x.state === 'planned' ? dash : fmtNum(x.taken) }),
+                h('td', { class: 'num', text: x.state === 'planned' ? dash : fmtNum(x.units) }),
+                h('td', {}, badge(x.state)),
+                h('td', { class: 'num', text: fmtNum(x.fence) }))), { testid: 'transfers-table' })
+            : h('p', { class: 'muted', testid: 'no-transfers', text: 'None: no units are moving between buckets.' }))];
+    }
+
+    return poller(async () => {
+      const v = await api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}`);
+      if (stale()) return;
+      updated.textContent = `updated ${fmtTime(new Date().toISOString())}`;
+      body.replaceChildren(...view(v));
+    }, error, stale).stop;
   }
 
   // ---------------------------------------------------------------- Exceptions
