@@ -129,11 +129,13 @@ func adjustmentResumes(t *testing.T, rdb redis.UniversalClient) {
 	}
 }
 
-// A cut from a bucket that is not loaded in Redis (before its preheat, or lost) is never
-// cancelled, unlike a transfer between buckets: the row alone gives the units up, and the
-// take step leaves a revision that turns away a preheat of the row read before the cut.
+// A cut from a bucket that is not loaded in Redis before its session opens (not yet
+// preheated) is never cancelled, unlike a transfer between buckets: the row alone gives the
+// units up, and the take step leaves a revision that turns away a preheat of the row read
+// before the cut. (While the session is open it waits: TestCutOfALostBucketWaitsWhileOpen.)
 func TestCutOfAnUnloadedBucket(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t))
+	s.now = func() time.Time { return time.Now().Add(-2 * time.Hour) } // before the session's start
 	ctx := stacktest.Context(t, 30*time.Second)
 	before, _ := s.row(t, 1) // bucket 1's row before the cut: 3 units
 	s.lose(t, 1)
