@@ -18,7 +18,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
-// Does one hot prize go faster when its stock is split into buckets (docs/buckets.md)? The
+// Does one hot prize go faster when its stock is split into buckets (docs/design.md)? The
 // buckets step answers on each profile what that profile can show:
 //
 //   - single profile: Kafka → MySQL orders/s of one hot prize with 1, 2 and 4 buckets, one
