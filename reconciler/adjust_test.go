@@ -14,6 +14,8 @@ import (
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -107,14 +109,14 @@ func adjustmentResumes(t *testing.T, rdb redis.UniversalClient) {
 					t.Fatalf("resuming again: %d %v", n, err)
 				}
 				s.state(t).adjusted(t, "after resuming again", c.total, c.mysql, c.redis)
-			// Drift finds the buckets and their sent and received where the journal says.
-			job := driftJob{catalog: s.cat, gate: s.gate, returns: store.NewReturns(s.db), orders: store.NewOrders(s.db),
-				lag: grabLag{reader: caughtUp{}, group: "g", topic: event.Topic{Name: "t", Partitions: 4}}, grace: time.Hour,
-				cases: store.NewExceptions(s.db), caseRuns: 3, metrics: newDriftMetrics(prometheus.NewRegistry()),
-				log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
-			if res, err := job.Run(ctx, second); err != nil || res.Summary["checked"] != saleBuckets || res.Summary["corrected"] != 0 || res.Summary["ledger_mismatch"] != 0 {
-				t.Fatalf("drift after the adjustment: %+v %v, want every bucket checked and nothing to correct", res.Summary, err)
-			}
+				// Drift finds the buckets and their sent and received where the journal says.
+				job := driftJob{catalog: s.cat, gate: s.gate, returns: store.NewReturns(s.db), orders: store.NewOrders(s.db),
+					lag: grabLag{reader: caughtUp{}, group: "g", topic: event.Topic{Name: "t", Partitions: 4}}, grace: time.Hour,
+					cases: store.NewExceptions(s.db), caseRuns: 3, metrics: newDriftMetrics(prometheus.NewRegistry()),
+					log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+				if res, err := job.Run(ctx, second); err != nil || res.Summary["checked"] != saleBuckets || res.Summary["corrected"] != 0 || res.Summary["ledger_mismatch"] != 0 {
+					t.Fatalf("drift after the adjustment: %+v %v, want every bucket checked and nothing to correct", res.Summary, err)
+				}
 				// A preheat or rebuild from the rows and the journal's ledger agrees.
 				for b := range saleBuckets {
 					s.lose(t, b)
@@ -127,11 +129,13 @@ func adjustmentResumes(t *testing.T, rdb redis.UniversalClient) {
 	}
 }
 
-// A cut from a bucket that is not loaded in Redis (before its preheat, or lost) is never
-// cancelled, unlike a transfer between buckets: the row alone gives the units up, and the
-// take step leaves a revision that turns away a preheat of the row read before the cut.
+// A cut from a bucket that is not loaded in Redis before its session opens (not yet
+// preheated) is never cancelled, unlike a transfer between buckets: the row alone gives the
+// units up, and the take step leaves a revision that turns away a preheat of the row read
+// before the cut. (While the session is open it waits: TestCutOfALostBucketWaitsWhileOpen.)
 func TestCutOfAnUnloadedBucket(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t))
+	s.now = func() time.Time { return time.Now().Add(-2 * time.Hour) } // before the session's start
 	ctx := stacktest.Context(t, 30*time.Second)
 	before, _ := s.row(t, 1) // bucket 1's row before the cut: 3 units
 	s.lose(t, 1)
@@ -159,4 +163,51 @@ func TestCutOfAnUnloadedBucket(t *testing.T) {
 	}
 	s.load(t, 1) // the row after the cut, with its ledger
 	s.state(t).adjusted(t, "after the cut", 8, []int{2, 2, 2, 2}, []int{1, 2, 2, 2})
+}
+
+// A cut of a bucket whose keys were lost while its session is open must not take the
+// units from its row alone: the row still counts units Redis admitted before the loss
+// whose grabs the consumer has not persisted yet, and a cut of them would turn those 202s
+// into sold_out in MySQL. The cut waits (planned, nothing taken) until the bucket is
+// rebuilt from its row once the consumer caught up, then takes in Redis as for a live
+// bucket; the other buckets' cuts go on.
+func TestCutOfALostBucketWaitsWhileOpen(t *testing.T) {
+	s := newBucketSale(t, stacktest.Redis(t))
+	ctx := stacktest.Context(t, 30*time.Second)
+	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k2"), UserID: "u2",
+		SessionID: s.sid, PrizeID: s.pid, Bucket: 1, AdmittedAt: time.Now()})
+	if err != nil || v.Code != stock.Admitted {
+		t.Fatalf("admit one grab in bucket 1: %+v %v", v, err)
+	}
+	s.lose(t, 1)                                                                    // its event is still on its way: bucket 1's row holds 3, one of them admitted
+	adj, err := s.cat.PlanBucketAdjustment(ctx, s.sid, s.pid, 0, "ann", "", "test") // every unit MySQL has not sold
+	if err != nil || len(adj.Transfers) != saleBuckets {
+		t.Fatalf("plan: %+v %v", adj, err)
+	}
+	if _, err := s.executor(nil).resume(ctx, s.acquire(t)); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if left := s.state(t).mysql[1]; left != 3 {
+		t.Fatalf("bucket 1's row: left %d after the cut, want 3: the cut took units of a lost bucket, the admitted grab's among them", left)
+	}
+	// The consumer persists the grab (bucket 1's row: left 2), then the rebuild loads the row.
+	if err := s.db.WithContext(ctx).Exec(`UPDATE stock_buckets SET left_stock = left_stock - 1, version = version + 1
+		WHERE session_id = ? AND prize_id = ? AND bucket = 1`, s.sid, s.pid).Error; err != nil {
+		t.Fatal(err)
+	}
+	s.load(t, 1)
+	if _, err := s.executor(nil).resume(ctx, s.acquire(t)); err != nil {
+		t.Fatalf("resume after the rebuild: %v", err)
+	}
+	all, err := s.cat.Transfers(ctx, s.sid, s.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range all {
+		if tr.State != store.TransferDone {
+			t.Fatalf("journal: %+v", all)
+		}
+	}
+	// Bucket 0 keeps its pending grab's unit; bucket 1 keeps its sold one.
+	s.state(t).adjusted(t, "after the cut", 2, []int{1, 0, 0, 0}, []int{0, 0, 0, 0})
 }

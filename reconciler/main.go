@@ -167,7 +167,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// The runner and the rebalance loop take turns at the one lease: the fences of the
 	// transfers' scripts and journal are its numbers.
 	held := serialLeaser{mu: &sync.Mutex{}, l: lease.New(db, cfg.LeaseName, cfg.LeaseTTL)}
-	transfers := transferExecutor{catalog: catalog, gate: gate, grace: cfg.KeyGrace, metrics: newRebalanceMetrics(reg)}
+	transfers := transferExecutor{catalog: catalog, gate: gate, grace: cfg.KeyGrace, metrics: newRebalanceMetrics(reg), now: time.Now}
 	r := &runner{
 		lease:   held,
 		reports: store.NewRunReports(db),

@@ -39,6 +39,7 @@ type transferCatalog interface {
 	CancelTransfer(ctx context.Context, f lease.Fence, id int64) error
 	UnfinishedTransfers(ctx context.Context) ([]store.Transfer, error)
 	Buckets(ctx context.Context, sessionID, prizeID int64) ([]store.Bucket, error)
+	Session(ctx context.Context, id int64) (seckill.Session, error)
 }
 
 type transferGate interface {
@@ -68,7 +69,12 @@ type transferExecutor struct {
 	// crash would (tests use it to stop after every step). Nil: never stops.
 	after   func(t store.Transfer, step transferStep) error
 	metrics *rebalanceMetrics // nil: counts nothing
+	now     func() time.Time
 }
+
+// errCutWaits stops a cut of a bucket whose keys are missing while its session is open;
+// resume leaves it planned, and a later round takes it once the bucket is rebuilt.
+var errCutWaits = errors.New("cut waits for its bucket's keys to be rebuilt")
 
 func (x transferExecutor) step(t store.Transfer, s transferStep) error {
 	if x.after == nil {
@@ -100,6 +106,9 @@ func (x transferExecutor) resume(ctx context.Context, f lease.Fence) (int, error
 	n := 0
 	for _, t := range open {
 		if _, err := x.run(ctx, f, t); err != nil {
+			if errors.Is(err, errCutWaits) {
+				continue
+			}
 			errs = append(errs, err)
 			if staleFence(err) {
 				break
@@ -207,7 +216,11 @@ func (x transferExecutor) finish(ctx context.Context, f lease.Fence, t store.Tra
 // cut is the take step of a stock adjustment's cut. A bucket not loaded takes nothing in
 // Redis but records the row's next version as its revision (a preheat of the row before the
 // cut is refused), and the move then takes the units from the row alone: unlike a transfer
-// between buckets, a cut is never cancelled, or the adjustment would be lost.
+// between buckets, a cut is never cancelled, or the adjustment would be lost. That is
+// right only while nothing can be admitted: while the session is open, a bucket without
+// keys lost them, and its row still counts units admitted before the loss whose grabs are
+// on their way to the consumer. The cut then waits (errCutWaits) for the rebuild, which
+// loads the row once the consumer caught up, and takes in Redis as for a live bucket.
 func (x transferExecutor) cut(ctx context.Context, f lease.Fence, t store.Transfer) (int, error) {
 	bs, err := x.catalog.Buckets(ctx, t.SessionID, t.PrizeID)
 	if err != nil {
@@ -218,6 +231,13 @@ func (x transferExecutor) cut(ctx context.Context, f lease.Fence, t store.Transf
 	}
 	taken, err := x.gate.TakeCut(ctx, t.SessionID, t.PrizeID, t.From, t.ID, t.Requested, bs[t.From].Version+1, t.SessionEnd.Add(x.grace), f.Number)
 	if errors.Is(err, seckill.ErrNotLoaded) {
+		s, err := x.catalog.Session(ctx, t.SessionID)
+		if err != nil {
+			return 0, err
+		}
+		if s.OpenAt(x.now()) {
+			return 0, fmt.Errorf("transfer %d from bucket %d: %w", t.ID, t.From, errCutWaits)
+		}
 		return t.Requested, nil
 	}
 	return taken, err

@@ -29,6 +29,7 @@ type bucketSale struct {
 	lease    *lease.Lease
 	name     string // the lease's
 	sid, pid int64
+	now      func() time.Time // the executors' clock; nil: time.Now
 }
 
 const saleBuckets = 4
@@ -141,7 +142,11 @@ func (s *bucketSale) acquire(t *testing.T) lease.Fence {
 }
 
 func (s *bucketSale) executor(after func(store.Transfer, transferStep) error) transferExecutor {
-	return transferExecutor{catalog: s.cat, gate: s.gate, grace: time.Hour, after: after}
+	now := s.now
+	if now == nil {
+		now = time.Now
+	}
+	return transferExecutor{catalog: s.cat, gate: s.gate, grace: time.Hour, after: after, now: now}
 }
 
 // state reads both sides: per bucket MySQL's left and Redis's left, and Redis's in-flight

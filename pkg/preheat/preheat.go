@@ -157,6 +157,21 @@ func (p *Preheater) loadBuckets(ctx context.Context, st seckill.Stock, expire ti
 		return stock.LoadResult{}, err
 	}
 	out := stock.LoadResult{PrizeID: st.PrizeID}
+	// A transfer's move (a stock adjustment's, before the session) that commits between
+	// the two reads leaves a ledger that records it beside a row without its units: the
+	// give would then find it recorded and add nothing. Every move bumps its rows'
+	// versions, so rows unchanged after the ledger's read mean the two agree; otherwise
+	// read both again, as after a stale load.
+	again, err := p.catalog.Buckets(ctx, st.SessionID, st.PrizeID)
+	if err != nil {
+		return stock.LoadResult{}, err
+	}
+	for i := range rows {
+		if i >= len(again) || again[i].Version != rows[i].Version {
+			out.Stale = true
+			return out, nil
+		}
+	}
 	for _, row := range rows {
 		bst := st
 		bst.Total, bst.Left, bst.Version = row.Total, row.Left, row.Version

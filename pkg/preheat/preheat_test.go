@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
@@ -22,6 +23,7 @@ type env struct {
 	cat  *store.Catalog
 	gate *stock.Gate
 	rdb  redis.UniversalClient
+	db   *gorm.DB
 }
 
 func newEnv(t *testing.T) *env {
@@ -34,7 +36,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{ctx: ctx, cat: store.NewCatalog(db, time.Now), gate: gate, rdb: rdb}
+	return &env{ctx: ctx, cat: store.NewCatalog(db, time.Now), gate: gate, rdb: rdb, db: db}
 }
 
 // session creates a one-session activity starting in an hour with one prize of stock 5.

@@ -50,19 +50,22 @@ func (c *Catalog) PlanBucketAdjustment(ctx context.Context, sessionID, prizeID i
 	now := c.now().UTC()
 	out := BucketAdjustment{Total: total}
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The prize's row first, then its bucket rows in bucket order: the order every
+		// writer of several bucket rows locks them in (MoveTransfer). The lock comes before
+		// any plain read: under REPEATABLE READ the first plain read fixes the snapshot the
+		// check for an earlier adjustment below reads, and a snapshot from before the wait
+		// misses the adjustment whose planner held the lock (both would be journaled).
+		var row stockRow
+		if err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).
+			Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &row); err != nil {
+			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
+		}
 		var srow sessionRow
 		if err := first(tx.Where("id = ?", sessionID), &srow); err != nil {
 			return fmt.Errorf("session %d: %w", sessionID, err)
 		}
 		if srow.ClosedAt != nil || !now.Before(srow.EndsAt) {
 			return fmt.Errorf("adjust stock of session %d: %w", sessionID, ErrEnded)
-		}
-		// The prize's row first, then its bucket rows in bucket order: the order every
-		// writer of several bucket rows locks them in (MoveTransfer).
-		var row stockRow
-		if err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).
-			Where("session_id = ? AND prize_id = ?", sessionID, prizeID), &row); err != nil {
-			return fmt.Errorf("stock of session %d prize %d: %w", sessionID, prizeID, err)
 		}
 		if row.Buckets <= 1 {
 			return fmt.Errorf("stock of session %d prize %d has no buckets: adjust it with AdjustStock", sessionID, prizeID)

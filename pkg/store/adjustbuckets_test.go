@@ -179,3 +179,64 @@ func TestPlanBucketAdjustment(t *testing.T) {
 		}
 	}
 }
+
+// Two adjustments of one prize asked at once (a double submit, or a client retrying a
+// PUT that timed out while the first was still planning): exactly one is planned, the
+// other is refused as conflicting, as it is when it comes after. Both read the session
+// before they wait for the prize's row lock; the check for an earlier adjustment must see
+// the one that held the lock, or both are journaled and applied (a raise to 14 twice
+// would end at 18).
+func TestConcurrentBucketAdjustmentsPlanOnce(t *testing.T) {
+	f := newBucketFixture(t) // 10 units in buckets [3 3 2 2]
+	ctx := stacktest.Context(t, 30*time.Second)
+	holder := f.db.WithContext(ctx).Begin()
+	defer holder.Rollback()
+	if err := holder.Exec(`SELECT id FROM session_stocks WHERE session_id = ? AND prize_id = ? FOR UPDATE`, f.sid, f.pid).Error; err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := f.cat.PlanBucketAdjustment(ctx, f.sid, f.pid, 14, "ann", "", "twice")
+			errs <- err
+		}()
+	}
+	// Both planners wait for the row lock (their statement is running in this database).
+	for {
+		var waiting int64
+		if err := f.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND = 'Query' AND INFO LIKE '%session_stocks%FOR UPDATE%'`).
+			Row().Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the planners never waited for the row lock (%d waiting)", waiting)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := holder.Rollback().Error; err != nil {
+		t.Fatal(err)
+	}
+	var planned, conflicts int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			planned++
+		case errors.Is(err, seckill.ErrConflict):
+			conflicts++
+		default:
+			t.Fatalf("plan: %v", err)
+		}
+	}
+	open, err := f.cat.UnfinishedTransfersOf(ctx, f.sid, f.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned != 1 || conflicts != 1 || len(open) != 4 {
+		t.Fatalf("%d planned, %d refused, %d transfers journaled; want one adjustment planned (4 transfers), the other refused", planned, conflicts, len(open))
+	}
+}
