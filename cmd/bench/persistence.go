@@ -197,7 +197,7 @@ func (b *bench) drainHotPrize(ctx context.Context, buckets int) (drained, error)
 	if err != nil {
 		return drained{}, err
 	}
-	w, err := event.NewWriter(c.Brokers, c.Topics.Grab.Name)
+	w, err := event.NewGrabWriter(c.Brokers, c.Topics.Grab.Name)
 	if err != nil {
 		return drained{}, err
 	}
