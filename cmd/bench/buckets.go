@@ -264,7 +264,7 @@ func (p placement) String() string {
 func placeBuckets(ctx context.Context, rdb redis.UniversalClient, m []slotRange, sessionID, prizeID int64, n int) (placement, error) {
 	var p placement
 	for b := range n {
-		slot, err := rdb.ClusterKeySlot(ctx, stock.BucketKeysFor(sessionID, prizeID, b).Meta).Result()
+		slot, err := rdb.ClusterKeySlot(ctx, stock.BucketKeysFor(sessionID, prizeID, b, n).Meta).Result()
 		if err != nil {
 			return p, fmt.Errorf("CLUSTER KEYSLOT of bucket %d: %w", b, err)
 		}
