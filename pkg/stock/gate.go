@@ -137,6 +137,9 @@ func NewGate(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*G
 // Reserve runs the admission script for one grab. A retry of the same request id (by
 // go-redis after a lost reply, or by the client) returns Seen and deducts nothing.
 func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
+	if err := checkBucket(gr.Bucket, gr.Buckets); err != nil {
+		return Verdict{}, fmt.Errorf("reserve %s: %w", gr.RequestID, err)
+	}
 	res, err := g.reserveCall(ctx, gr)
 	if err != nil {
 		return Verdict{}, err
@@ -288,6 +291,9 @@ func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error)
 	}
 	calls := make([]scriptCall, len(batches))
 	for i, b := range batches {
+		if err := checkBucket(b.Bucket, b.Buckets); err != nil {
+			return 0, fmt.Errorf("settle session %d prize %d: %w", b.SessionID, b.PrizeID, err)
+		}
 		k := BucketKeysFor(b.SessionID, b.PrizeID, b.Bucket, b.Buckets)
 		args := make([]any, 0, 4*len(b.Items))
 		for _, it := range b.Items {

@@ -1,6 +1,9 @@
 package stock
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Placement of a prize's stock buckets on Redis Cluster slots (docs/buckets.md, placement).
 //
@@ -59,6 +62,16 @@ func crc16(crc uint16, b []byte) uint16 {
 
 // KeySlot is the Redis Cluster slot of a hash tag's keys (CLUSTER KEYSLOT of "{tag}").
 func KeySlot(tag string) int { return int(crc16(0, []byte(tag)) % clusterSlots) }
+
+// checkBucket refuses bucket b of n where the struct that carries them (a grab, a
+// settlement, a return) names a bucket ≥ 1 without its prize's N, or beyond it: the keys it
+// would name are no bucket's, and a reservation or return there would be lost from view.
+func checkBucket(b, n int) error {
+	if b != 0 && (b < 0 || b >= n) {
+		return fmt.Errorf("stock bucket %d of %d: the prize's number of buckets is missing or too small", b, n)
+	}
+	return nil
+}
 
 // bucketTag is the hash tag (without braces) of bucket b of n of a session×prize: "s:p"
 // for b = 0, "s:p:b:x" for 1 ≤ b < n as described above. For a bucket the prize does not

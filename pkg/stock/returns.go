@@ -144,6 +144,10 @@ func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport,
 	}
 	var errs []error
 	for _, k := range order {
+		if err := checkBucket(k.b, k.n); err != nil {
+			errs = append(errs, fmt.Errorf("return to session %d prize %d: %w", k.Session, k.Prize, err))
+			continue
+		}
 		res, err := g.ReturnBucket(ctx, k.Session, k.Prize, k.b, k.n, byPrize[k])
 		switch {
 		case err != nil:
