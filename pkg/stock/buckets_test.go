@@ -66,6 +66,37 @@ func TestClusterBucketKeysSlots(t *testing.T) {
 	if len(slots) != 4 {
 		t.Fatalf("4 buckets on %d slots", len(slots))
 	}
+	// Placement on the profile's evenly split cluster: as many buckets as primaries are one
+	// per primary, for many prizes (the pure property is TestBucketSlotsFallInDistinctRanges).
+	ranges, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	primaryOf := func(slot int64) string {
+		for _, r := range ranges {
+			if int64(r.Start) <= slot && slot <= int64(r.End) {
+				return r.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	m := len(ranges)
+	for p := int64(1); p <= 20; p++ {
+		on := map[string]int{}
+		for b := range m {
+			slot, err := cc.ClusterKeySlot(ctx, stock.BucketKeysFor(sid, p, b, m).Meta).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slot != int64(stock.KeySlot(strings.TrimSuffix(strings.TrimPrefix(stock.BucketKeysFor(sid, p, b, m).Meta, "sk:{"), "}:meta"))) {
+				t.Fatalf("CLUSTER KEYSLOT %d differs from stock.KeySlot", slot)
+			}
+			on[primaryOf(slot)]++
+		}
+		if len(on) != m {
+			t.Fatalf("prize %d: %d buckets on primaries %v, want one on each of %d", p, m, on, m)
+		}
+	}
 }
 
 func loadBucket(t *testing.T, g *stock.Gate, rdb redis.UniversalClient, ctx context.Context, sid, pid int64, b, left int) {
