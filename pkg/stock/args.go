@@ -13,7 +13,9 @@ import (
 func reserveArgs(gr seckill.Grab) ([]string, []any) {
 	tag := "sk:{" + strconv.FormatInt(gr.SessionID, 10) + ":" + strconv.FormatInt(gr.PrizeID, 10) + "}:"
 	if gr.Bucket != 0 {
-		tag = "sk:{" + bucketTag(gr.SessionID, gr.PrizeID, gr.Bucket, gr.Buckets) + "}:"
+		var buf [96]byte
+		t := appendBucketTag(append(buf[:0], "sk:{"...), gr.SessionID, gr.PrizeID, gr.Bucket, gr.Buckets)
+		tag = string(append(t, "}:"...))
 	}
 	keys := []string{tag + "meta", tag + "users", tag + "res", tag + "out"}
 	return keys, []any{gr.RequestID, gr.UserID, gr.AdmittedAt.UnixMilli()}

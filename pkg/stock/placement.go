@@ -79,27 +79,35 @@ func checkBucket(b, n int) error {
 // "s:p:b", which no bucket of a prize with n buckets uses: scripts find its keys not loaded.
 func bucketTag(sessionID, prizeID int64, b, n int) string {
 	var buf [80]byte
-	t := strconv.AppendInt(buf[:0], sessionID, 10)
+	return string(appendBucketTag(buf[:0], sessionID, prizeID, b, n))
+}
+
+// appendBucketTag appends bucketTag's tag to dst, so the admission's keys are built in one
+// buffer (reserveArgs): the grab path pays no allocation for the tag's search.
+func appendBucketTag(dst []byte, sessionID, prizeID int64, b, n int) []byte {
+	start := len(dst)
+	t := strconv.AppendInt(dst, sessionID, 10)
 	t = append(t, ':')
 	t = strconv.AppendInt(t, prizeID, 10)
 	if b == 0 {
-		return string(t)
+		return t
 	}
-	slot0 := int(crc16(0, t) % clusterSlots)
+	slot0 := int(crc16(0, t[start:]) % clusterSlots)
 	t = append(t, ':')
 	t = strconv.AppendInt(t, int64(b), 10)
 	if b < 0 || n <= b {
-		return string(t)
+		return t
 	}
 	j := (slotRange(slot0, n) + b) % n
 	lo, hi := slotRangeStart(j, n), slotRangeStart(j+1, n)
 	t = append(t, ':')
-	crc := crc16(0, t)
+	crc := crc16(0, t[start:])
 	for x := range tagTries {
-		digits := strconv.AppendInt(t[len(t):], int64(x), 10)
-		if s := int(crc16(crc, digits) % clusterSlots); lo <= s && s < hi {
-			return string(t[:len(t)+len(digits)])
+		withX := strconv.AppendInt(t, int64(x), 10)
+		if s := int(crc16(crc, withX[len(t):]) % clusterSlots); lo <= s && s < hi {
+			return withX
 		}
+		t = withX[:len(t)]
 	}
-	return string(t[:len(t)-1])
+	return t[:len(t)-1]
 }

@@ -96,7 +96,8 @@ func TestBucketTagOutsideThePrize(t *testing.T) {
 	}
 }
 
-// The tag is computed on every grab of a bucket ≥ 1 (reserveArgs): one string, nothing else.
+// The tag is searched on every grab of a bucket ≥ 1 (reserveArgs builds it in its own buffer;
+// BenchmarkGrabAdmissionArgs counts that path: as many allocations as bucket 0's).
 func BenchmarkBucketTag(b *testing.B) {
 	b.ReportAllocs()
 	for i := range b.N {
