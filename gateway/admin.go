@@ -68,7 +68,7 @@ type admin struct {
 	log       *slog.Logger
 }
 
-// bucketSettings decide a new prize's number of stock buckets (docs/buckets.md):
+// bucketSettings decide a new prize's number of stock buckets (docs/design.md):
 // SECKILL_BUCKET_UNITS and SECKILL_BUCKET_MAX.
 type bucketSettings struct {
 	units int // a prize that names none gets ceil(stock / units), at most max; 0: one
@@ -530,7 +530,7 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 // adjustBuckets plans the adjustment of a prize with stock buckets: transfers from or to
 // outside the prize in the journal, which the reconciler holding the lease runs (only it can
 // fence their steps), so the answer is 202 with the plan; the prize's total shows the new
-// value once they ran (docs/buckets.md, "Stock adjustment").
+// value once they ran (docs/design.md, "Stock adjustment").
 func (a *admin) adjustBuckets(w http.ResponseWriter, r *http.Request, sid, pid int64, total int, reason string) {
 	adj, err := a.catalog.PlanBucketAdjustment(r.Context(), sid, pid, total, actor(r), remoteAddr(r), reason)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
-// Stock buckets on the grab path (docs/buckets.md): a prize with N > 1 buckets admits each
+// Stock buckets on the grab path (docs/design.md): a prize with N > 1 buckets admits each
 // user in their home bucket only, so the per-user limit is counted in one slot; a dry home
 // bucket is sold_out only when every bucket is empty and no transfer is in flight, else the
 // client hears 503 rebalancing and the bucket is flagged wanted. A prize without buckets

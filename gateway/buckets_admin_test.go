@@ -13,7 +13,7 @@ import (
 )
 
 // A prize's buckets are named in the request or derived from the settings, shown on read,
-// and every session×prize's bucket rows exist once the activity does (docs/buckets.md).
+// and every session×prize's bucket rows exist once the activity does (docs/design.md).
 func TestAdminCreatesBuckets(t *testing.T) {
 	e := newAdminEnvWith(t, bucketSettings{units: 10, max: 8})
 	body := activityJSON(e.now.Add(time.Hour), func(m map[string]any) {

@@ -201,7 +201,7 @@ func TestAdmissionCallsCountOnceInDoubt(t *testing.T) {
 	}
 }
 
-// The grabs of a prize's stock buckets (keyed session:prize:b, docs/buckets.md) are reported
+// The grabs of a prize's stock buckets (keyed session:prize:b, docs/design.md) are reported
 // under their prize, added to bucket 0's: the reconciler's rebuild guard asks per prize
 // (store.Unpublished.Quiet), and a bucket's grab left out of the report would let a lost
 // bucket be rebuilt while the only record of an admitted grab is in this gateway's relay.

@@ -12,7 +12,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// A prize with stock buckets (docs/buckets.md) has N rows and N sets of Redis keys; its
+// A prize with stock buckets (docs/design.md) has N rows and N sets of Redis keys; its
 // session_stocks row and its own keys are bucket 0's share only. Every view of the admin API
 // that shows a prize's stock shows the sums over its buckets, and the prize's page shows each
 // bucket.

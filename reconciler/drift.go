@@ -18,7 +18,7 @@ type driftCatalog interface {
 	sessionLister
 	StockWithReturns(ctx context.Context, sessionID, prizeID int64) (seckill.Stock, int, error)
 	Record(ctx context.Context, e store.AuditEntry) error
-	// Of prizes with stock buckets (docs/buckets.md).
+	// Of prizes with stock buckets (docs/design.md).
 	BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]store.PrizeStock, error)
 	BucketWithReturns(ctx context.Context, sessionID, prizeID int64, b int) (seckill.Stock, int, error)
 	UnfinishedTransfers(ctx context.Context) ([]store.Transfer, error)
@@ -362,7 +362,7 @@ func (j driftJob) bucketsOf(ctx context.Context, sc []scope) (bucketInfo, error)
 	return info, nil
 }
 
-// checkBuckets compares each stock bucket of a prize on its own (docs/buckets.md): a bucket
+// checkBuckets compares each stock bucket of a prize on its own (docs/design.md): a bucket
 // an unfinished transfer touches is skipped, as its Redis and MySQL stock differ by the
 // units in flight until the transfer ends (the transfers job resumed it at the start of the
 // run; it failed again), and so is a bucket whose grab partition has events in flight. The

@@ -2,7 +2,7 @@ package main
 
 import "slices"
 
-// The rebalance policy of stock buckets (docs/buckets.md), as a pure function: what the
+// The rebalance policy of stock buckets (docs/design.md), as a pure function: what the
 // rebalance loop reads (each bucket's left, the demand it saw since the last round, whether
 // a gateway asked for units) in, the transfers to make out.
 

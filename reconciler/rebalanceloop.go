@@ -16,7 +16,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// The rebalance loop (docs/buckets.md): every SECKILL_BUCKET_REBALANCE_INTERVAL, for the
+// The rebalance loop (docs/design.md): every SECKILL_BUCKET_REBALANCE_INTERVAL, for the
 // prizes with stock buckets of the open sessions, it takes the reconciler's lease, finishes
 // the journal's unfinished transfers, reads every bucket of each prize in one pipelined
 // round trip and moves units where the policy (rebalance) says, by journaled transfers.

@@ -271,7 +271,7 @@ func rebuildCounts(state store.StockState, st *seckill.Stock) (map[string]int, [
 	return users, returned
 }
 
-// rebuildBuckets rebuilds the lost stock buckets of a prize (docs/buckets.md), each from its
+// rebuildBuckets rebuilds the lost stock buckets of a prize (docs/design.md), each from its
 // row, the orders it admitted (orders.bucket) and its ledger of the transfers journal. The
 // journal's unfinished transfers are finished first, in this goroutine (the lease holder's
 // rebalance loop waits for the run): lua/rebuild.lua does not check the revision, so a row

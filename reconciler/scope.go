@@ -50,7 +50,7 @@ func (f inFlight) pending(sessionID, prizeID int64) int64 {
 }
 
 // pendingPrize is the lag of every partition a scope's grabs land on: each stock bucket's
-// (docs/buckets.md: bucket b >= 1 is keyed session:prize:b), or the prize's.
+// (docs/design.md: bucket b >= 1 is keyed session:prize:b), or the prize's.
 func (f inFlight) pendingPrize(s scope) int64 {
 	n := f.pending(s.stock.SessionID, s.stock.PrizeID)
 	for b := 1; b < s.buckets; b++ {

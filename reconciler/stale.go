@@ -43,7 +43,7 @@ type existingOrders interface {
 // session×prize that still has pending reservations (the lifecycle job keeps their keys),
 // until none is pending.
 //
-// A prize with stock buckets (docs/buckets.md) is looked at bucket by bucket: each bucket's
+// A prize with stock buckets (docs/design.md) is looked at bucket by bucket: each bucket's
 // reservations on its own keys, its events' partition (key session:prize:b) for the
 // in-flight check, the re-published event carrying the bucket (so the consumer persists it
 // on the bucket's row), and the settlement on the bucket's keys. Bucket 0 is the prize's

@@ -12,7 +12,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// Bucket transfers (docs/buckets.md): units move between the stock buckets of a
+// Bucket transfers (docs/design.md): units move between the stock buckets of a
 // session×prize in five steps, each idempotent by transfer id and each under the lease's
 // fence, so a reconciler that dies between two of them leaves a journal entry the next lease
 // holder finishes:

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
-// Does one hot prize go faster when its stock is split into buckets (docs/buckets.md)? The
+// Does one hot prize go faster when its stock is split into buckets (docs/design.md)? The
 // buckets step answers on each profile what that profile can show:
 //
 //   - single profile: Kafka → MySQL orders/s of one hot prize with 1, 2 and 4 buckets, one
@@ -32,7 +32,7 @@ import (
 // Within a repetition the bucket counts run in rotated order (1, 2, 4; then 2, 4, 1; ...),
 // so drift over time does not favour one of them; ratios to one bucket are computed within
 // the repetition. CPU per order (or per grab) per process is reported for each count, for
-// the cost model. Placement is the product's (docs/buckets.md, placement): a prize's N ≤ P
+// the cost model. Placement is the product's (docs/design.md, Placement): a prize's N ≤ P
 // buckets are on N grab partitions (event.GrabBalancer), and N buckets' hash tags on the N
 // primaries of an evenly split cluster of N (stock.BucketKeysFor). The step takes the first
 // prize and checks that its buckets are spread, failing the run if not: it no longer picks

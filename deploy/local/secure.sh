@@ -105,13 +105,13 @@ secure_redis_acl() {
 	# stock with the same scripts. HEXISTS and WAIT: a grab whose produce failed waits for a
 	# replica to hold its reservation (stock.Gate.AwaitReplica; off without replicas).
 	# INCRBY and PEXPIRE count a stock bucket's demand; SET with a TTL marks a dry bucket
-	# wanted (stock.Gate.AddDemand, MarkWanted; docs/buckets.md).
+	# wanted (stock.Gate.AddDemand, MarkWanted; docs/design.md).
 	gateway) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hexists +wait +incrby +pexpire" ;;
 	# Settles outcomes and returns units (scripts), reads reservations.
 	consumer) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl" ;;
 	# Reconciles the gate with MySQL: snapshot, correct, rebuild and remove scripts, and
 	# pages through reservations with HSCAN; GETDEL reads and resets a stock bucket's demand
-	# counter (the rebalance loop, docs/buckets.md).
+	# counter (the rebalance loop, docs/design.md).
 	reconciler) echo "$SECURE_REDIS_BASE $SECURE_REDIS_SCRIPTS +pttl +hscan +getdel" ;;
 	esac
 }

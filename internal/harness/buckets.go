@@ -13,7 +13,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// Stock buckets in the chaos rows (docs/buckets.md): a scenario with Buckets splits the
+// Stock buckets in the chaos rows (docs/design.md): a scenario with Buckets splits the
 // crowd's middle prize (index bucketedPrize: it sells out mid-crowd, so its buckets run dry
 // one after the other and units must move) into that many buckets. Besides the checks every
 // row makes prize-wide, such a prize is checked per bucket (buckets.go) and for sold_out
@@ -293,7 +293,7 @@ func (c *Pipeline) othersCache() time.Duration {
 }
 
 // verifySoldOut counts the sold_out answers of prize i (with buckets) given while units
-// remained, the rule of docs/buckets.md ("sold_out while units remained"). An answer sent at
+// remained, the rule of docs/design.md ("The chaos rows with buckets"). An answer sent at
 // s and received at t is wrong when
 //
 //	left at the end + units admitted after t − units that came back into Redis after s − W > 0

@@ -39,7 +39,7 @@ func TestSkewToBucketZero(t *testing.T) {
 	}
 }
 
-// The sold_out column's rule (docs/buckets.md): an answer is wrong when units it could have
+// The sold_out column's rule (docs/design.md): an answer is wrong when units it could have
 // had were sold after it or are left at the end, unless they came back after the gateway's
 // read of the buckets (at most W before the request was sent).
 func TestSoldOutsWhileUnitsRemained(t *testing.T) {

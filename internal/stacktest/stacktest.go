@@ -465,7 +465,7 @@ func NewOpenPrize(tb testing.TB, dbStock, redisStock, limit int) *OpenPrize {
 }
 
 // NewBucketedPrize is NewOpenPrize for a prize whose stock is split into n stock buckets of
-// perBucket units each (docs/buckets.md), every bucket loaded into Redis from its row and its
+// perBucket units each (docs/design.md), every bucket loaded into Redis from its row and its
 // ledger, as preheat does. Every bucket's keys are removed at the end.
 func NewBucketedPrize(tb testing.TB, perBucket, n, limit int) *OpenPrize {
 	tb.Helper()

@@ -194,7 +194,7 @@ type Gateway struct {
 	// with the request id. 0 turns the wait off (a 202 then rests on one Redis server).
 	ReplicaWait time.Duration
 
-	// Stock buckets (docs/buckets.md). BucketUnits derives a new prize's number of buckets
+	// Stock buckets (docs/design.md). BucketUnits derives a new prize's number of buckets
 	// from its stock when the operator names none: ceil(stock / BucketUnits), at most
 	// BucketMax (0: off, every such prize gets one bucket). BucketMax also bounds what an
 	// operator may ask for. BucketWantedTTL is how long a dry home bucket's wanted flag lives;
@@ -326,7 +326,7 @@ type Reconciler struct {
 	DriftCaseRuns  int           // drift left uncorrected by this many consecutive runs
 
 	// RebalanceInterval is the period of the rebalance loop that moves units between a
-	// bucketed prize's stock buckets (docs/buckets.md): a dry home bucket answers 503
+	// bucketed prize's stock buckets (docs/design.md): a dry home bucket answers 503
 	// rebalancing for about this long before units arrive.
 	RebalanceInterval time.Duration
 	// BucketPrizesRefresh is how long the rebalance loop keeps its list of the open

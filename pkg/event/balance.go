@@ -10,7 +10,7 @@ import (
 // session×prize ("session:prize:b", BucketPartitionKey) goes to the partition after the
 // prize's own (murmur2 of "session:prize", as kafka.Murmur2Balancer puts it) by b, modulo
 // the partition count, so a prize's N buckets are on N different partitions whenever
-// N ≤ P (docs/buckets.md, placement). Left to murmur2, 4 buckets' keys were on 4 of 6
+// N ≤ P (docs/design.md, Placement). Left to murmur2, 4 buckets' keys were on 4 of 6
 // partitions only 28 % of the time. Every other key (bucket 0, prizes without buckets, a
 // key of any other shape) is placed by kafka.Murmur2Balancer, byte for byte as before.
 //

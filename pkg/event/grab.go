@@ -23,7 +23,7 @@ type grabEvent struct {
 	UserID    string `json:"user_id"`
 	SessionID int64  `json:"session_id"`
 	PrizeID   int64  `json:"prize_id"`
-	// Bucket is the stock bucket that admitted the grab (docs/buckets.md), written only
+	// Bucket is the stock bucket that admitted the grab (docs/design.md), written only
 	// for buckets 1 and up: absent is bucket 0, which is also a prize without buckets, so
 	// every event of a prize without buckets stays byte for byte what it was. Additive: v1.
 	Bucket     int       `json:"bucket,omitempty"`
@@ -48,7 +48,7 @@ func PartitionKey(sessionID, prizeID int64) []byte {
 
 // BucketPartitionKey is the Kafka key of stock bucket b of a session×prize: PartitionKey's
 // for bucket 0, "session:prize:b" for b ≥ 1, so the buckets of one hot prize spread over
-// partitions and consumer workers (docs/buckets.md).
+// partitions and consumer workers (docs/design.md).
 func BucketPartitionKey(sessionID, prizeID int64, bucket int) []byte {
 	if bucket == 0 {
 		return PartitionKey(sessionID, prizeID)

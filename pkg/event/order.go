@@ -37,7 +37,7 @@ type OrderEvent struct {
 	UserID    string `json:"user_id"`
 	SessionID int64  `json:"session_id"`
 	PrizeID   int64  `json:"prize_id"`
-	// Bucket is the stock bucket the order's unit came from (docs/buckets.md), written only
+	// Bucket is the stock bucket the order's unit came from (docs/design.md), written only
 	// for buckets 1 and up: absent is bucket 0, which is also a prize without buckets, so
 	// every event of a prize without buckets stays byte for byte what it was. Additive: the
 	// version does not change.

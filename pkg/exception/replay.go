@@ -41,7 +41,7 @@ type producer interface {
 // Redis no longer holds is refused with the reason. Producing twice is safe (the consumer
 // dedupes by request id); refusing first keeps the workbench honest about what it did.
 //
-// A grab of a prize with stock buckets (docs/buckets.md) is reserved on its bucket's keys:
+// A grab of a prize with stock buckets (docs/design.md) is reserved on its bucket's keys:
 // a dead letter's bucket is the event's, a stale case's the one its evidence names (a case
 // without one: the user's home bucket, the only one that admits them), and the grab is
 // produced again with that bucket, keyed session:prize:b.

@@ -57,7 +57,7 @@ type Prize struct {
 	Name            string
 	StockPerSession int
 	// Buckets is N, how many stock buckets each session's stock of the prize is split into
-	// (docs/buckets.md): 1 for a prize without buckets. 0 in an activity being created means
+	// (docs/design.md): 1 for a prize without buckets. 0 in an activity being created means
 	// "not named": the gateway derives it from its settings.
 	Buckets int
 }
@@ -97,7 +97,7 @@ type Stock struct {
 	Left         int
 	Version      int64
 	PerUserLimit int
-	// Buckets is the session×prize's N (docs/buckets.md). For N > 1, Total, Left and
+	// Buckets is the session×prize's N (docs/design.md). For N > 1, Total, Left and
 	// Version are bucket 0's (this row's), not the prize's: the prize's sums come from
 	// store.Catalog.PrizeStock. 0 in a value not read from MySQL means 1.
 	Buckets int
@@ -107,7 +107,7 @@ type Stock struct {
 func (s Stock) SessionPrize() SessionPrize { return SessionPrize{s.SessionID, s.PrizeID} }
 
 // BucketLedger is what the journal of bucket transfers says one stock bucket's Redis keys
-// must record (docs/buckets.md): the units transfers took from it (Sent) and the units taken
+// must record (docs/design.md): the units transfers took from it (Sent) and the units taken
 // for it (Received), and per transfer id the units taken from or given to it (Transfers).
 type BucketLedger struct {
 	Sent      int
@@ -121,7 +121,7 @@ type Grab struct {
 	UserID    string
 	SessionID int64
 	PrizeID   int64
-	// Bucket is the stock bucket that admitted the grab (docs/buckets.md): the user's home
+	// Bucket is the stock bucket that admitted the grab (docs/design.md): the user's home
 	// bucket of the prize; 0 for a prize without buckets.
 	Bucket int
 	// Buckets is the prize's N, which names bucket Bucket's Redis keys (stock.BucketKeysFor):
@@ -161,7 +161,7 @@ type Order struct {
 	UserID    string
 	SessionID int64
 	PrizeID   int64
-	// Bucket is the stock bucket whose row the order's unit came from (docs/buckets.md): 0
+	// Bucket is the stock bucket whose row the order's unit came from (docs/design.md): 0
 	// for a prize without buckets.
 	Bucket     int
 	Status     OrderStatus

@@ -14,7 +14,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// Stock buckets (docs/buckets.md): a session×prize with N > 1 buckets keeps N sets of the
+// Stock buckets (docs/design.md): a session×prize with N > 1 buckets keeps N sets of the
 // keys KeysFor returns, one per bucket, each on its own hash tag so a Redis Cluster spreads
 // them over slots. Bucket 0's keys are the prize's own: a prize without buckets (N = 1) is
 // keyed exactly as before.
@@ -210,7 +210,7 @@ func (g *Gate) RebuildBucket(ctx context.Context, st seckill.Stock, b, buckets i
 
 // Demand is the key where gateways add up the grabs bucket b's admission answered admitted
 // or sold_out, which the reconciler's rebalance loop reads and resets (GETDEL) each round:
-// a plain integer in the bucket's slot (docs/buckets.md, "Demand and wanted").
+// a plain integer in the bucket's slot (docs/design.md, "Demand, wanted").
 func (k Keys) Demand() string { return strings.TrimSuffix(k.Meta, "meta") + "dem" }
 
 // Wanted is the key a gateway sets, with a short TTL, when it found bucket b (a user's home)

@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// What the operators read of a prize with stock buckets (docs/buckets.md): the prize as one
+// What the operators read of a prize with stock buckets (docs/design.md): the prize as one
 // snapshot summed over its buckets, and each bucket with its transfer counts and the
 // gateways' signals. Reads only; nothing here writes a key.
 

@@ -275,7 +275,7 @@ type Settlement struct {
 type SettleBatch struct {
 	SessionID, PrizeID int64
 	// Bucket is the stock bucket whose keys (BucketKeysFor) hold the grabs' reservations:
-	// the one that admitted them (docs/buckets.md); 0 for a prize without buckets.
+	// the one that admitted them (docs/design.md); 0 for a prize without buckets.
 	Bucket int
 	// Buckets is the prize's N, which names bucket Bucket's keys (BucketKeysFor); any value
 	// will do for bucket 0.
@@ -387,7 +387,7 @@ func (g *Gate) Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]Sna
 	return g.snapshots(ctx, ids, keys)
 }
 
-// BucketSnapshots reads the n stock buckets of a session×prize (docs/buckets.md) as
+// BucketSnapshots reads the n stock buckets of a session×prize (docs/design.md) as
 // Snapshots does, in one pipelined round trip (not one atomic read: the buckets live on
 // different slots).
 func (g *Gate) BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]Snapshot, error) {

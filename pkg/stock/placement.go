@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Placement of a prize's stock buckets on Redis Cluster slots (docs/buckets.md, placement).
+// Placement of a prize's stock buckets on Redis Cluster slots (docs/design.md, Placement).
 //
 // Bucket 0 keeps the prize's own tag {s:p}, on slot s0. Split the 16384 slots into N
 // ranges exactly as redis-cli --cluster create splits them among N primaries (range j is

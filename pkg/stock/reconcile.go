@@ -38,7 +38,7 @@ type Reservation struct {
 	RequestID  string
 	UserID     string
 	AdmittedAt time.Time
-	Bucket     int // the stock bucket whose keys hold it (docs/buckets.md); set by ReservationsBucket
+	Bucket     int // the stock bucket whose keys hold it (docs/design.md); set by ReservationsBucket
 }
 
 // View is one session×prize as the reconciler sees it.
@@ -66,7 +66,7 @@ func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error)
 	return g.view(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
 }
 
-// ViewBucket is View of stock bucket b of a session×prize (docs/buckets.md).
+// ViewBucket is View of stock bucket b of a session×prize (docs/design.md).
 func (g *Gate) ViewBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) (View, error) {
 	return g.view(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets))
 }
@@ -245,7 +245,7 @@ func (g *Gate) Reservations(ctx context.Context, sessionID, prizeID int64) ([]Re
 	return g.reservations(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
 }
 
-// ReservationsBucket is Reservations of stock bucket b of a session×prize (docs/buckets.md),
+// ReservationsBucket is Reservations of stock bucket b of a session×prize (docs/design.md),
 // each marked with b.
 func (g *Gate) ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) ([]Reservation, error) {
 	out, err := g.reservations(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets))

@@ -29,7 +29,7 @@ type UnitReturn struct {
 	Reason      string
 	Resale      bool
 	ReleaseSlot bool
-	Bucket      int // the order's stock bucket (docs/buckets.md): its keys get the unit (ReturnAll)
+	Bucket      int // the order's stock bucket (docs/design.md): its keys get the unit (ReturnAll)
 	Buckets     int // the prize's N, which names bucket Bucket's keys (BucketKeysFor); any for bucket 0
 }
 
@@ -89,7 +89,7 @@ func (g *Gate) Returned(ctx context.Context, sessionID, prizeID int64) (ids map[
 	return g.returned(ctx, sessionID, prizeID, KeysFor(sessionID, prizeID))
 }
 
-// ReturnedBucket is Returned of stock bucket b of a session×prize (docs/buckets.md).
+// ReturnedBucket is Returned of stock bucket b of a session×prize (docs/design.md).
 func (g *Gate) ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) (ids map[string]struct{}, loaded bool, err error) {
 	return g.returned(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets))
 }

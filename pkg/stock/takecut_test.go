@@ -11,7 +11,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
-// A stock adjustment's cut (docs/buckets.md): TakeCut takes at most what is left and counts
+// A stock adjustment's cut (docs/design.md): TakeCut takes at most what is left and counts
 // it as sent and received (nothing in flight), a repeat answers the recorded units, a stale
 // fence is refused, a preheat never overwrites the cut bucket; on a bucket not loaded it
 // takes nothing but records a revision that refuses a preheat of the row before the cut.

@@ -12,7 +12,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// Stock adjustment of a prize with stock buckets (docs/buckets.md, "Stock adjustment"). The
+// Stock adjustment of a prize with stock buckets (docs/design.md, "Stock adjustment"). The
 // admin API only plans it: it journals transfers from or to Outside, state planned, and the
 // reconciler's transfer executor runs them under its lease fence, with the same resumable
 // steps as a transfer between two buckets. The API holds no lease, so it cannot fence a

@@ -13,7 +13,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// Stock buckets (docs/buckets.md): bucket 0 of a session×prize is its session_stocks row,
+// Stock buckets (docs/design.md): bucket 0 of a session×prize is its session_stocks row,
 // buckets 1..N-1 are stock_buckets rows. A prize without buckets (N = 1) has no
 // stock_buckets row and never a transfer, so nothing here runs for it.
 

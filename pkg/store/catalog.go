@@ -72,7 +72,7 @@ func (c *Catalog) CreateActivity(ctx context.Context, a seckill.Activity) (secki
 			return fmt.Errorf("insert stock rows: %w", err)
 		}
 		// Every session×prize's buckets exist before anything can read its stock, so its
-		// N is fixed from the first preheat on (docs/buckets.md).
+		// N is fixed from the first preheat on (docs/design.md).
 		for _, s := range srows {
 			for _, p := range prows {
 				if p.Buckets > 1 {
@@ -448,7 +448,7 @@ func (c *Catalog) StockWithReturns(ctx context.Context, sessionID, prizeID int64
 }
 
 // BucketWithReturns is StockWithReturns of stock bucket b of a session×prize with buckets
-// (docs/buckets.md): the bucket's row (with the prize's per-user limit) and the units of the
+// (docs/design.md): the bucket's row (with the prize's per-user limit) and the units of the
 // orders it admitted (orders.bucket) that were returned, in one statement.
 func (c *Catalog) BucketWithReturns(ctx context.Context, sessionID, prizeID int64, b int) (seckill.Stock, int, error) {
 	var rows []struct {

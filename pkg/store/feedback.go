@@ -417,7 +417,7 @@ func (o *Orders) State(ctx context.Context, sessionID, prizeID int64) (StockStat
 	return o.state(ctx, sessionID, prizeID, -1)
 }
 
-// BucketState is State for stock bucket b of a session×prize with buckets (docs/buckets.md):
+// BucketState is State for stock bucket b of a session×prize with buckets (docs/design.md):
 // the bucket's row (with the prize's per-user limit), the orders it admitted
 // (orders.bucket) and their returns, from one snapshot. Bucket 0 is the session_stocks row.
 func (o *Orders) BucketState(ctx context.Context, sessionID, prizeID int64, b int) (StockState, error) {

@@ -17,7 +17,7 @@ type orderRow struct {
 	UserID    string
 	SessionID int64
 	PrizeID   int64
-	// Bucket is the stock bucket whose row the order's unit came from (docs/buckets.md):
+	// Bucket is the stock bucket whose row the order's unit came from (docs/design.md):
 	// 0, the session_stocks row, for a prize without buckets.
 	Bucket       int
 	Status       string

@@ -47,7 +47,7 @@ type PersistResult struct {
 	Rejected  int       // new rejected orders
 	Existing  int       // redelivered request ids that already had an order
 	Version   int64     // the stock row's version after the update
-	// Bucket is the stock bucket the grabs were persisted in (docs/buckets.md): its row was
+	// Bucket is the stock bucket the grabs were persisted in (docs/design.md): its row was
 	// the one updated, and its Redis keys hold the grabs' reservations.
 	Bucket int
 	// Buckets is the session×prize's N (its stock row's), which names the bucket's keys.
@@ -60,7 +60,7 @@ type PersistResult struct {
 
 // Persist turns grabs of one session×prize and stock bucket into orders in one transaction:
 //   - request ids that already have an order are skipped (redelivery is normal);
-//   - the stock row's left_stock and version are read: the bucket's row (docs/buckets.md),
+//   - the stock row's left_stock and version are read: the bucket's row (docs/design.md),
 //     which for bucket 0, and so for every prize without buckets, is session_stocks, and
 //     for bucket b ≥ 1 its stock_buckets row; the per-user limit is always session_stocks'
 //     (prize-wide, like the slots);

@@ -1,6 +1,6 @@
 // Package writepath is the one way grab events become orders, shared by the consumer (the
 // grab topic) and the reconciler (the compensation replay): a batch grouped by
-// session×prize and stock bucket (docs/buckets.md), each group persisted in one transaction under retry.Policy, the outcome
+// session×prize and stock bucket (docs/design.md), each group persisted in one transaction under retry.Policy, the outcome
 // mirrored into the Redis gate with each earlier order settled under its owner, and
 // cancelled orders' units given back. The callers keep what differs: what to do with a group
 // the policy gives up on (compensate, dead-letter, record a case) and their own counts.
@@ -36,7 +36,7 @@ const (
 // compensation).
 type Batch[T any] struct {
 	Key seckill.SessionPrize
-	// Bucket is the grabs' stock bucket (docs/buckets.md): each bucket has its own stock row
+	// Bucket is the grabs' stock bucket (docs/design.md): each bucket has its own stock row
 	// and Redis keys, so it is its own transaction. 0 for a prize without buckets, and for
 	// order feedback.
 	Bucket int

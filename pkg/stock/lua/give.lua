@@ -1,4 +1,4 @@
--- Step 4 of a bucket transfer (docs/buckets.md): the destination bucket gets the units
+-- Step 4 of a bucket transfer (docs/design.md): the destination bucket gets the units
 -- MySQL already moved to its row, so Redis's left of a bucket never exceeds its MySQL row's.
 -- KEYS: 1 meta, 2 fence, 3 transfers (hash: transfer id -> units), 4 revision.
 -- ARGV: 1 fence, 2 transfer id, 3 units to add (moved in MySQL), 4 units the source took

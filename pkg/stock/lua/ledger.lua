@@ -1,5 +1,5 @@
 -- Set a stock bucket's transfer counts ('sent', 'received') to what the transfers journal
--- says (docs/buckets.md), only if they are still what the reconciler read (ARGV 2, 3: no
+-- says (docs/design.md), only if they are still what the reconciler read (ARGV 2, 3: no
 -- take or give ran since) and no newer reconciler acted here (fence). A take or give lost
 -- with Redis writes in a failover leaves them wrong: a lost give keeps the prize's in-flight
 -- count above 0, so its gateways would answer 503 rebalancing instead of sold_out.

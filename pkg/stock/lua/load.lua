@@ -1,7 +1,7 @@
 -- Preheat one session×prize from a stock row read from MySQL. KEYS: 1 meta, 2 reserved,
 -- 3 revision (the newest stock-row version an adjustment wrote to Redis).
 -- ARGV: 1 left, 2 total, 3 per-user limit, 4 expire at (unix ms), 5 the row's version.
--- A stock bucket (docs/buckets.md) adds KEYS 4 transfers and ARGV 6 sent, 7 received, then
+-- A stock bucket (docs/design.md) adds KEYS 4 transfers and ARGV 6 sent, 7 received, then
 -- pairs (transfer id, units): its ledger of the transfers journal, written with the row.
 -- Returns 1 loaded, 0 kept (the key is there), -1 stale (an adjustment newer than the row
 -- this preheat read has reached Redis: read MySQL again).
@@ -16,7 +16,7 @@ if m[1] then
   -- A live key (with admissions already counted) is never overwritten. One loaded from an
   -- older revision with nothing admitted yet (its adjustment was lost with Redis writes)
   -- takes the newer total. A stock bucket that took part in a transfer (sent or received
-  -- units, docs/buckets.md) is live too: a take lowers left and total alike, so left =
+  -- units, docs/design.md) is live too: a take lowers left and total alike, so left =
   -- total does not mean untouched, and a row read before the transfer's MySQL step would
   -- put the taken units back.
   if ver <= tonumber(m[3] or '-1') or tonumber(m[1]) ~= tonumber(m[2]) or m[4] or m[5] or redis.call('EXISTS', KEYS[2]) == 1 then

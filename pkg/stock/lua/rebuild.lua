@@ -8,7 +8,7 @@
 --       7 number of returned units r, then n pairs (user, count), then r request ids (the
 --       cancelled orders whose unit MySQL's left already counts for resale: recorded as
 --       returned, so a return replayed later adds nothing), then pairs (request id, outcome).
--- A stock bucket (docs/buckets.md) adds KEYS 6 transfers and, after the outcomes, its ledger
+-- A stock bucket (docs/design.md) adds KEYS 6 transfers and, after the outcomes, its ledger
 -- of the transfers journal: pairs (transfer id, units), then sent, received, and last the
 -- number of pairs; written in the same step, so a transfer resumed after the rebuild neither
 -- takes nor gives twice.

@@ -1,4 +1,4 @@
--- Step 2 of a bucket transfer (docs/buckets.md): the source bucket gives up units, before
+-- Step 2 of a bucket transfer (docs/design.md): the source bucket gives up units, before
 -- MySQL moves them, so Redis's left of a bucket never exceeds its MySQL row's.
 -- KEYS: 1 meta, 2 fence, 3 transfers (hash: transfer id -> units taken or given here);
 --       a cut (stock adjustment, to outside the prize) adds 4 revision.
