@@ -37,7 +37,7 @@ func TestBucketedGrabsPersistPerBucket(t *testing.T) {
 		}
 		perBucket[b]++
 		g := seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, fmt.Sprintf("key-%08d", i)), UserID: u,
-			SessionID: e.session, PrizeID: e.prize, Bucket: b, AdmittedAt: time.Now().UTC()}
+			SessionID: e.session, PrizeID: e.prize, Bucket: b, Buckets: n, AdmittedAt: time.Now().UTC()}
 		if v, err := e.gate.Reserve(e.ctx, g); err != nil || v.Code != stock.Admitted {
 			t.Fatalf("reserve %s in bucket %d: %v %v", u, b, v.Code, err)
 		}
@@ -72,7 +72,7 @@ func TestBucketedGrabsPersistPerBucket(t *testing.T) {
 			if n := e.count(t, "request_id = ? AND bucket = ? AND status = 'succeeded'", g.RequestID, g.Bucket); n != 1 {
 				t.Fatalf("round %d: grab %s of bucket %d has %d succeeded orders there", round, g.RequestID, g.Bucket, n)
 			}
-			k := stock.BucketKeysFor(e.session, e.prize, g.Bucket)
+			k := stock.BucketKeysFor(e.session, e.prize, g.Bucket, n)
 			if out := e.rdb.HGet(e.ctx, k.Outcomes, g.RequestID).Val(); !strings.HasPrefix(out, g.UserID+"|s|") {
 				t.Fatalf("round %d: outcome of %s on bucket %d's keys: %q", round, g.RequestID, g.Bucket, out)
 			}

@@ -83,7 +83,7 @@ func (e *env) admit(t *testing.T, n int) []kafka.Message {
 }
 
 func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
-	w, err := event.NewWriter(e.brokers, topic, event.WithSecurity(stacktest.KafkaSecurity(t)))
+	w, err := event.NewGrabWriter(e.brokers, topic, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

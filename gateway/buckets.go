@@ -18,10 +18,10 @@ import (
 
 // bucketGate is what the grab path needs from the gate for prizes with buckets.
 type bucketGate interface {
-	LookupBucket(ctx context.Context, requestID string, b int) (stock.Lookup, error)
-	AwaitReplicaBucket(ctx context.Context, sessionID, prizeID int64, b int, requestID string, timeout time.Duration) error
+	LookupBucket(ctx context.Context, requestID string, b, buckets int) (stock.Lookup, error)
+	AwaitReplicaBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, requestID string, timeout time.Duration) error
 	Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]stock.BucketState, error)
-	MarkWanted(ctx context.Context, sessionID, prizeID int64, b int, ttl time.Duration) error
+	MarkWanted(ctx context.Context, sessionID, prizeID int64, b, buckets int, ttl time.Duration) error
 	AddDemand(ctx context.Context, counts []stock.BucketDemand) error
 }
 
@@ -32,7 +32,7 @@ type bucketCounts interface {
 
 type bucketID struct {
 	seckill.SessionPrize
-	bucket int
+	bucket, n int // n: the prize's N, which names the bucket's keys
 }
 
 // othersRead is a cached read of every bucket of a prize whose home bucket ran dry.
@@ -72,7 +72,7 @@ func (r *bucketRouter) home(user string, sessionID, prizeID int64) (b, n int) {
 // count adds one grab that asked g's bucket for a unit (admitted or sold_out) to the demand
 // the rebalance loop reads.
 func (r *bucketRouter) count(g seckill.Grab) {
-	id := bucketID{g.SessionPrize(), g.Bucket}
+	id := bucketID{g.SessionPrize(), g.Bucket, g.Buckets}
 	r.mu.Lock()
 	r.demand[id]++
 	r.mu.Unlock()
@@ -101,7 +101,7 @@ func (r *bucketRouter) soldOut(ctx context.Context, g seckill.Grab, n int, now t
 	if c.empty {
 		return true, nil
 	}
-	id := bucketID{sp, g.Bucket}
+	id := bucketID{sp, g.Bucket, g.Buckets}
 	r.mu.Lock()
 	next, flagged := r.wanted[id]
 	mark := !flagged || !now.Before(next)
@@ -110,7 +110,7 @@ func (r *bucketRouter) soldOut(ctx context.Context, g seckill.Grab, n int, now t
 	}
 	r.mu.Unlock()
 	if mark {
-		if err := r.gate.MarkWanted(ctx, g.SessionID, g.PrizeID, g.Bucket, r.wantedTTL); err != nil {
+		if err := r.gate.MarkWanted(ctx, g.SessionID, g.PrizeID, g.Bucket, g.Buckets, r.wantedTTL); err != nil {
 			return false, err
 		}
 	}
@@ -148,7 +148,7 @@ func (r *bucketRouter) flush(ctx context.Context, now time.Time) {
 	r.mu.Lock()
 	counts := make([]stock.BucketDemand, 0, len(r.demand))
 	for id, n := range r.demand {
-		counts = append(counts, stock.BucketDemand{SessionID: id.Session, PrizeID: id.Prize, Bucket: id.bucket, Grabs: n})
+		counts = append(counts, stock.BucketDemand{SessionID: id.Session, PrizeID: id.Prize, Bucket: id.bucket, Buckets: id.n, Grabs: n})
 	}
 	clear(r.demand)
 	for sp, c := range r.others {

@@ -71,7 +71,7 @@ func newBucketEnv(t *testing.T, stockPerSession, n, limit int) *bucketEnv {
 	for _, row := range rows {
 		bst := st
 		bst.Total, bst.Left, bst.Version = row.Total, row.Left, row.Version
-		if _, err := gate.LoadBucket(ctx, bst, row.Bucket, seckill.BucketLedger{}, now.Add(2*time.Hour)); err != nil {
+		if _, err := gate.LoadBucket(ctx, bst, row.Bucket, n, seckill.BucketLedger{}, now.Add(2*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestBucketGrabsLandInHomeBucket(t *testing.T) {
 		b := stock.HomeBucket(u, n)
 		home[rid], used[b] = b, true
 		for other := range n {
-			ok, err := e.rdb.HExists(context.Background(), stock.BucketKeysFor(s, p, other).Reserved, rid).Result()
+			ok, err := e.rdb.HExists(context.Background(), stock.BucketKeysFor(s, p, other, n).Reserved, rid).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,10 +235,10 @@ func TestNoSoldOutWhileUnitsRemain(t *testing.T) {
 	if dry.hdr.Get("Retry-After") != "1" || dry.body["request_id"] != seckill.RequestID(s, p, "z2-key-001") {
 		t.Fatalf("rebalancing answer: %v %v", dry.hdr, dry.body)
 	}
-	if ttl, err := e.rdb.PTTL(ctx, stock.BucketKeysFor(s, p, 0).Wanted()).Result(); err != nil || ttl <= 0 {
+	if ttl, err := e.rdb.PTTL(ctx, stock.BucketKeysFor(s, p, 0, n).Wanted()).Result(); err != nil || ttl <= 0 {
 		t.Fatalf("bucket 0's wanted flag: ttl %s %v", ttl, err)
 	}
-	if n, err := e.rdb.Exists(ctx, stock.BucketKeysFor(s, p, 1).Wanted()).Result(); err != nil || n != 0 {
+	if n, err := e.rdb.Exists(ctx, stock.BucketKeysFor(s, p, 1, n).Wanted()).Result(); err != nil || n != 0 {
 		t.Fatal("bucket 1 flagged wanted")
 	}
 	// No prize-wide sold-out memo was set: a keyless grab asks Redis and hears the same.
@@ -248,13 +248,13 @@ func TestNoSoldOutWhileUnitsRemain(t *testing.T) {
 
 	expect(t, "bucket 1, first unit", e.grab(t, e.open, p, one[0], "o0-key-001"), 202, "")
 	// Bucket 1's last unit is taken by a transfer (step 2): every left is 0, one unit in flight.
-	if k, err := e.gate.Take(ctx, s, p, 1, 77, 1, 1); err != nil || k != 1 {
+	if k, err := e.gate.Take(ctx, s, p, 1, n, 77, 1, 1); err != nil || k != 1 {
 		t.Fatalf("take: %d %v", k, err)
 	}
 	expect(t, "every left 0, a unit in flight", e.grab(t, e.open, p, zero[2], "z2-key-001"), 503, "rebalancing")
 	expect(t, "bucket 1 empty, a unit in flight", e.grab(t, e.open, p, one[1], "o1-key-001"), 503, "rebalancing")
 	// The transfer ends: bucket 0 gets the unit, and its user gets it.
-	if _, err := e.gate.Give(ctx, s, p, 0, 77, 1, 1, 1, time.Now().Add(time.Hour), 1); err != nil {
+	if _, err := e.gate.Give(ctx, s, p, 0, n, 77, 1, 1, 1, time.Now().Add(time.Hour), 1); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "the moved unit", e.grab(t, e.open, p, zero[2], "z2-key-001"), 202, "")
@@ -278,7 +278,7 @@ func TestBucketDemandIsFlushed(t *testing.T) {
 	expect(t, "dry again", e.grab(t, e.open, p, zero[2], "dz2-key-01"), 503, "rebalancing")
 	e.router.flush(ctx, time.Now())
 	demand := func(b int) int64 {
-		v, err := e.rdb.Get(ctx, stock.BucketKeysFor(s, p, b).Demand()).Int64()
+		v, err := e.rdb.Get(ctx, stock.BucketKeysFor(s, p, b, n).Demand()).Int64()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func TestBucketDemandIsFlushed(t *testing.T) {
 	if d0, d1 := demand(0), demand(1); d0 != 3 || d1 != 0 {
 		t.Fatalf("demand %d, %d; want 3 (one admitted, two sold_out), 0", d0, d1)
 	}
-	if ttl, err := e.rdb.PTTL(ctx, stock.BucketKeysFor(s, p, 0).Demand()).Result(); err != nil || ttl <= 0 {
+	if ttl, err := e.rdb.PTTL(ctx, stock.BucketKeysFor(s, p, 0, n).Demand()).Result(); err != nil || ttl <= 0 {
 		t.Fatalf("demand key ttl %s %v", ttl, err)
 	}
 	e.router.flush(ctx, time.Now()) // nothing new: nothing added

@@ -263,8 +263,8 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	}
 	g := seckill.Grab{RequestID: seckill.RequestID(in.SessionID, in.PrizeID, in.Key), UserID: user,
 		SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
-	var buckets int
-	g.Bucket, buckets = a.buckets.home(user, in.SessionID, in.PrizeID)
+	g.Bucket, g.Buckets = a.buckets.home(user, in.SessionID, in.PrizeID)
+	buckets := g.Buckets
 
 	// The verdict is awaited even if the client goes away: once the script may have run,
 	// the gateway must know, so an admitted grab is always published.
@@ -410,7 +410,7 @@ func (a *grabAPI) onReplica(ctx context.Context, g seckill.Grab) bool {
 	if g.Bucket == 0 {
 		err = a.replica.AwaitReplica(wctx, g.SessionID, g.PrizeID, g.RequestID, a.replicaWait)
 	} else {
-		err = a.buckets.gate.AwaitReplicaBucket(wctx, g.SessionID, g.PrizeID, g.Bucket, g.RequestID, a.replicaWait)
+		err = a.buckets.gate.AwaitReplicaBucket(wctx, g.SessionID, g.PrizeID, g.Bucket, g.Buckets, g.RequestID, a.replicaWait)
 	}
 	a.metrics.redis.WithLabelValues("await_replica").Observe(time.Since(start).Seconds())
 	result := "confirmed"
@@ -532,9 +532,9 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, bool, error) {
 	// A prize with buckets keeps the grab in its user's home bucket: someone else's grab is
 	// then in no bucket this lookup reads, and MySQL's answer hides it the same way.
-	b := 0
+	b, n := 0, 1
 	if sid, pid, _, err := seckill.ParseRequestID(rid); err == nil {
-		b, _ = a.buckets.home(user, sid, pid)
+		b, n = a.buckets.home(user, sid, pid)
 	}
 	start := time.Now()
 	var l stock.Lookup
@@ -542,7 +542,7 @@ func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, boo
 	if b == 0 {
 		l, err = a.gate.Lookup(ctx, rid)
 	} else {
-		l, err = a.buckets.gate.LookupBucket(ctx, rid, b)
+		l, err = a.buckets.gate.LookupBucket(ctx, rid, b, n)
 	}
 	a.metrics.redis.WithLabelValues("lookup").Observe(time.Since(start).Seconds())
 	if err != nil {

@@ -88,7 +88,7 @@ func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabE
 func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catalog, gate *stock.Gate, brokers []string,
 	topics event.Topics, tweaks ...tweak) (*grabAPI, *httptest.Server) {
 	t.Helper()
-	w, err := event.NewWriter(brokers, topics.Grab.Name)
+	w, err := event.NewGrabWriter(brokers, topics.Grab.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// every millisecond, for nothing; a full batch is sent at once, so a smaller cap costs no
 	// latency.
 	newGrabWriter := func() (*kafka.Writer, error) {
-		return event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
+		return event.NewGrabWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
 			event.WithBatchSize(grabBatch), event.WithBatchTimeout(cfg.KafkaBatchTimeout))
 	}
 	grabs, err := newGrabWriter()

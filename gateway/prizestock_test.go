@@ -63,18 +63,18 @@ func TestBucketedPrizeViews(t *testing.T) {
 	sid, pid := op.SessionID, op.PrizeID
 	t.Cleanup(func() {
 		for b := range 4 {
-			k := stock.BucketKeysFor(sid, pid, b)
+			k := stock.BucketKeysFor(sid, pid, b, 4)
 			op.Redis.Del(context.Background(), k.Demand(), k.Wanted())
 		}
 	})
-	grab := seckill.Grab{RequestID: "r-bucket-2", UserID: "u", SessionID: sid, PrizeID: pid, Bucket: 2, AdmittedAt: time.Now()}
+	grab := seckill.Grab{RequestID: "r-bucket-2", UserID: "u", SessionID: sid, PrizeID: pid, Bucket: 2, Buckets: 4, AdmittedAt: time.Now()}
 	if v, err := op.Gate.Reserve(ctx, grab); err != nil || v.Code != stock.Admitted {
 		t.Fatalf("reserve in bucket 2: %+v %v", v, err)
 	}
-	if err := op.Redis.IncrBy(ctx, stock.BucketKeysFor(sid, pid, 1).Demand(), 5).Err(); err != nil {
+	if err := op.Redis.IncrBy(ctx, stock.BucketKeysFor(sid, pid, 1, 4).Demand(), 5).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := op.Redis.Set(ctx, stock.BucketKeysFor(sid, pid, 3).Wanted(), 1, time.Minute).Err(); err != nil {
+	if err := op.Redis.Set(ctx, stock.BucketKeysFor(sid, pid, 3, 4).Wanted(), 1, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	h, ok, err := lease.New(op.DB, "prize-page-test", time.Minute).TryAcquire(ctx)
@@ -86,7 +86,7 @@ func TestBucketedPrizeViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := op.Gate.Take(ctx, sid, pid, 0, tr.ID, 2, h.Fence.Number); err != nil || n != 2 {
+	if n, err := op.Gate.Take(ctx, sid, pid, 0, 4, tr.ID, 2, h.Fence.Number); err != nil || n != 2 {
 		t.Fatalf("take: %d %v", n, err)
 	}
 	get := prizeViews(t, op)
@@ -139,7 +139,7 @@ func TestBucketedPrizeViews(t *testing.T) {
 		t.Errorf("transfers %+v, want the planned one", page.Transfers)
 	}
 	// Reading the page left the demand counter to the rebalance loop.
-	if n, err := op.Redis.Get(ctx, stock.BucketKeysFor(sid, pid, 1).Demand()).Int64(); err != nil || n != 5 {
+	if n, err := op.Redis.Get(ctx, stock.BucketKeysFor(sid, pid, 1, 4).Demand()).Int64(); err != nil || n != 5 {
 		t.Errorf("bucket 1's demand after the page: %d %v, want 5 (read, not reset)", n, err)
 	}
 

@@ -150,7 +150,7 @@ func TestCutOfAnUnloadedBucket(t *testing.T) {
 	}
 	// Bucket 1's take found no key: a preheat of the row read before the cut is refused.
 	_, led := s.row(t, 1)
-	r, err := s.gate.LoadBucket(ctx, before, 1, led, time.Now().Add(2*time.Hour))
+	r, err := s.gate.LoadBucket(ctx, before, 1, saleBuckets, led, time.Now().Add(2*time.Hour))
 	if err != nil || r.Loaded || !r.Stale {
 		t.Fatalf("preheat of the row before the cut: %+v %v, want refused as stale", r, err)
 	}

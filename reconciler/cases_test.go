@@ -187,7 +187,7 @@ func TestDeadLetterReplayRefusedAfterTheKeysWereRebuilt(t *testing.T) {
 	// The workbench's replay, producing for real: had it produced, the consumer would
 	// reject the grab (sold out in MySQL) and record an admitted_rejected case.
 	writer := func(topic string) *kafka.Writer {
-		w, err := event.NewWriter(e.brokers, topic)
+		w, err := event.NewGrabWriter(e.brokers, topic)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,11 +29,11 @@ type driftGate interface {
 	View(ctx context.Context, sessionID, prizeID int64) (stock.View, error)
 	CorrectLeft(ctx context.Context, sessionID, prizeID int64, from stock.View, to, fence int64) error
 	Returned(ctx context.Context, sessionID, prizeID int64) (map[string]struct{}, bool, error)
-	ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b int) (map[string]struct{}, bool, error)
-	ViewBucket(ctx context.Context, sessionID, prizeID int64, b int) (stock.View, error)
-	CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b int, from stock.View, to, fence int64) error
+	ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) (map[string]struct{}, bool, error)
+	ViewBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) (stock.View, error)
+	CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b, buckets int, from stock.View, to, fence int64) error
 	Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]stock.BucketState, error)
-	CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b int, from stock.BucketState, ledger seckill.BucketLedger, fence int64) error
+	CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b, buckets int, from stock.BucketState, ledger seckill.BucketLedger, fence int64) error
 }
 
 // doneReturns reads the returns MySQL has stamped done in Redis and clears a stamp whose
@@ -153,6 +153,7 @@ type driftRun struct {
 type driftTarget struct {
 	sid, pid int64
 	bucket   int
+	n        int // the prize's N, which names a bucket's keys (stock.BucketKeysFor)
 }
 
 func (t driftTarget) label() string {
@@ -273,7 +274,7 @@ func (j driftJob) lostReturns(ctx context.Context, fence lease.Fence, t driftTar
 	if t.bucket < 0 {
 		have, loaded, err = j.gate.Returned(ctx, sessionID, prizeID)
 	} else {
-		have, loaded, err = j.gate.ReturnedBucket(ctx, sessionID, prizeID, t.bucket)
+		have, loaded, err = j.gate.ReturnedBucket(ctx, sessionID, prizeID, t.bucket, t.n)
 	}
 	if err != nil || !loaded {
 		return 0, err
@@ -314,7 +315,7 @@ func (j driftJob) view(ctx context.Context, t driftTarget) (stock.View, error) {
 	if t.bucket < 0 {
 		return j.gate.View(ctx, t.sid, t.pid)
 	}
-	return j.gate.ViewBucket(ctx, t.sid, t.pid, t.bucket)
+	return j.gate.ViewBucket(ctx, t.sid, t.pid, t.bucket, t.n)
 }
 
 func (j driftJob) stockWithReturns(ctx context.Context, t driftTarget) (seckill.Stock, int, error) {
@@ -328,7 +329,7 @@ func (j driftJob) correct(ctx context.Context, t driftTarget, from stock.View, t
 	if t.bucket < 0 {
 		return j.gate.CorrectLeft(ctx, t.sid, t.pid, from, to, fence)
 	}
-	return j.gate.CorrectBucketLeft(ctx, t.sid, t.pid, t.bucket, from, to, fence)
+	return j.gate.CorrectBucketLeft(ctx, t.sid, t.pid, t.bucket, t.n, from, to, fence)
 }
 
 // bucketInfo is, for the prizes with stock buckets in scope, N and the buckets an
@@ -373,7 +374,7 @@ func (j driftJob) checkBuckets(ctx context.Context, run *driftRun, s scope, n in
 	for b := range n {
 		// As for a prize without buckets, every run: neither transfers nor grabs in flight
 		// change which returns a bucket holds.
-		lost, err := j.lostReturns(ctx, run.fence, driftTarget{sid: sid, pid: pid, bucket: b})
+		lost, err := j.lostReturns(ctx, run.fence, driftTarget{sid: sid, pid: pid, bucket: b, n: n})
 		run.sum["returns_lost"] += int64(lost)
 		if err != nil {
 			return err
@@ -386,7 +387,7 @@ func (j driftJob) checkBuckets(ctx context.Context, run *driftRun, s scope, n in
 			run.sum["skipped_in_flight"]++
 			continue
 		}
-		if err := j.check(ctx, run, driftTarget{sid: sid, pid: pid, bucket: b}); err != nil {
+		if err := j.check(ctx, run, driftTarget{sid: sid, pid: pid, bucket: b, n: n}); err != nil {
 			return err
 		}
 	}
@@ -420,7 +421,7 @@ func (j driftJob) compareLedger(ctx context.Context, run *driftRun, sid, pid int
 		if err := run.fence.Check(ctx); err != nil {
 			return err
 		}
-		switch err := j.gate.CorrectBucketLedger(ctx, sid, pid, b, have[b], want[b], run.fence.Number); {
+		switch err := j.gate.CorrectBucketLedger(ctx, sid, pid, b, n, have[b], want[b], run.fence.Number); {
 		case errors.Is(err, stock.ErrMoved), errors.Is(err, seckill.ErrNotLoaded):
 			// A transfer or a loss since the read: the next run looks again.
 		case err != nil:

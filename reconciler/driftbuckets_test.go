@@ -39,7 +39,7 @@ func driftPerBucket(t *testing.T, rdb redis.UniversalClient) {
 	if _, err := crash.transfer(ctx, f, s.sid, s.pid, 3, 0, 1); !errors.Is(err, errCrash) {
 		t.Fatalf("transfer: %v, want the simulated crash", err)
 	}
-	meta := func(b int) string { return stock.BucketKeysFor(s.sid, s.pid, b).Meta }
+	meta := func(b int) string { return stock.BucketKeysFor(s.sid, s.pid, b, saleBuckets).Meta }
 	for b, fields := range map[int][]any{1: {"left", 1}, 2: {"left", 3, "received", 5}} {
 		if err := s.rdb.HSet(ctx, meta(b), fields...).Err(); err != nil {
 			t.Fatal(err)
@@ -173,7 +173,7 @@ func TestDriftFindsALostReturnInItsBucket(t *testing.T) {
 	s.state(t).sums(t, "after the return", 10, 1)
 
 	// Redis loses the return's record (and its unit) in bucket 2.
-	if err := s.rdb.HDel(ctx, stock.BucketKeysFor(s.sid, s.pid, 2).Returned, rid).Err(); err != nil {
+	if err := s.rdb.HDel(ctx, stock.BucketKeysFor(s.sid, s.pid, 2, saleBuckets).Returned, rid).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if sum, err := job.Run(ctx, f); sum.Summary["returns_lost"] != 1 {

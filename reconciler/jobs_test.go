@@ -95,7 +95,7 @@ func (e *recEnv) grab(user string, produce bool) seckill.Grab {
 
 func (e *recEnv) publish(topic string, grabs ...seckill.Grab) {
 	e.t.Helper()
-	w, err := event.NewWriter(e.brokers, topic)
+	w, err := event.NewGrabWriter(e.brokers, topic)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -25,10 +25,10 @@ type lifecycleCatalog interface {
 type lifecycleGate interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
-	RemoveBucket(ctx context.Context, sessionID, prizeID int64, b int, fence int64) error
+	RemoveBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, fence int64) error
 	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
 	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
-	KeepBucket(ctx context.Context, sessionID, prizeID int64, b int, expireAt time.Time, fence int64) (bool, error)
+	KeepBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, expireAt time.Time, fence int64) (bool, error)
 }
 
 type orderCounter interface {
@@ -159,7 +159,7 @@ func (j lifecycleJob) remove(ctx context.Context, st seckill.Stock, fence int64)
 	}
 	var pending error
 	for b := range st.Buckets {
-		switch err := j.gate.RemoveBucket(ctx, st.SessionID, st.PrizeID, b, fence); {
+		switch err := j.gate.RemoveBucket(ctx, st.SessionID, st.PrizeID, b, st.Buckets, fence); {
 		case errors.Is(err, stock.ErrPending):
 			pending = err
 		case err != nil:
@@ -205,7 +205,7 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 		}
 	}
 	for _, sn := range snaps {
-		if err := j.keepOne(ctx, fence, now, sn, 0, false, sum); err != nil {
+		if err := j.keepOne(ctx, fence, now, sn, 0, 1, false, sum); err != nil {
 			return err
 		}
 	}
@@ -215,7 +215,7 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 			return err
 		}
 		for b, sn := range snaps {
-			if err := j.keepOne(ctx, fence, now, sn, b, true, sum); err != nil {
+			if err := j.keepOne(ctx, fence, now, sn, b, st.Buckets, true, sum); err != nil {
 				return err
 			}
 		}
@@ -223,9 +223,9 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 	return nil
 }
 
-// keepOne keeps one prize's keys (or, bucketed, bucket b's) when they hold pending
+// keepOne keeps one prize's keys (or, bucketed, bucket b's of n) when they hold pending
 // reservations and would expire within grace.
-func (j lifecycleJob) keepOne(ctx context.Context, fence lease.Fence, now time.Time, sn stock.Snapshot, b int, bucketed bool, sum map[string]int64) error {
+func (j lifecycleJob) keepOne(ctx context.Context, fence lease.Fence, now time.Time, sn stock.Snapshot, b, n int, bucketed bool, sum map[string]int64) error {
 	if !sn.Loaded || sn.Pending == 0 || sn.TTLMillis >= j.grace.Milliseconds() {
 		return nil
 	}
@@ -235,7 +235,7 @@ func (j lifecycleJob) keepOne(ctx context.Context, fence lease.Fence, now time.T
 	var kept bool
 	var err error
 	if bucketed {
-		kept, err = j.gate.KeepBucket(ctx, sn.SessionID, sn.PrizeID, b, now.Add(j.grace), fence.Number)
+		kept, err = j.gate.KeepBucket(ctx, sn.SessionID, sn.PrizeID, b, n, now.Add(j.grace), fence.Number)
 	} else {
 		kept, err = j.gate.Keep(ctx, sn.SessionID, sn.PrizeID, now.Add(j.grace), fence.Number)
 	}

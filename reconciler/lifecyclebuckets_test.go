@@ -18,7 +18,7 @@ func TestKeepKeepsEveryBucketWithPending(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t)) // one grab pending in bucket 0
 	ctx := stacktest.Context(t, 30*time.Second)
 	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k2"), UserID: "u2",
-		SessionID: s.sid, PrizeID: s.pid, Bucket: 2, AdmittedAt: time.Now()})
+		SessionID: s.sid, PrizeID: s.pid, Bucket: 2, Buckets: saleBuckets, AdmittedAt: time.Now()})
 	if err != nil || v.Code != stock.Admitted {
 		t.Fatalf("admit one grab in bucket 2: %+v %v", v, err)
 	}
@@ -45,7 +45,7 @@ func TestKeepKeepsEveryBucketWithPending(t *testing.T) {
 		t.Errorf("kept %d buckets' keys, want 2 (buckets 0 and 2)", sum["keys_extended_pending"])
 	}
 	for b := range saleBuckets {
-		ttl, err := s.rdb.PTTL(ctx, stock.BucketKeysFor(s.sid, s.pid, b).Meta).Result()
+		ttl, err := s.rdb.PTTL(ctx, stock.BucketKeysFor(s.sid, s.pid, b, saleBuckets).Meta).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

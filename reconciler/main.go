@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *checkOnly {
 		return check(ctx, stdout, db, kafkaAdmin, cfg.ConsumerGroup, cfg.Topics)
 	}
-	grabs, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
+	grabs, err := event.NewGrabWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}

@@ -45,8 +45,8 @@ func (r redisBuckets) read(ctx context.Context, sessionID, prizeID int64, n int)
 	wanted := make([]*redis.IntCmd, n)
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			k := stock.BucketKeysFor(sessionID, prizeID, b)
-			states[b] = stock.ReadBucketState(ctx, p, sessionID, prizeID, b)
+			k := stock.BucketKeysFor(sessionID, prizeID, b, n)
+			states[b] = stock.ReadBucketState(ctx, p, sessionID, prizeID, b, n)
 			demand[b] = p.GetDel(ctx, k.Demand())
 			wanted[b] = p.Exists(ctx, k.Wanted())
 		}

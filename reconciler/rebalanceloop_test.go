@@ -26,7 +26,7 @@ import (
 func (s *bucketSale) signal(t *testing.T, b int, demand int64, wanted bool) {
 	t.Helper()
 	ctx := stacktest.Context(t, 5*time.Second)
-	k := stock.BucketKeysFor(s.sid, s.pid, b)
+	k := stock.BucketKeysFor(s.sid, s.pid, b, saleBuckets)
 	if err := s.rdb.Set(ctx, k.Demand(), demand, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func rebalanceRound(t *testing.T, rdb redis.UniversalClient) {
 	if !slices.Equal(end.redis, []int{1, 1, 1, 6}) || !slices.Equal(end.mysql, []int{2, 1, 1, 6}) || end.inFlight != 0 {
 		t.Fatalf("after the round: Redis %v, MySQL %v, in flight %d; want [1 1 1 6], [2 1 1 6], 0", end.redis, end.mysql, end.inFlight)
 	}
-	if n, err := s.rdb.Exists(ctx, stock.BucketKeysFor(s.sid, s.pid, 3).Demand()).Result(); err != nil || n != 0 {
+	if n, err := s.rdb.Exists(ctx, stock.BucketKeysFor(s.sid, s.pid, 3, saleBuckets).Demand()).Result(); err != nil || n != 0 {
 		t.Fatalf("bucket 3's demand counter left after the round: %d %v", n, err)
 	}
 	m := exec.metrics

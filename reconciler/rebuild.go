@@ -27,7 +27,7 @@ type rebuildGate interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	Rebuild(ctx context.Context, st seckill.Stock, users map[string]int, outcomes []stock.Settlement, returned []string, expireAt time.Time, fence int64) (bool, error)
 	Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]stock.BucketState, error)
-	RebuildBucket(ctx context.Context, st seckill.Stock, b int, users map[string]int, outcomes []stock.Settlement, returned []string,
+	RebuildBucket(ctx context.Context, st seckill.Stock, b, buckets int, users map[string]int, outcomes []stock.Settlement, returned []string,
 		ledger seckill.BucketLedger, expireAt time.Time, fence int64) (bool, error)
 }
 
@@ -303,7 +303,7 @@ func (j rebuildJob) rebuildBuckets(ctx context.Context, fence lease.Fence, s sco
 		if err := fence.Check(ctx); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		created, err := j.gate.RebuildBucket(ctx, st, b, users, settleOf(sid, pid, state.Orders).Items, returned, ledger[b],
+		created, err := j.gate.RebuildBucket(ctx, st, b, s.buckets, users, settleOf(sid, pid, state.Orders).Items, returned, ledger[b],
 			s.session.End.Add(j.grace), fence.Number)
 		if err != nil {
 			errs = append(errs, err)

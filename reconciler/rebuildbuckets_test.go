@@ -94,10 +94,10 @@ func rebuildLostBuckets(t *testing.T, rdb redis.UniversalClient) {
 	if all, err := s.cat.Transfers(ctx, s.sid, s.pid); err != nil || len(all) != 1 || all[0].State != store.TransferDone {
 		t.Fatalf("journal after the rebuild: %+v %v", all, err)
 	}
-	if n, err := s.rdb.HGet(ctx, stock.BucketKeysFor(s.sid, s.pid, 2).Users, "u2").Int(); err != nil || n != 1 {
+	if n, err := s.rdb.HGet(ctx, stock.BucketKeysFor(s.sid, s.pid, 2, saleBuckets).Users, "u2").Int(); err != nil || n != 1 {
 		t.Fatalf("u2's count in bucket 2 after the rebuild: %d %v, want 1", n, err)
 	}
-	if err := s.rdb.HGet(ctx, stock.BucketKeysFor(s.sid, s.pid, 3).Users, "u2").Err(); !errors.Is(err, redis.Nil) {
+	if err := s.rdb.HGet(ctx, stock.BucketKeysFor(s.sid, s.pid, 3, saleBuckets).Users, "u2").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("u2 counted in bucket 3, which admitted none of its grabs: %v", err)
 	}
 	// The resumed give, made again, finds the transfer recorded in the rebuilt bucket.
@@ -127,7 +127,7 @@ func (s *bucketSale) soldIn(t *testing.T, user string, b int) string {
 		s.sid, s.pid, b).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := s.rdb.HIncrBy(ctx, stock.BucketKeysFor(s.sid, s.pid, b).Meta, "left", -1).Err(); err != nil {
+	if err := s.rdb.HIncrBy(ctx, stock.BucketKeysFor(s.sid, s.pid, b, saleBuckets).Meta, "left", -1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return rid

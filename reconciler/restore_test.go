@@ -113,7 +113,7 @@ func TestRestoreFromHotBackupDuringASale(t *testing.T) {
 
 	// The crowd: one admitted grab every 10 ms, as the gateway does it (Redis, then Kafka),
 	// until 60 grabs after the backup finished.
-	w, err := event.NewWriter(e.brokers, e.topics.Grab.Name)
+	w, err := event.NewGrabWriter(e.brokers, e.topics.Grab.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 type reservationGate interface {
-	ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b int) ([]stock.Reservation, error)
+	ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) ([]stock.Reservation, error)
 	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
 	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
@@ -99,7 +99,7 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	for _, s := range sc {
 		for b := range bucketCount(s.stock) {
 			sid, pid := s.stock.SessionID, s.stock.PrizeID
-			reserved, err := j.gate.ReservationsBucket(ctx, sid, pid, b)
+			reserved, err := j.gate.ReservationsBucket(ctx, sid, pid, b, bucketCount(s.stock))
 			if err != nil {
 				return result{Summary: sum}, err
 			}
@@ -204,7 +204,7 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	}
 	if len(done) > 0 {
 		batch := settleOf(st.SessionID, st.PrizeID, done)
-		batch.Bucket = b
+		batch.Bucket, batch.Buckets = b, bucketCount(st)
 		n, err := j.gate.Settle(ctx, []stock.SettleBatch{batch})
 		if err != nil {
 			return 0, 0, err

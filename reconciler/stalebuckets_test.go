@@ -49,7 +49,7 @@ func (e *recEnv) grabHome(user string) seckill.Grab {
 	e.t.Helper()
 	e.seq++
 	g := seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, fmt.Sprintf("key-%s-%04d", user, e.seq)),
-		UserID: user, SessionID: e.session, PrizeID: e.prize, Bucket: stock.HomeBucket(user, staleBuckets), AdmittedAt: time.Now().UTC()}
+		UserID: user, SessionID: e.session, PrizeID: e.prize, Bucket: stock.HomeBucket(user, staleBuckets), Buckets: staleBuckets, AdmittedAt: time.Now().UTC()}
 	if v, err := e.gate.Reserve(e.ctx, g); err != nil || v.Code != stock.Admitted {
 		e.t.Fatalf("reserve %s in bucket %d: %s %v", user, g.Bucket, v.Code, err)
 	}
@@ -102,7 +102,7 @@ func (e *recEnv) settledIn(g seckill.Grab, b int, state string) stock.Lookup {
 	e.t.Helper()
 	var found stock.Lookup
 	for other := range staleBuckets {
-		l, err := e.gate.LookupBucket(e.ctx, g.RequestID, other)
+		l, err := e.gate.LookupBucket(e.ctx, g.RequestID, other, staleBuckets)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -247,7 +247,7 @@ func TestStaleJobReadsTheBucketsPartition(t *testing.T) {
 	}
 	user := userIn(t, "waits", b, staleBuckets)
 	g := seckill.Grab{RequestID: seckill.RequestID(op.SessionID, op.PrizeID, "key-waits"), UserID: user, SessionID: op.SessionID,
-		PrizeID: op.PrizeID, Bucket: b, AdmittedAt: time.Now().UTC()}
+		PrizeID: op.PrizeID, Bucket: b, Buckets: staleBuckets, AdmittedAt: time.Now().UTC()}
 	if v, err := op.Gate.Reserve(ctx, g); err != nil || v.Code != stock.Admitted {
 		t.Fatalf("reserve in bucket %d: %v %v", b, v.Code, err)
 	}

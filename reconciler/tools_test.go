@@ -324,7 +324,7 @@ func TestArchiveCommand(t *testing.T) {
 func TestPendingReservationsInEveryBucket(t *testing.T) {
 	op := stacktest.NewBucketedPrize(t, 3, 4, 1)
 	ctx := stacktest.Context(t, 30*time.Second)
-	grab := seckill.Grab{RequestID: "pending-in-bucket-2", UserID: "u", SessionID: op.SessionID, PrizeID: op.PrizeID, Bucket: 2,
+	grab := seckill.Grab{RequestID: "pending-in-bucket-2", UserID: "u", SessionID: op.SessionID, PrizeID: op.PrizeID, Bucket: 2, Buckets: 4,
 		AdmittedAt: time.Now()}
 	if v, err := op.Gate.Reserve(ctx, grab); err != nil || v.Code != stock.Admitted {
 		t.Fatalf("reserve in bucket 2: %+v %v", v, err)

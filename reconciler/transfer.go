@@ -43,9 +43,9 @@ type transferCatalog interface {
 }
 
 type transferGate interface {
-	Take(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, fence int64) (int, error)
-	TakeCut(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, minVersion int64, expireAt time.Time, fence int64) (int, error)
-	Give(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units, taken int, version int64, expireAt time.Time, fence int64) (bool, error)
+	Take(ctx context.Context, sessionID, prizeID int64, b, buckets int, transferID int64, units int, fence int64) (int, error)
+	TakeCut(ctx context.Context, sessionID, prizeID int64, b, buckets int, transferID int64, units int, minVersion int64, expireAt time.Time, fence int64) (int, error)
+	Give(ctx context.Context, sessionID, prizeID int64, b, buckets int, transferID int64, units, taken int, version int64, expireAt time.Time, fence int64) (bool, error)
 }
 
 // transferStep names the step a transfer just finished, for the step hook.
@@ -138,7 +138,7 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 			if t.To == store.Outside {
 				taken, err = x.cut(ctx, f, t)
 			} else {
-				taken, err = x.gate.Take(ctx, t.SessionID, t.PrizeID, t.From, t.ID, t.Requested, f.Number)
+				taken, err = x.gate.Take(ctx, t.SessionID, t.PrizeID, t.From, t.Buckets, t.ID, t.Requested, f.Number)
 			}
 			if errors.Is(err, seckill.ErrNotLoaded) {
 				// Nothing taken: the source row still holds the units, and the next preheat or
@@ -191,7 +191,7 @@ func (x transferExecutor) run(ctx context.Context, f lease.Fence, t store.Transf
 	if t.From == store.Outside {
 		received = 0
 	}
-	_, err := x.gate.Give(ctx, t.SessionID, t.PrizeID, t.To, t.ID, t.Units, received, version, t.SessionEnd.Add(x.grace), f.Number)
+	_, err := x.gate.Give(ctx, t.SessionID, t.PrizeID, t.To, t.Buckets, t.ID, t.Units, received, version, t.SessionEnd.Add(x.grace), f.Number)
 	if err != nil && !errors.Is(err, seckill.ErrNotLoaded) {
 		// Not loaded is fine: the row holds the units, and the next preheat or rebuild loads
 		// them (the revision Give recorded refuses a row read before the move).
@@ -229,7 +229,7 @@ func (x transferExecutor) cut(ctx context.Context, f lease.Fence, t store.Transf
 	if t.From >= len(bs) {
 		return 0, fmt.Errorf("transfer %d: bucket %d of %d", t.ID, t.From, len(bs))
 	}
-	taken, err := x.gate.TakeCut(ctx, t.SessionID, t.PrizeID, t.From, t.ID, t.Requested, bs[t.From].Version+1, t.SessionEnd.Add(x.grace), f.Number)
+	taken, err := x.gate.TakeCut(ctx, t.SessionID, t.PrizeID, t.From, len(bs), t.ID, t.Requested, bs[t.From].Version+1, t.SessionEnd.Add(x.grace), f.Number)
 	if errors.Is(err, seckill.ErrNotLoaded) {
 		s, err := x.catalog.Session(ctx, t.SessionID)
 		if err != nil {

@@ -61,7 +61,7 @@ func newBucketSale(t *testing.T, rdb redis.UniversalClient) *bucketSale {
 	t.Cleanup(s.gate.Close)
 	t.Cleanup(func() {
 		for b := range saleBuckets {
-			k := stock.BucketKeysFor(s.sid, s.pid, b)
+			k := stock.BucketKeysFor(s.sid, s.pid, b, saleBuckets)
 			// One call per bucket: a cluster refuses keys of two slots in one DEL.
 			rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
 				k.Meta[:len(k.Meta)-len("meta")]+"rev")
@@ -101,7 +101,7 @@ func (s *bucketSale) row(t *testing.T, b int) (seckill.Stock, seckill.BucketLedg
 func (s *bucketSale) load(t *testing.T, b int) {
 	t.Helper()
 	st, led := s.row(t, b)
-	if r, err := s.gate.LoadBucket(stacktest.Context(t, 10*time.Second), st, b, led, time.Now().Add(2*time.Hour)); err != nil || !r.Loaded {
+	if r, err := s.gate.LoadBucket(stacktest.Context(t, 10*time.Second), st, b, saleBuckets, led, time.Now().Add(2*time.Hour)); err != nil || !r.Loaded {
 		t.Fatalf("load bucket %d: %+v %v", b, r, err)
 	}
 }
@@ -111,7 +111,7 @@ func (s *bucketSale) load(t *testing.T, b int) {
 func (s *bucketSale) rebuild(t *testing.T, b int, f lease.Fence) {
 	t.Helper()
 	st, led := s.row(t, b)
-	created, err := s.gate.RebuildBucket(stacktest.Context(t, 10*time.Second), st, b, nil, nil, nil, led, time.Now().Add(2*time.Hour), f.Number)
+	created, err := s.gate.RebuildBucket(stacktest.Context(t, 10*time.Second), st, b, saleBuckets, nil, nil, nil, led, time.Now().Add(2*time.Hour), f.Number)
 	if err != nil || !created {
 		t.Fatalf("rebuild bucket %d: %v %v", b, created, err)
 	}
@@ -120,7 +120,7 @@ func (s *bucketSale) rebuild(t *testing.T, b int, f lease.Fence) {
 // lose deletes every key of bucket b, as a Redis that lost its data would.
 func (s *bucketSale) lose(t *testing.T, b int) {
 	t.Helper()
-	k := stock.BucketKeysFor(s.sid, s.pid, b)
+	k := stock.BucketKeysFor(s.sid, s.pid, b, saleBuckets)
 	if err := s.rdb.Del(stacktest.Context(t, 5*time.Second), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
 		k.Meta[:len(k.Meta)-len("meta")]+"rev").Err(); err != nil {
 		t.Fatal(err)
@@ -310,14 +310,14 @@ func TestTransferRefusesStaleFence(t *testing.T) {
 			}
 			// The source's keys carry the new fence only if the new holder took there (it
 			// resumed from step 2); otherwise the stale repeat is answered from the record.
-			n, err := s.gate.Take(ctx, s.sid, s.pid, 0, paused.ID, 5, old.Number)
+			n, err := s.gate.Take(ctx, s.sid, s.pid, 0, saleBuckets, paused.ID, 5, old.Number)
 			if pause == stepTaken && !errors.Is(err, stock.ErrFenced) {
 				t.Errorf("stale take: %d %v, want ErrFenced", n, err)
 			}
 			if pause == stepMoved && (err != nil || n != paused.Taken) {
 				t.Errorf("stale repeated take: %d %v, want the recorded %d", n, err, paused.Taken)
 			}
-			if _, err := s.gate.Give(ctx, s.sid, s.pid, 3, paused.ID, 2, 2, 99, time.Now().Add(time.Hour), old.Number); !errors.Is(err, stock.ErrFenced) {
+			if _, err := s.gate.Give(ctx, s.sid, s.pid, 3, saleBuckets, paused.ID, 2, 2, 99, time.Now().Add(time.Hour), old.Number); !errors.Is(err, stock.ErrFenced) {
 				t.Errorf("stale give: %v, want ErrFenced", err)
 			}
 			if _, err := x.transfer(ctx, old, s.sid, s.pid, 1, 2, 1); !errors.Is(err, lease.ErrStale) {
@@ -337,7 +337,7 @@ func TestTransferRefusesStaleFence(t *testing.T) {
 func TestTransferFromUnloadedBucketIsCancelled(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t))
 	ctx := stacktest.Context(t, 30*time.Second)
-	k := stock.BucketKeysFor(s.sid, s.pid, 2)
+	k := stock.BucketKeysFor(s.sid, s.pid, 2, saleBuckets)
 	s.rdb.Del(ctx, k.Meta)
 	f := s.acquire(t)
 	tr, err := s.executor(nil).transfer(ctx, f, s.sid, s.pid, 2, 1, 1)

@@ -66,29 +66,27 @@ func TestAssignUsers(t *testing.T) {
 	}
 }
 
+// Every prize passes the check for the step's bucket counts (placement spreads them; the
+// bench no longer searches for a lucky prize), and the check fails when it cannot hold.
 func TestBucketPlan(t *testing.T) {
-	prizes := make([]int64, partitionCandidates)
-	for i := range prizes {
-		prizes[i] = 2_000_000_000 + int64(i)
-	}
-	for _, n := range bucketCounts {
-		p, on, err := bucketPlan(2_000_000_123, prizes, n, 6)
-		if err != nil {
-			t.Fatalf("%d buckets: %v", n, err)
-		}
-		if len(on) != n || len(slices.Compact(slices.Sorted(slices.Values(on)))) != n {
-			t.Fatalf("%d buckets on partitions %v, want %d different ones", n, on, n)
-		}
-		for b, part := range on {
-			if want := event.PartitionOf(event.BucketPartitionKey(2_000_000_123, p, b), 6); part != want {
-				t.Fatalf("bucket %d on partition %d, the key lands on %d", b, part, want)
+	for i := range int64(200) {
+		p := 2_000_000_000 + i
+		for _, n := range bucketCounts {
+			on, err := bucketPlan(2_000_000_123, p, n, 6)
+			if err != nil {
+				t.Fatalf("prize %d, %d buckets: %v", p, n, err)
+			}
+			if len(on) != n || len(slices.Compact(slices.Sorted(slices.Values(on)))) != n {
+				t.Fatalf("%d buckets on partitions %v, want %d different ones", n, on, n)
+			}
+			for b, part := range on {
+				if want := event.PartitionOf(event.BucketPartitionKey(2_000_000_123, p, b), 6); part != want {
+					t.Fatalf("bucket %d on partition %d, the key lands on %d", b, part, want)
+				}
 			}
 		}
-		if n == 1 && p != prizes[0] {
-			t.Fatalf("one bucket took prize %d, want the first, %d", p, prizes[0])
-		}
 	}
-	if _, _, err := bucketPlan(1, prizes, 7, 6); err == nil {
+	if _, err := bucketPlan(1, 2, 7, 6); err == nil {
 		t.Fatal("7 buckets on 6 partitions: no error")
 	}
 }

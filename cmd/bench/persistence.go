@@ -158,8 +158,8 @@ func (d drained) line() string {
 // drainHotPrize preloads the grab topic with the events of one hot prize of n stock buckets
 // (n = 1: a prize without buckets, as the persistence step has always measured it), then
 // starts one consumer and measures orders/s from the first order committed to the last.
-// For n > 1 the pipeline offers several candidate prizes and the one whose buckets' keys
-// land on n different grab partitions is used (bucketPlan, buckets.go): the row measures n
+// For n > 1 the prize's buckets' keys must land on n different grab partitions, as
+// placement promises (bucketPlan, buckets.go, fails the run otherwise): the row measures n
 // serial parts side by side, which is what buckets are for. Each bucket drains as many
 // orders as the prize without buckets: an order's created_at is its batch's start, so the
 // first-to-last span leaves out the last batch of each partition, and leaves out the same
@@ -168,10 +168,7 @@ func (b *bench) drainHotPrize(ctx context.Context, buckets int) (drained, error)
 	n := b.n(40_000) * buckets
 	opts := harness.Options{Bin: b.bin, Stocks: []int{n}, Limit: 1, Consumers: 0}
 	if buckets > 1 {
-		opts.Stocks, opts.Buckets = make([]int, partitionCandidates), make([]int, partitionCandidates)
-		for i := range opts.Stocks {
-			opts.Stocks[i], opts.Buckets[i] = n, buckets
-		}
+		opts.Buckets = []int{buckets}
 	}
 	c, err := harness.NewPipeline(ctx, opts)
 	if err != nil {
@@ -182,11 +179,8 @@ func (b *bench) drainHotPrize(ctx context.Context, buckets int) (drained, error)
 	if err != nil {
 		return drained{}, err
 	}
-	prizeIDs := make([]int64, len(c.Prizes))
-	for i, p := range c.Prizes {
-		prizeIDs[i] = p.ID
-	}
-	prize, onPartition, err := bucketPlan(c.Session.ID, prizeIDs, buckets, parts)
+	prize := c.Prizes[0].ID
+	onPartition, err := bucketPlan(c.Session.ID, prize, buckets, parts)
 	if err != nil {
 		return drained{}, err
 	}
@@ -197,7 +191,7 @@ func (b *bench) drainHotPrize(ctx context.Context, buckets int) (drained, error)
 	if err != nil {
 		return drained{}, err
 	}
-	w, err := event.NewWriter(c.Brokers, c.Topics.Grab.Name)
+	w, err := event.NewGrabWriter(c.Brokers, c.Topics.Grab.Name)
 	if err != nil {
 		return drained{}, err
 	}

@@ -451,16 +451,16 @@ func bucketedPrize(t *testing.T, b *browser, p *pipeline, sale activity) {
 	sid, pid := act.Sessions[0].ID, act.Prizes[0].ID
 	t.Cleanup(func() {
 		for n := range 4 {
-			k := stock.BucketKeysFor(sid, pid, n)
+			k := stock.BucketKeysFor(sid, pid, n, 4)
 			p.rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(),
 				k.Wanted(), strings.TrimSuffix(k.Meta, "meta")+"rev")
 		}
 	})
 	p.mustAdmin("POST", fmt.Sprintf("/admin/v1/sessions/%d/preheat", sid), nil, nil, http.StatusOK)
-	if err := p.rdb.IncrBy(ctx, stock.BucketKeysFor(sid, pid, 1).Demand(), 5).Err(); err != nil {
+	if err := p.rdb.IncrBy(ctx, stock.BucketKeysFor(sid, pid, 1, 4).Demand(), 5).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.rdb.Set(ctx, stock.BucketKeysFor(sid, pid, 3).Wanted(), 1, time.Minute).Err(); err != nil {
+	if err := p.rdb.Set(ctx, stock.BucketKeysFor(sid, pid, 3, 4).Wanted(), 1, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	h, ok, err := lease.New(p.db, "t-console-transfer-"+stacktest.ID(t), time.Minute).TryAcquire(ctx)
@@ -475,7 +475,7 @@ func bucketedPrize(t *testing.T, b *browser, p *pipeline, sale activity) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := gate.Take(ctx, sid, pid, 0, tr.ID, 2, h.Fence.Number); err != nil || n != 2 {
+	if n, err := gate.Take(ctx, sid, pid, 0, 4, tr.ID, 2, h.Fence.Number); err != nil || n != 2 {
 		t.Fatalf("take: %d %v", n, err)
 	}
 

@@ -34,7 +34,7 @@ func (c *Pipeline) buckets(i int) int {
 func (c *Pipeline) bucketKeys(i int) []stock.Keys {
 	out := make([]stock.Keys, c.buckets(i))
 	for b := range out {
-		out[b] = stock.BucketKeysFor(c.Session.ID, c.Prizes[i].ID, b)
+		out[b] = stock.BucketKeysFor(c.Session.ID, c.Prizes[i].ID, b, len(out))
 	}
 	return out
 }

@@ -409,10 +409,10 @@ func (c *Pipeline) Close() {
 	if c.Redis != nil {
 		for i, p := range c.Prizes {
 			// Each bucket's keys share its own slot ({session:prize} for bucket 0,
-			// {session:prize:b} above), so each DEL reaches the one primary that holds them, on a
+			// {session:prize:b:x} above), so each DEL reaches the one primary that holds them, on a
 			// Redis Cluster too.
 			for b := range c.buckets(i) {
-				k := stock.BucketKeysFor(c.Session.ID, p.ID, b)
+				k := stock.BucketKeysFor(c.Session.ID, p.ID, b, c.buckets(i))
 				c.Redis.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted())
 			}
 		}

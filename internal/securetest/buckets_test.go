@@ -38,14 +38,14 @@ func TestBucketCommandsAsTheServicesOwnUsers(t *testing.T) {
 		return g, rdb
 	}
 	sid := time.Now().UnixNano() % 1_000_000_000
-	k := stock.BucketKeysFor(sid, 1, 1)
+	k := stock.BucketKeysFor(sid, 1, 1, 2)
 	t.Cleanup(func() { stacktest.Redis(t).Del(context.Background(), k.Demand(), k.Wanted()) })
 
 	gw, _ := dial("gateway")
-	if err := gw.AddDemand(ctx, []stock.BucketDemand{{SessionID: sid, PrizeID: 1, Bucket: 1, Grabs: 3}}); err != nil {
+	if err := gw.AddDemand(ctx, []stock.BucketDemand{{SessionID: sid, PrizeID: 1, Bucket: 1, Buckets: 2, Grabs: 3}}); err != nil {
 		t.Fatalf("count demand as the gateway: %v", err)
 	}
-	if err := gw.MarkWanted(ctx, sid, 1, 1, time.Minute); err != nil {
+	if err := gw.MarkWanted(ctx, sid, 1, 1, 2, time.Minute); err != nil {
 		t.Fatalf("mark a bucket wanted as the gateway: %v", err)
 	}
 	if ttl, err := stacktest.Redis(t).PTTL(ctx, k.Demand()).Result(); err != nil || ttl <= 0 {

@@ -494,7 +494,7 @@ func NewBucketedPrize(tb testing.TB, perBucket, n, limit int) *OpenPrize {
 	}
 	tb.Cleanup(func() {
 		for b := range n {
-			k := stock.BucketKeysFor(sid, pid, b)
+			k := stock.BucketKeysFor(sid, pid, b, n)
 			// One call per bucket: a cluster refuses keys of two slots in one DEL.
 			rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
 				strings.TrimSuffix(k.Meta, "meta")+"rev")
@@ -510,7 +510,7 @@ func NewBucketedPrize(tb testing.TB, perBucket, n, limit int) *OpenPrize {
 	}
 	for _, b := range bs {
 		st := seckill.Stock{SessionID: sid, PrizeID: pid, Total: b.Total, Left: b.Left, Version: b.Version, PerUserLimit: limit}
-		if r, err := gate.LoadBucket(ctx, st, b.Bucket, led[b.Bucket], now.Add(2*time.Hour)); err != nil || !r.Loaded {
+		if r, err := gate.LoadBucket(ctx, st, b.Bucket, n, led[b.Bucket], now.Add(2*time.Hour)); err != nil || !r.Loaded {
 			tb.Fatalf("load bucket %d: %+v %v", b.Bucket, r, err)
 		}
 	}

@@ -152,8 +152,11 @@ func (a *Admin) DeleteTopics(ctx context.Context, names ...string) error {
 
 // PartitionOf returns the partition a key lands on among n partitions (n >= 1): murmur2,
 // as NewWriter's balancer and the Java client's default partitioner place keyed messages
-// (toPositive(murmur2(key)) % n). The reconciler maps a session×prize to its partition with
-// it, so it is right only while the topic has n partitions: see CheckPartitions.
+// (toPositive(murmur2(key)) % n), except a stock bucket's key, which it places as
+// GrabBalancer does (its prize's partition plus b, mod n), so it names the partition of any
+// grab a writer of NewGrabWriter produced. The reconciler maps a session×prize (or one of
+// its buckets) to its partition with it, so it is right only while the topic has n
+// partitions: see CheckPartitions.
 func PartitionOf(key []byte, n int) int {
 	parts := make([]int, n)
 	for i := range parts {
@@ -162,7 +165,7 @@ func PartitionOf(key []byte, n int) int {
 	if key == nil {
 		key = []byte{} // a nil key is placed at random by writers; as a lookup it hashes as empty
 	}
-	return kafka.Murmur2Balancer{Consistent: true}.Balance(kafka.Message{Key: key}, parts...)
+	return GrabBalancer{}.Balance(kafka.Message{Key: key}, parts...)
 }
 
 // Partitions returns how many partitions the broker says topic has.

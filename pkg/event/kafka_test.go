@@ -94,7 +94,7 @@ func partitions(n int) []int {
 func TestPartitionOfMatchesBroker(t *testing.T) {
 	brokers, topics := stacktest.Kafka(t)
 	ctx := stacktest.Context(t, 60*time.Second)
-	ours, err := event.NewWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
+	ours, err := event.NewGrabWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,15 @@ func TestPartitionOfMatchesBroker(t *testing.T) {
 			msgs = append(msgs, kafka.Message{Key: event.PartitionKey(s*7919, p), Value: []byte("ours")})
 		}
 	}
-	if err := ours.WriteMessages(ctx, msgs...); err != nil {
+	// Stock buckets' keys too, which only our writer (GrabBalancer) produces: PartitionOf
+	// must name their partitions as well.
+	var bucketMsgs []kafka.Message
+	for p := int64(1); p <= 10; p++ {
+		for b := 1; b < 8; b++ {
+			bucketMsgs = append(bucketMsgs, kafka.Message{Key: event.BucketPartitionKey(7919, p, b), Value: []byte("ours, bucket")})
+		}
+	}
+	if err := ours.WriteMessages(ctx, append(append([]kafka.Message{}, msgs...), bucketMsgs...)...); err != nil {
 		t.Fatal(err)
 	}
 	for i := range msgs {
@@ -121,8 +129,8 @@ func TestPartitionOfMatchesBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2*len(msgs) {
-		t.Fatalf("read %d messages, wrote %d", len(got), 2*len(msgs))
+	if len(got) != 2*len(msgs)+len(bucketMsgs) {
+		t.Fatalf("read %d messages, wrote %d", len(got), 2*len(msgs)+len(bucketMsgs))
 	}
 	used := map[int]bool{}
 	for _, m := range got {
@@ -171,7 +179,7 @@ func TestOffsetsAndLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := event.NewWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
+	w, err := event.NewGrabWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

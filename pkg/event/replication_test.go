@@ -135,7 +135,7 @@ func TestClusterSeesMinInSyncAboveReplicas(t *testing.T) {
 		t.Errorf("below min ISR %d, under-replicated %d: want 0 and 0", below, under)
 	}
 	// The broker agrees: an acks=all write goes through.
-	w, err := event.NewWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
+	w, err := event.NewGrabWriter(brokers, topics.Grab.Name, event.WithSecurity(stacktest.KafkaSecurity(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,13 +45,27 @@ func WithSingleAttempt(timeout time.Duration) WriterOption {
 // messages, so any standard client re-producing an event with its key lands on the same
 // partition, and PartitionOf can name it.
 func NewWriter(brokers []string, topic string, opts ...WriterOption) (*kafka.Writer, error) {
+	return newWriter(brokers, topic, kafka.Murmur2Balancer{}, opts)
+}
+
+// NewGrabWriter is NewWriter for the grab topic: the same settings, with GrabBalancer, which
+// puts a prize's stock buckets on consecutive partitions and every other key where
+// NewWriter would. Every writer of grab events (the gateway, the reconciler's re-publish and
+// replays, the bench) must be built here, or a bucket's events would land on a partition
+// PartitionOf does not name. Topics that only carry grab keys along (compensation,
+// dead letters) keep NewWriter: their partitions have no worker per prize to agree with.
+func NewGrabWriter(brokers []string, topic string, opts ...WriterOption) (*kafka.Writer, error) {
+	return newWriter(brokers, topic, GrabBalancer{}, opts)
+}
+
+func newWriter(brokers []string, topic string, balancer kafka.Balancer, opts []WriterOption) (*kafka.Writer, error) {
 	if len(brokers) == 0 || topic == "" {
 		return nil, errors.New("kafka writer: brokers and topic are required")
 	}
 	w := &kafka.Writer{
 		Addr:                   kafka.TCP(brokers...),
 		Topic:                  topic,
-		Balancer:               kafka.Murmur2Balancer{},
+		Balancer:               balancer,
 		RequiredAcks:           kafka.RequireAll,
 		BatchTimeout:           time.Millisecond,
 		BatchSize:              500,
@@ -81,8 +95,12 @@ func CheckWriter(w *kafka.Writer) error {
 	if w.BatchTimeout <= 0 || w.BatchTimeout > 50*time.Millisecond {
 		return errors.New("kafka writer batch timeout must be a few milliseconds")
 	}
-	if _, ok := w.Balancer.(kafka.Murmur2Balancer); !ok {
-		return fmt.Errorf("kafka writer balancer is %T; keys must be placed by kafka.Murmur2Balancer (PartitionOf and the Java client agree with it)", w.Balancer)
+	switch w.Balancer.(type) {
+	case kafka.Murmur2Balancer, GrabBalancer:
+		// Murmur2Balancer: the Java client and PartitionOf agree with it. GrabBalancer: the
+		// same for every key but a stock bucket's, which PartitionOf places as it does.
+	default:
+		return fmt.Errorf("kafka writer balancer is %T; keys must be placed by kafka.Murmur2Balancer or event.GrabBalancer (PartitionOf and the Java client agree with them)", w.Balancer)
 	}
 	if w.BatchSize < 1 || w.MaxAttempts < 1 || w.WriteTimeout <= 0 || w.ReadTimeout <= 0 {
 		return errors.New("kafka writer batch size, attempts and timeouts must be positive")

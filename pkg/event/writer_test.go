@@ -34,6 +34,13 @@ func TestNewWriterEnforcesAcksAllAndMurmur2(t *testing.T) {
 			}
 		})
 	}
+	g, err := NewGrabWriter([]string{"127.0.0.1:1"}, "t", WithBatchSize(1000))
+	if err != nil || g.RequiredAcks != kafka.RequireAll {
+		t.Fatalf("grab writer: %v, acks %v", err, g.RequiredAcks)
+	}
+	if _, ok := g.Balancer.(GrabBalancer); !ok {
+		t.Fatalf("grab writer's balancer %T, want GrabBalancer", g.Balancer)
+	}
 	if _, err := NewWriter([]string{"127.0.0.1:1"}, "t", WithBatchSize(0)); err == nil {
 		t.Fatal("a writer with batch size 0 was built")
 	}

@@ -29,7 +29,7 @@ type stockLookup interface {
 }
 
 type requestLookup interface {
-	LookupBucket(ctx context.Context, requestID string, b int) (stock.Lookup, error)
+	LookupBucket(ctx context.Context, requestID string, b, buckets int) (stock.Lookup, error)
 }
 
 type producer interface {
@@ -101,15 +101,16 @@ func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, 
 	if err := r.stillApplies(ctx, g); err != nil {
 		return "", err
 	}
+	n := 1 // the prize's N, which names a bucket's keys; any for bucket 0
 	if g.Bucket > 0 {
-		if err := r.bucketExists(ctx, g); err != nil {
+		if n, err = r.bucketExists(ctx, g); err != nil {
 			return "", err
 		}
 	}
 	// Only a reservation Redis still holds keeps the grab's unit out of sale. After a key
 	// loss the rebuild copies MySQL, where this grab never arrived, so its unit is sold again;
 	// producing it then would hand that unit out twice (MySQL refuses: admitted_rejected).
-	l, err := r.reserved(ctx, g.RequestID, g.Bucket)
+	l, err := r.reserved(ctx, g.RequestID, g.Bucket, n)
 	if err != nil {
 		return "", err
 	}
@@ -146,11 +147,11 @@ func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error
 		Bucket     *int      `json:"bucket"`
 	}
 	okEvidence := json.Unmarshal(c.Evidence, &ev) == nil
-	b, err := r.staleBucket(ctx, c, ev.Bucket)
+	b, n, err := r.staleBucket(ctx, c, ev.Bucket)
 	if err != nil {
 		return "", err
 	}
-	l, err := r.reserved(ctx, c.RequestID, b)
+	l, err := r.reserved(ctx, c.RequestID, b, n)
 	if err != nil {
 		return "", err
 	}
@@ -175,45 +176,49 @@ func (r *Replayer) stale(ctx context.Context, c store.CaseDetail) (string, error
 
 // staleBucket is the stock bucket a stale case's reservation is on: the one its evidence
 // names (recorded since buckets exist, for bucket 1 and above), else its user's home bucket
-// among the prize's N (bucket 0 for a prize without buckets).
-func (r *Replayer) staleBucket(ctx context.Context, c store.CaseDetail, named *int) (int, error) {
-	if named != nil {
-		return *named, nil
+// among the prize's N (bucket 0 for a prize without buckets). It returns N too, which
+// names the bucket's keys.
+func (r *Replayer) staleBucket(ctx context.Context, c store.CaseDetail, named *int) (b, n int, err error) {
+	if named != nil && *named == 0 {
+		return 0, 1, nil
 	}
 	st, err := r.Stocks.Stock(ctx, *c.SessionID, *c.PrizeID)
 	if errors.Is(err, seckill.ErrNotFound) {
-		return 0, nil // the stale replay never needed the row: bucket 0, as before buckets
+		return 0, 1, nil // the stale replay never needed the row: bucket 0, as before buckets
 	} else if err != nil {
-		return 0, fmt.Errorf("check stock row: %w", err)
+		return 0, 0, fmt.Errorf("check stock row: %w", err)
 	}
-	if st.Buckets <= 1 {
-		return 0, nil
+	n = max(1, st.Buckets)
+	if named != nil {
+		return *named, n, nil
 	}
-	return stock.HomeBucket(c.UserID, st.Buckets), nil
+	return stock.HomeBucket(c.UserID, n), n, nil
 }
 
 // bucketExists refuses a grab of a stock bucket its session×prize does not have: the
 // consumer dead-letters it again (store.ErrNoBucket), whatever Redis holds.
-func (r *Replayer) bucketExists(ctx context.Context, g seckill.Grab) error {
+// It returns the prize's N, which names the bucket's keys.
+func (r *Replayer) bucketExists(ctx context.Context, g seckill.Grab) (int, error) {
 	st, err := r.Stocks.Stock(ctx, g.SessionID, g.PrizeID)
 	if errors.Is(err, seckill.ErrNotFound) {
-		return nil // refused below, with the reason a person can act on
+		return 1, nil // refused below, with the reason a person can act on
 	} else if err != nil {
-		return fmt.Errorf("check stock row: %w", err)
+		return 0, fmt.Errorf("check stock row: %w", err)
 	}
-	if n := max(1, st.Buckets); g.Bucket >= n {
-		return refuse("the message names stock bucket %d, session %d prize %d has %d buckets (0 to %d); the consumer would dead-letter it again",
+	n := max(1, st.Buckets)
+	if g.Bucket >= n {
+		return 0, refuse("the message names stock bucket %d, session %d prize %d has %d buckets (0 to %d); the consumer would dead-letter it again",
 			g.Bucket, g.SessionID, g.PrizeID, n, n-1)
 	}
-	return nil
+	return n, nil
 }
 
 // reserved returns what Redis holds for requestID on stock bucket b's keys, and refuses
 // unless it is a pending reservation: a grab whose reservation is gone (settled, or lost
 // with the keys and rebuilt from MySQL without it) no longer has its unit set aside, and
 // replaying it would sell that unit a second time.
-func (r *Replayer) reserved(ctx context.Context, requestID string, b int) (stock.Lookup, error) {
-	l, err := r.Gate.LookupBucket(ctx, requestID, b)
+func (r *Replayer) reserved(ctx context.Context, requestID string, b, n int) (stock.Lookup, error) {
+	l, err := r.Gate.LookupBucket(ctx, requestID, b, n)
 	if err != nil {
 		return stock.Lookup{}, fmt.Errorf("look up reservation %s: %w", requestID, err)
 	}

@@ -62,12 +62,12 @@ func TestPreheatLoadsEveryBucket(t *testing.T) {
 	}
 	// Each bucket carries the prize-wide per-user limit.
 	for b := range 4 {
-		if lim, err := e.rdb.HGet(e.ctx, stock.BucketKeysFor(sid, hot, b).Meta, "limit").Int(); err != nil || lim != 2 {
+		if lim, err := e.rdb.HGet(e.ctx, stock.BucketKeysFor(sid, hot, b, 4).Meta, "limit").Int(); err != nil || lim != 2 {
 			t.Errorf("bucket %d limit %d %v, want 2", b, lim, err)
 		}
 	}
 	// The prize without buckets has its one set of keys, as before buckets existed.
-	if n, err := e.rdb.Exists(e.ctx, stock.BucketKeysFor(sid, plain, 1).Meta).Result(); err != nil || n != 0 {
+	if n, err := e.rdb.Exists(e.ctx, stock.BucketKeysFor(sid, plain, 1, 2).Meta).Result(); err != nil || n != 0 {
 		t.Errorf("plain prize has a bucket 1 key (%d %v)", n, err)
 	}
 	e.check(t, sid, plain, 5, 5)

@@ -32,7 +32,7 @@ type gate interface {
 	Load(ctx context.Context, stocks []seckill.Stock, expireAt time.Time) ([]stock.LoadResult, error)
 	Adjust(ctx context.Context, st seckill.Stock, expireAt time.Time) (bool, error)
 	UndoAdjust(ctx context.Context, undone, restore seckill.Stock) error
-	LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger seckill.BucketLedger, expireAt time.Time) (stock.LoadResult, error)
+	LoadBucket(ctx context.Context, st seckill.Stock, b, buckets int, ledger seckill.BucketLedger, expireAt time.Time) (stock.LoadResult, error)
 }
 
 // Preheater loads sessions' stock into the gate.
@@ -175,7 +175,7 @@ func (p *Preheater) loadBuckets(ctx context.Context, st seckill.Stock, expire ti
 	for _, row := range rows {
 		bst := st
 		bst.Total, bst.Left, bst.Version = row.Total, row.Left, row.Version
-		r, err := p.gate.LoadBucket(ctx, bst, row.Bucket, ledger[row.Bucket], expire)
+		r, err := p.gate.LoadBucket(ctx, bst, row.Bucket, st.Buckets, ledger[row.Bucket], expire)
 		if err != nil {
 			return stock.LoadResult{}, err
 		}

@@ -67,7 +67,7 @@ func (e *env) preheater(g interface {
 	Load(ctx context.Context, stocks []seckill.Stock, expireAt time.Time) ([]stock.LoadResult, error)
 	Adjust(ctx context.Context, st seckill.Stock, expireAt time.Time) (bool, error)
 	UndoAdjust(ctx context.Context, undone, restore seckill.Stock) error
-	LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger seckill.BucketLedger, expireAt time.Time) (stock.LoadResult, error)
+	LoadBucket(ctx context.Context, st seckill.Stock, b, buckets int, ledger seckill.BucketLedger, expireAt time.Time) (stock.LoadResult, error)
 }) *preheat.Preheater {
 	return preheat.New(e.cat, g, time.Hour, time.Now)
 }

@@ -123,7 +123,11 @@ type Grab struct {
 	PrizeID   int64
 	// Bucket is the stock bucket that admitted the grab (docs/design.md): the user's home
 	// bucket of the prize; 0 for a prize without buckets.
-	Bucket     int
+	Bucket int
+	// Buckets is the prize's N, which names bucket Bucket's Redis keys (stock.BucketKeysFor):
+	// set by the gateway from its schedule cache; not part of the event (a consumer reads N
+	// from the bucket's stock row).
+	Buckets    int
 	AdmittedAt time.Time
 }
 

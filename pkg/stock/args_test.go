@@ -15,12 +15,19 @@ import (
 func BenchmarkGrabAdmissionArgs(b *testing.B) {
 	g := seckill.Grab{RequestID: seckill.RequestID(12, 34, "bench-key-000001"), UserID: "bench-user-1",
 		SessionID: 12, PrizeID: 34, AdmittedAt: time.Now()}
-	b.ReportAllocs()
-	for range b.N {
-		keys, args := reserveArgs(g)
-		if len(keys) != 4 || len(args) != 3 {
-			b.Fatal(keys, args)
-		}
+	// A bucket ≥ 1 of a prize of 4 adds its tag's search (placement.go).
+	bucketed := g
+	bucketed.Bucket, bucketed.Buckets = 3, 4
+	for name, g := range map[string]seckill.Grab{"bucket 0": g, "bucket 3 of 4": bucketed} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				keys, args := reserveArgs(g)
+				if len(keys) != 4 || len(args) != 3 {
+					b.Fatal(keys, args)
+				}
+			}
+		})
 	}
 }
 

@@ -33,13 +33,16 @@ var (
 	ledgerScript = redis.NewScript(ledgerSrc)
 )
 
-// BucketKeysFor returns the keys of bucket b of a session×prize: KeysFor's for b = 0, the
-// same names under the hash tag {session:prize:bucket} for b ≥ 1.
-func BucketKeysFor(sessionID, prizeID int64, b int) Keys {
+// BucketKeysFor returns the keys of bucket b of the n stock buckets of a session×prize:
+// KeysFor's for b = 0 (whatever n is), the same names under the hash tag
+// {session:prize:b:x} for 1 ≤ b < n, x chosen so that the n buckets' slots are spread
+// over the cluster (placement.go). The tag depends on n, the prize's N from its stock row,
+// which never changes once the row exists.
+func BucketKeysFor(sessionID, prizeID int64, b, n int) Keys {
 	if b == 0 {
 		return KeysFor(sessionID, prizeID)
 	}
-	return keysTagged(strconv.FormatInt(sessionID, 10) + ":" + strconv.FormatInt(prizeID, 10) + ":" + strconv.Itoa(b))
+	return keysTagged(bucketTag(sessionID, prizeID, b, n))
 }
 
 // Transfers is the hash of the bucket transfers this bucket took part in: transfer id ->
@@ -65,8 +68,8 @@ func HomeBucket(user string, n int) int {
 // recorded under transferID, and its 'sent' count grows by as much. A repeat returns what
 // the first call took. It returns seckill.ErrNotLoaded when the bucket's key is absent
 // (nothing taken, nothing recorded) and ErrFenced when a newer reconciler wrote the bucket.
-func (g *Gate) Take(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, fence int64) (int, error) {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) Take(ctx context.Context, sessionID, prizeID int64, b, buckets int, transferID int64, units int, fence int64) (int, error) {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	return g.take(ctx, "take", sessionID, prizeID, b, transferID, []string{k.Meta, k.Fence, k.Transfers()}, fence, transferID, units)
 }
 
@@ -88,8 +91,8 @@ func (g *Gate) take(ctx context.Context, what string, sessionID, prizeID int64, 
 // loaded takes nothing and returns seckill.ErrNotLoaded, but records minVersion (the row's
 // version before the cut, plus one) as its revision until expireAt, so a preheat that read
 // the row before the cut's MySQL step is refused instead of loading the old total.
-func (g *Gate) TakeCut(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units int, minVersion int64, expireAt time.Time, fence int64) (int, error) {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) TakeCut(ctx context.Context, sessionID, prizeID int64, b, buckets int, transferID int64, units int, minVersion int64, expireAt time.Time, fence int64) (int, error) {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	return g.take(ctx, "cut", sessionID, prizeID, b, transferID, []string{k.Meta, k.Fence, k.Transfers(), k.revision()},
 		fence, transferID, units, "cut", minVersion, expireAt.UnixMilli())
 }
@@ -101,8 +104,8 @@ func (g *Gate) TakeCut(ctx context.Context, sessionID, prizeID int64, b int, tra
 // when the transfer was already given, seckill.ErrNotLoaded when the key is absent (only
 // the revision is recorded) and ErrFenced for a stale fence. expireAt is the keys' expiry
 // (session end plus grace), used when the bucket is not loaded.
-func (g *Gate) Give(ctx context.Context, sessionID, prizeID int64, b int, transferID int64, units, taken int, version int64, expireAt time.Time, fence int64) (bool, error) {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) Give(ctx context.Context, sessionID, prizeID int64, b, buckets int, transferID int64, units, taken int, version int64, expireAt time.Time, fence int64) (bool, error) {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	n, err := giveScript.Run(ctx, g.rdb, []string{k.Meta, k.Fence, k.Transfers(), k.revision()},
 		fence, transferID, units, taken, version, expireAt.UnixMilli()).Int64()
 	switch {
@@ -143,7 +146,7 @@ func InFlight(buckets []BucketState) int64 {
 func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]BucketState, error) {
 	cmds, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			ReadBucketState(ctx, p, sessionID, prizeID, b)
+			ReadBucketState(ctx, p, sessionID, prizeID, b, n)
 		}
 		return nil
 	})
@@ -159,8 +162,8 @@ func (g *Gate) Buckets(ctx context.Context, sessionID, prizeID int64, n int) ([]
 
 // ReadBucketState queues the read of bucket b's state on a pipeline (the reconciler's
 // rebalance loop reads more of each bucket in the same round trip); BucketStateOf decodes it.
-func ReadBucketState(ctx context.Context, p redis.Pipeliner, sessionID, prizeID int64, b int) *redis.SliceCmd {
-	return p.HMGet(ctx, BucketKeysFor(sessionID, prizeID, b).Meta, "left", "total", "sent", "received")
+func ReadBucketState(ctx context.Context, p redis.Pipeliner, sessionID, prizeID int64, b, buckets int) *redis.SliceCmd {
+	return p.HMGet(ctx, BucketKeysFor(sessionID, prizeID, b, buckets).Meta, "left", "total", "sent", "received")
 }
 
 // BucketStateOf decodes a ReadBucketState reply: not loaded when the bucket has no keys.
@@ -182,8 +185,8 @@ func BucketStateOf(c *redis.SliceCmd) BucketState {
 // what the transfers journal says the bucket's keys record (Catalog.Ledger), written in the
 // same script, so a transfer resumed after the load neither takes nor gives twice and the
 // in-flight count holds.
-func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger seckill.BucketLedger, expireAt time.Time) (LoadResult, error) {
-	k := BucketKeysFor(st.SessionID, st.PrizeID, b)
+func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b, buckets int, ledger seckill.BucketLedger, expireAt time.Time) (LoadResult, error) {
+	k := BucketKeysFor(st.SessionID, st.PrizeID, b, buckets)
 	args := make([]any, 0, 7+2*len(ledger.Transfers))
 	args = append(args, st.Left, st.Total, st.PerUserLimit, expireAt.UnixMilli(), st.Version, ledger.Sent, ledger.Received)
 	for id, n := range ledger.Transfers {
@@ -200,9 +203,9 @@ func (g *Gate) LoadBucket(ctx context.Context, st seckill.Stock, b int, ledger s
 // for a prize (the same script, the same refusals), from the bucket's row (st), the per-user
 // counts, outcomes and returns of its orders, and its ledger of the transfers journal
 // (Catalog.Ledger), all written in one step.
-func (g *Gate) RebuildBucket(ctx context.Context, st seckill.Stock, b int, users map[string]int, outcomes []Settlement, returned []string,
+func (g *Gate) RebuildBucket(ctx context.Context, st seckill.Stock, b, buckets int, users map[string]int, outcomes []Settlement, returned []string,
 	ledger seckill.BucketLedger, expireAt time.Time, fence int64) (bool, error) {
-	return g.rebuild(ctx, BucketKeysFor(st.SessionID, st.PrizeID, b), st, users, outcomes, returned, &ledger, expireAt, fence)
+	return g.rebuild(ctx, BucketKeysFor(st.SessionID, st.PrizeID, b, buckets), st, users, outcomes, returned, &ledger, expireAt, fence)
 }
 
 // Demand is the key where gateways add up the grabs bucket b's admission answered admitted
@@ -221,6 +224,7 @@ const demandTTL = time.Minute
 type BucketDemand struct {
 	SessionID, PrizeID int64
 	Bucket             int
+	Buckets            int // the prize's N, which names the bucket's keys (BucketKeysFor)
 	Grabs              int64
 }
 
@@ -231,7 +235,7 @@ func (g *Gate) AddDemand(ctx context.Context, counts []BucketDemand) error {
 	}
 	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range counts {
-			k := BucketKeysFor(c.SessionID, c.PrizeID, c.Bucket).Demand()
+			k := BucketKeysFor(c.SessionID, c.PrizeID, c.Bucket, c.Buckets).Demand()
 			p.IncrBy(ctx, k, c.Grabs)
 			p.PExpire(ctx, k, demandTTL)
 		}
@@ -244,8 +248,8 @@ func (g *Gate) AddDemand(ctx context.Context, counts []BucketDemand) error {
 }
 
 // MarkWanted sets bucket b's wanted flag for ttl.
-func (g *Gate) MarkWanted(ctx context.Context, sessionID, prizeID int64, b int, ttl time.Duration) error {
-	if err := g.rdb.Set(ctx, BucketKeysFor(sessionID, prizeID, b).Wanted(), "1", ttl).Err(); err != nil {
+func (g *Gate) MarkWanted(ctx context.Context, sessionID, prizeID int64, b, buckets int, ttl time.Duration) error {
+	if err := g.rdb.Set(ctx, BucketKeysFor(sessionID, prizeID, b, buckets).Wanted(), "1", ttl).Err(); err != nil {
 		return fmt.Errorf("mark session %d prize %d bucket %d wanted: %w", sessionID, prizeID, b, err)
 	}
 	return nil
@@ -255,8 +259,8 @@ func (g *Gate) MarkWanted(ctx context.Context, sessionID, prizeID int64, b int, 
 // Catalog.Ledger) and records its transfer ids, only if they are still what from (a Buckets
 // read) holds and fence is not older than the newest that wrote the bucket. ErrMoved: a
 // take or give ran since the read; seckill.ErrNotLoaded: the bucket has no keys.
-func (g *Gate) CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b int, from BucketState, ledger seckill.BucketLedger, fence int64) error {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) CorrectBucketLedger(ctx context.Context, sessionID, prizeID int64, b, buckets int, from BucketState, ledger seckill.BucketLedger, fence int64) error {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	args := make([]any, 0, 5+2*len(ledger.Transfers))
 	args = append(args, fence, from.Sent, from.Received, ledger.Sent, ledger.Received)
 	for id, n := range ledger.Transfers {

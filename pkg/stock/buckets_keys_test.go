@@ -6,15 +6,17 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// Bucket 0 is keyed exactly as a prize without buckets; every other bucket's keys share one
-// tag of their own, different from bucket 0's and from every other bucket's.
+// Bucket 0 is keyed exactly as a prize without buckets, whatever N; every other bucket's
+// keys share one tag of their own, different from bucket 0's and from every other bucket's.
 func TestBucketKeys(t *testing.T) {
-	if BucketKeysFor(7, 12, 0) != KeysFor(7, 12) {
-		t.Fatal("bucket 0's keys are not the prize's own")
+	for _, n := range []int{0, 1, 4} {
+		if BucketKeysFor(7, 12, 0, n) != KeysFor(7, 12) {
+			t.Fatalf("bucket 0 of %d: keys are not the prize's own", n)
+		}
 	}
 	tags := map[string]int{}
 	for b := range 4 {
-		k := BucketKeysFor(7, 12, b)
+		k := BucketKeysFor(7, 12, b, 4)
 		tag := hashTag(k.Meta)
 		if tag == k.Meta || tag == "" {
 			t.Fatalf("%s has no hash tag", k.Meta)
@@ -29,8 +31,9 @@ func TestBucketKeys(t *testing.T) {
 		}
 		tags[tag] = b
 	}
-	if want := "sk:{7:12:3}:meta"; BucketKeysFor(7, 12, 3).Meta != want {
-		t.Fatalf("bucket 3's meta is %s, want %s", BucketKeysFor(7, 12, 3).Meta, want)
+	// Pinned: a key's name must not change between versions while a sale runs.
+	if want := "sk:{7:12:3:0}:meta"; BucketKeysFor(7, 12, 3, 4).Meta != want {
+		t.Fatalf("bucket 3 of 4's meta is %s, want %s", BucketKeysFor(7, 12, 3, 4).Meta, want)
 	}
 }
 
@@ -38,8 +41,8 @@ func TestBucketKeys(t *testing.T) {
 // for bucket 0 are the prize's own.
 func TestReserveArgsUseTheGrabsBucket(t *testing.T) {
 	for b := range 4 {
-		keys, _ := reserveArgs(seckill.Grab{SessionID: 12, PrizeID: 34, Bucket: b})
-		want := BucketKeysFor(12, 34, b).all()
+		keys, _ := reserveArgs(seckill.Grab{SessionID: 12, PrizeID: 34, Bucket: b, Buckets: 4})
+		want := BucketKeysFor(12, 34, b, 4).all()
 		if len(keys) != len(want) {
 			t.Fatalf("bucket %d: keys %v, want %v", b, keys, want)
 		}

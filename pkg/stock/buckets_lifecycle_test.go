@@ -22,7 +22,7 @@ func TestBucketKeepAndRemove(t *testing.T) {
 func bucketKeepAndRemove(t *testing.T, rdb redis.UniversalClient) {
 	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
-	k, k0 := stock.BucketKeysFor(sid, 1, 2), stock.BucketKeysFor(sid, 1, 0)
+	k, k0 := stock.BucketKeysFor(sid, 1, 2, testN), stock.BucketKeysFor(sid, 1, 0, testN)
 	all := []string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted()}
 	t.Cleanup(func() {
 		for _, key := range append(all, k0.Meta, k0.Reserved) {
@@ -36,25 +36,25 @@ func bucketKeepAndRemove(t *testing.T, rdb redis.UniversalClient) {
 		if b == 2 {
 			ledger = seckill.BucketLedger{Received: 1, Transfers: map[int64]int{9: 1}}
 		}
-		if _, err := g.LoadBucket(ctx, st, b, ledger, soon); err != nil {
+		if _, err := g.LoadBucket(ctx, st, b, testN, ledger, soon); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := g.AddDemand(ctx, []stock.BucketDemand{{SessionID: sid, PrizeID: 1, Bucket: 2, Grabs: 4}}); err != nil {
+	if err := g.AddDemand(ctx, []stock.BucketDemand{{SessionID: sid, PrizeID: 1, Bucket: 2, Buckets: testN, Grabs: 4}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.MarkWanted(ctx, sid, 1, 2, time.Minute); err != nil {
+	if err := g.MarkWanted(ctx, sid, 1, 2, testN, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	gr := seckill.Grab{RequestID: seckill.RequestID(sid, 1, "bucket-key-01"), UserID: "u", SessionID: sid, PrizeID: 1, Bucket: 2, AdmittedAt: time.Now()}
+	gr := seckill.Grab{RequestID: seckill.RequestID(sid, 1, "bucket-key-01"), UserID: "u", SessionID: sid, PrizeID: 1, Bucket: 2, Buckets: testN, AdmittedAt: time.Now()}
 	if v, err := g.Reserve(ctx, gr); err != nil || v.Code != stock.Admitted {
 		t.Fatalf("reserve: %v %v", v, err)
 	}
-	if err := g.RemoveBucket(ctx, sid, 1, 2, 1); !errors.Is(err, stock.ErrPending) {
+	if err := g.RemoveBucket(ctx, sid, 1, 2, testN, 1); !errors.Is(err, stock.ErrPending) {
 		t.Fatalf("remove with a reservation pending: %v", err)
 	}
 	later := time.Now().Add(time.Hour)
-	if kept, err := g.KeepBucket(ctx, sid, 1, 2, later, 1); err != nil || !kept {
+	if kept, err := g.KeepBucket(ctx, sid, 1, 2, testN, later, 1); err != nil || !kept {
 		t.Fatalf("keep: %v %v", kept, err)
 	}
 	if ttl := rdb.PTTL(ctx, k.Transfers()).Val(); ttl < 30*time.Minute {
@@ -62,7 +62,7 @@ func bucketKeepAndRemove(t *testing.T, rdb redis.UniversalClient) {
 	}
 	// The reservation settles (the consumer's bucket-aware settle clears it there).
 	rdb.HDel(ctx, k.Reserved, gr.RequestID)
-	if err := g.RemoveBucket(ctx, sid, 1, 2, 1); err != nil {
+	if err := g.RemoveBucket(ctx, sid, 1, 2, testN, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{k.Meta, k.Users, k.Outcomes, k.Returned, k.Transfers(), k.Demand(), k.Wanted()} {

@@ -51,7 +51,7 @@ func TestClusterBucketKeysSlots(t *testing.T) {
 	sid := testSession(t)
 	slots := map[int64]int{}
 	for b := range 4 {
-		k := stock.BucketKeysFor(sid, 3, b)
+		k := stock.BucketKeysFor(sid, 3, b, testN)
 		want, err := cc.ClusterKeySlot(ctx, k.Meta).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -66,11 +66,42 @@ func TestClusterBucketKeysSlots(t *testing.T) {
 	if len(slots) != 4 {
 		t.Fatalf("4 buckets on %d slots", len(slots))
 	}
+	// Placement on the profile's evenly split cluster: as many buckets as primaries are one
+	// per primary, for many prizes (the pure property is TestBucketSlotsFallInDistinctRanges).
+	ranges, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	primaryOf := func(slot int64) string {
+		for _, r := range ranges {
+			if int64(r.Start) <= slot && slot <= int64(r.End) {
+				return r.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	m := len(ranges)
+	for p := int64(1); p <= 20; p++ {
+		on := map[string]int{}
+		for b := range m {
+			slot, err := cc.ClusterKeySlot(ctx, stock.BucketKeysFor(sid, p, b, m).Meta).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slot != int64(stock.KeySlot(strings.TrimSuffix(strings.TrimPrefix(stock.BucketKeysFor(sid, p, b, m).Meta, "sk:{"), "}:meta"))) {
+				t.Fatalf("CLUSTER KEYSLOT %d differs from stock.KeySlot", slot)
+			}
+			on[primaryOf(slot)]++
+		}
+		if len(on) != m {
+			t.Fatalf("prize %d: %d buckets on primaries %v, want one on each of %d", p, m, on, m)
+		}
+	}
 }
 
 func loadBucket(t *testing.T, g *stock.Gate, rdb redis.UniversalClient, ctx context.Context, sid, pid int64, b, left int) {
 	t.Helper()
-	k := stock.BucketKeysFor(sid, pid, b)
+	k := stock.BucketKeysFor(sid, pid, b, testN)
 	t.Cleanup(func() {
 		rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(),
 			strings.TrimSuffix(k.Meta, "meta")+"rev")
@@ -101,45 +132,45 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 	loadBucket(t, g, rdb, ctx, sid, 1, 1, 2)
 	exp := time.Now().Add(time.Hour)
 
-	taken, err := g.Take(ctx, sid, 1, 0, 41, 8, 3)
+	taken, err := g.Take(ctx, sid, 1, 0, testN, 41, 8, 3)
 	if err != nil || taken != 5 {
 		t.Fatalf("take 8 of 5: %d %v, want 5", taken, err)
 	}
-	if again, err := g.Take(ctx, sid, 1, 0, 41, 8, 3); err != nil || again != 5 {
+	if again, err := g.Take(ctx, sid, 1, 0, testN, 41, 8, 3); err != nil || again != 5 {
 		t.Fatalf("repeated take: %d %v, want the recorded 5", again, err)
 	}
-	bs, err := g.Buckets(ctx, sid, 1, 2)
+	bs, err := g.Buckets(ctx, sid, 1, testN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bs[0].Left != 0 || bs[0].Total != 0 || bs[0].Sent != 5 || stock.InFlight(bs) != 5 {
 		t.Fatalf("after take: %+v, in flight %d", bs, stock.InFlight(bs))
 	}
-	if _, err := g.Take(ctx, sid, 1, 0, 42, 1, 2); !errors.Is(err, stock.ErrFenced) {
+	if _, err := g.Take(ctx, sid, 1, 0, testN, 42, 1, 2); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("take with fence 2 after 3: %v, want ErrFenced", err)
 	}
 	// A new holder (fence 4) repeating the take records its fence too: the old holder is
 	// locked out of the bucket from then on.
-	if again, err := g.Take(ctx, sid, 1, 0, 41, 8, 4); err != nil || again != 5 {
+	if again, err := g.Take(ctx, sid, 1, 0, testN, 41, 8, 4); err != nil || again != 5 {
 		t.Fatalf("take repeated by a newer holder: %d %v", again, err)
 	}
-	if _, err := g.Take(ctx, sid, 1, 0, 46, 1, 3); !errors.Is(err, stock.ErrFenced) {
+	if _, err := g.Take(ctx, sid, 1, 0, testN, 46, 1, 3); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("take with fence 3 after 4 repeated a take: %v, want ErrFenced", err)
 	}
 	// A dry bucket gives up nothing, and says so (no "-0" for HINCRBY to refuse).
-	if none, err := g.Take(ctx, sid, 1, 0, 47, 2, 4); err != nil || none != 0 {
+	if none, err := g.Take(ctx, sid, 1, 0, testN, 47, 2, 4); err != nil || none != 0 {
 		t.Fatalf("take from a dry bucket: %d %v, want 0", none, err)
 	}
-	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 4); err != nil || !given {
+	if given, err := g.Give(ctx, sid, 1, 1, testN, 41, 5, 5, 1, exp, 4); err != nil || !given {
 		t.Fatalf("give: %v %v", given, err)
 	}
-	if given, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 4); err != nil || given {
+	if given, err := g.Give(ctx, sid, 1, 1, testN, 41, 5, 5, 1, exp, 4); err != nil || given {
 		t.Fatalf("repeated give: %v %v, want already given", given, err)
 	}
-	if _, err := g.Give(ctx, sid, 1, 1, 41, 5, 5, 1, exp, 3); !errors.Is(err, stock.ErrFenced) {
+	if _, err := g.Give(ctx, sid, 1, 1, testN, 41, 5, 5, 1, exp, 3); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("give repeated with fence 3 after 4: %v, want ErrFenced", err)
 	}
-	if bs, err = g.Buckets(ctx, sid, 1, 2); err != nil {
+	if bs, err = g.Buckets(ctx, sid, 1, testN); err != nil {
 		t.Fatal(err)
 	}
 	if bs[1].Left != 7 || bs[1].Total != 7 || bs[1].Received != 5 || stock.InFlight(bs) != 0 {
@@ -155,16 +186,16 @@ func takeAndGive(t *testing.T, rdb redis.UniversalClient) {
 	}
 
 	// Buckets not loaded: take records nothing, give only the revision.
-	k2, k3 := stock.BucketKeysFor(sid, 1, 2), stock.BucketKeysFor(sid, 1, 3)
+	k2, k3 := stock.BucketKeysFor(sid, 1, 2, testN), stock.BucketKeysFor(sid, 1, 3, testN)
 	rev3 := strings.TrimSuffix(k3.Meta, "meta") + "rev"
 	t.Cleanup(func() { rdb.Del(context.Background(), k2.Fence); rdb.Del(context.Background(), k3.Fence, rev3) })
-	if _, err := g.Take(ctx, sid, 1, 2, 44, 1, 4); !errors.Is(err, seckill.ErrNotLoaded) {
+	if _, err := g.Take(ctx, sid, 1, 2, testN, 44, 1, 4); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("take from an unloaded bucket: %v", err)
 	}
 	if n, err := rdb.Exists(ctx, k2.Meta, k2.Transfers()).Result(); err != nil || n != 0 {
 		t.Fatalf("take from an unloaded bucket wrote %d keys", n)
 	}
-	if _, err := g.Give(ctx, sid, 1, 3, 45, 1, 1, 9, exp, 4); !errors.Is(err, seckill.ErrNotLoaded) {
+	if _, err := g.Give(ctx, sid, 1, 3, testN, 45, 1, 1, 9, exp, 4); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("give to an unloaded bucket: %v", err)
 	}
 	if v, _ := rdb.Get(ctx, rev3).Result(); v != "9" {
@@ -185,7 +216,7 @@ func returnToBucket(t *testing.T, rdb redis.UniversalClient) {
 	loadBucket(t, g, rdb, ctx, sid, 1, 0, 5)
 	loadBucket(t, g, rdb, ctx, sid, 1, 2, 2)
 	items := []stock.UnitReturn{
-		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b2"), UserID: "u2", OrderID: 7, Reason: "buyer_cancelled", Resale: true, Bucket: 2},
+		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b2"), UserID: "u2", OrderID: 7, Reason: "buyer_cancelled", Resale: true, Bucket: 2, Buckets: testN},
 		{SessionID: sid, PrizeID: 1, RequestID: seckill.RequestID(sid, 1, "r-b0"), UserID: "u0", OrderID: 8, Reason: "buyer_cancelled", Resale: true},
 	}
 	rep, err := g.ReturnAll(ctx, items)
@@ -195,14 +226,14 @@ func returnToBucket(t *testing.T, rdb redis.UniversalClient) {
 	if again, err := g.ReturnAll(ctx, items); err != nil || again.Returned != 0 || again.Already != 2 {
 		t.Fatalf("return again: %+v %v, want both already done", again, err)
 	}
-	bs, err := g.Buckets(ctx, sid, 1, 3)
+	bs, err := g.Buckets(ctx, sid, 1, testN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bs[0].Left != 6 || bs[1].Loaded || bs[2].Left != 3 {
 		t.Fatalf("buckets after the returns: %+v, want 6 in bucket 0, 3 in bucket 2", bs)
 	}
-	if n, err := rdb.HExists(ctx, stock.BucketKeysFor(sid, 1, 2).Returned, items[0].RequestID).Result(); err != nil || !n {
+	if n, err := rdb.HExists(ctx, stock.BucketKeysFor(sid, 1, 2, testN).Returned, items[0].RequestID).Result(); err != nil || !n {
 		t.Fatalf("bucket 2's returned hash lacks its unit's request id: %v %v", n, err)
 	}
 }
@@ -215,28 +246,28 @@ func correctBucketLedger(t *testing.T, rdb redis.UniversalClient) {
 	g, rdb, ctx := newGateOn(t, rdb)
 	sid := testSession(t)
 	loadBucket(t, g, rdb, ctx, sid, 1, 1, 4)
-	k := stock.BucketKeysFor(sid, 1, 1)
+	k := stock.BucketKeysFor(sid, 1, 1, testN)
 	if err := rdb.HSet(ctx, k.Meta, "received", 5).Err(); err != nil {
 		t.Fatal(err)
 	}
 	journal := seckill.BucketLedger{Received: 2, Transfers: map[int64]int{61: 2}}
-	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, stock.BucketState{Received: 3}, journal, 5); !errors.Is(err, stock.ErrMoved) {
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, testN, stock.BucketState{Received: 3}, journal, 5); !errors.Is(err, stock.ErrMoved) {
 		t.Fatalf("correct from a stale read: %v, want ErrMoved", err)
 	}
-	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, stock.BucketState{Received: 5}, journal, 5); err != nil {
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, testN, stock.BucketState{Received: 5}, journal, 5); err != nil {
 		t.Fatalf("correct: %v", err)
 	}
-	bs, err := g.Buckets(ctx, sid, 1, 2)
+	bs, err := g.Buckets(ctx, sid, 1, testN)
 	if err != nil || bs[1].Received != 2 || bs[1].Sent != 0 || bs[1].Left != 4 {
 		t.Fatalf("after the correction: %+v %v, want received 2, left 4", bs, err)
 	}
-	if given, err := g.Give(ctx, sid, 1, 1, 61, 2, 2, 1, time.Now().Add(time.Hour), 5); err != nil || given {
+	if given, err := g.Give(ctx, sid, 1, 1, testN, 61, 2, 2, 1, time.Now().Add(time.Hour), 5); err != nil || given {
 		t.Fatalf("give of a recorded transfer: %v %v, want nothing given", given, err)
 	}
-	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, bs[1], journal, 4); !errors.Is(err, stock.ErrFenced) {
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 1, testN, bs[1], journal, 4); !errors.Is(err, stock.ErrFenced) {
 		t.Fatalf("correct with fence 4 after 5: %v, want ErrFenced", err)
 	}
-	if err := g.CorrectBucketLedger(ctx, sid, 1, 3, stock.BucketState{}, journal, 5); !errors.Is(err, seckill.ErrNotLoaded) {
+	if err := g.CorrectBucketLedger(ctx, sid, 1, 3, testN, stock.BucketState{}, journal, 5); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("correct a bucket without keys: %v, want ErrNotLoaded", err)
 	}
 }

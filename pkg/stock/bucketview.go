@@ -71,8 +71,8 @@ func (g *Gate) BucketDetails(ctx context.Context, id seckill.SessionPrize, n int
 	wanted := make([]*redis.IntCmd, n)
 	_, err = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := range n {
-			k := BucketKeysFor(id.Session, id.Prize, b)
-			states[b] = ReadBucketState(ctx, p, id.Session, id.Prize, b)
+			k := BucketKeysFor(id.Session, id.Prize, b, n)
+			states[b] = ReadBucketState(ctx, p, id.Session, id.Prize, b, n)
 			demand[b] = p.Get(ctx, k.Demand())
 			wanted[b] = p.Exists(ctx, k.Wanted())
 		}

@@ -137,6 +137,9 @@ func NewGate(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*G
 // Reserve runs the admission script for one grab. A retry of the same request id (by
 // go-redis after a lost reply, or by the client) returns Seen and deducts nothing.
 func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
+	if err := checkBucket(gr.Bucket, gr.Buckets); err != nil {
+		return Verdict{}, fmt.Errorf("reserve %s: %w", gr.RequestID, err)
+	}
 	res, err := g.reserveCall(ctx, gr)
 	if err != nil {
 		return Verdict{}, err
@@ -188,17 +191,17 @@ type Lookup struct {
 
 // Lookup returns a request's state and owner from the gate in one round trip.
 func (g *Gate) Lookup(ctx context.Context, requestID string) (Lookup, error) {
-	return g.LookupBucket(ctx, requestID, 0)
+	return g.LookupBucket(ctx, requestID, 0, 1)
 }
 
 // LookupBucket is Lookup in stock bucket b of the request's session×prize: where its user's
 // grabs are admitted (HomeBucket).
-func (g *Gate) LookupBucket(ctx context.Context, requestID string, b int) (Lookup, error) {
+func (g *Gate) LookupBucket(ctx context.Context, requestID string, b, buckets int) (Lookup, error) {
 	sid, pid, _, err := seckill.ParseRequestID(requestID)
 	if err != nil {
 		return Lookup{}, err
 	}
-	k := BucketKeysFor(sid, pid, b)
+	k := BucketKeysFor(sid, pid, b, buckets)
 	pipe := g.rdb.Pipeline()
 	res := pipe.HGet(ctx, k.Reserved, requestID)
 	out := pipe.HGet(ctx, k.Outcomes, requestID)
@@ -274,7 +277,10 @@ type SettleBatch struct {
 	// Bucket is the stock bucket whose keys (BucketKeysFor) hold the grabs' reservations:
 	// the one that admitted them (docs/design.md); 0 for a prize without buckets.
 	Bucket int
-	Items  []Settlement
+	// Buckets is the prize's N, which names bucket Bucket's keys (BucketKeysFor); any value
+	// will do for bucket 0.
+	Buckets int
+	Items   []Settlement
 }
 
 // Settle records outcomes and clears reservations, one pipelined round trip for all
@@ -285,7 +291,10 @@ func (g *Gate) Settle(ctx context.Context, batches []SettleBatch) (int64, error)
 	}
 	calls := make([]scriptCall, len(batches))
 	for i, b := range batches {
-		k := BucketKeysFor(b.SessionID, b.PrizeID, b.Bucket)
+		if err := checkBucket(b.Bucket, b.Buckets); err != nil {
+			return 0, fmt.Errorf("settle session %d prize %d: %w", b.SessionID, b.PrizeID, err)
+		}
+		k := BucketKeysFor(b.SessionID, b.PrizeID, b.Bucket, b.Buckets)
 		args := make([]any, 0, 4*len(b.Items))
 		for _, it := range b.Items {
 			kind, detail := it.encode()
@@ -384,7 +393,7 @@ func (g *Gate) Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]Sna
 func (g *Gate) BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]Snapshot, error) {
 	ids, keys := make([]seckill.SessionPrize, n), make([]Keys, n)
 	for b := range n {
-		ids[b], keys[b] = id, BucketKeysFor(id.Session, id.Prize, b)
+		ids[b], keys[b] = id, BucketKeysFor(id.Session, id.Prize, b, n)
 	}
 	return g.snapshots(ctx, ids, keys)
 }

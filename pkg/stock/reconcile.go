@@ -67,8 +67,8 @@ func (g *Gate) View(ctx context.Context, sessionID, prizeID int64) (View, error)
 }
 
 // ViewBucket is View of stock bucket b of a session×prize (docs/design.md).
-func (g *Gate) ViewBucket(ctx context.Context, sessionID, prizeID int64, b int) (View, error) {
-	return g.view(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+func (g *Gate) ViewBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) (View, error) {
+	return g.view(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets))
 }
 
 func (g *Gate) view(ctx context.Context, sessionID, prizeID int64, k Keys) (View, error) {
@@ -115,8 +115,8 @@ func (g *Gate) CorrectLeft(ctx context.Context, sessionID, prizeID int64, from V
 }
 
 // CorrectBucketLeft is CorrectLeft of stock bucket b of a session×prize, from a ViewBucket.
-func (g *Gate) CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b int, from View, to, fence int64) error {
-	return g.correctLeft(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b), from, to, fence)
+func (g *Gate) CorrectBucketLeft(ctx context.Context, sessionID, prizeID int64, b, buckets int, from View, to, fence int64) error {
+	return g.correctLeft(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets), from, to, fence)
 }
 
 func (g *Gate) correctLeft(ctx context.Context, sessionID, prizeID int64, k Keys, from View, to, fence int64) error {
@@ -185,8 +185,8 @@ func (g *Gate) Remove(ctx context.Context, sessionID, prizeID, fence int64) erro
 
 // RemoveBucket is Remove for stock bucket b of a session×prize with buckets: the bucket's
 // keys and its transfers, demand and wanted keys, unless reservations are pending there.
-func (g *Gate) RemoveBucket(ctx context.Context, sessionID, prizeID int64, b int, fence int64) error {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) RemoveBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, fence int64) error {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	return g.remove(ctx, sessionID, prizeID,
 		[]string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Fence, k.Returned, k.Transfers(), k.Demand(), k.Wanted()}, fence)
 }
@@ -215,8 +215,8 @@ func (g *Gate) Keep(ctx context.Context, sessionID, prizeID int64, expireAt time
 
 // KeepBucket is Keep for stock bucket b of a session×prize with buckets, its transfers
 // hash included (it must live as long as the bucket's stock key).
-func (g *Gate) KeepBucket(ctx context.Context, sessionID, prizeID int64, b int, expireAt time.Time, fence int64) (bool, error) {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) KeepBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, expireAt time.Time, fence int64) (bool, error) {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	return g.keep(ctx, sessionID, prizeID,
 		[]string{k.Meta, k.Users, k.Reserved, k.Outcomes, k.Returned, k.Fence, k.revision(), k.Transfers()}, expireAt, fence)
 }
@@ -247,8 +247,8 @@ func (g *Gate) Reservations(ctx context.Context, sessionID, prizeID int64) ([]Re
 
 // ReservationsBucket is Reservations of stock bucket b of a session×prize (docs/design.md),
 // each marked with b.
-func (g *Gate) ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b int) ([]Reservation, error) {
-	out, err := g.reservations(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+func (g *Gate) ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) ([]Reservation, error) {
+	out, err := g.reservations(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets))
 	for i := range out {
 		out[i].Bucket = b
 	}

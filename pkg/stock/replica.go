@@ -34,12 +34,12 @@ var (
 // slot, then WAITs: the primary replicates in order, so a replica that acknowledged the marker
 // has everything before it, the reservation included. Two round trips, on that path only.
 func (g *Gate) AwaitReplica(ctx context.Context, sessionID, prizeID int64, requestID string, timeout time.Duration) error {
-	return g.AwaitReplicaBucket(ctx, sessionID, prizeID, 0, requestID, timeout)
+	return g.AwaitReplicaBucket(ctx, sessionID, prizeID, 0, 1, requestID, timeout)
 }
 
 // AwaitReplicaBucket is AwaitReplica for a grab admitted in stock bucket b (its keys' slot).
-func (g *Gate) AwaitReplicaBucket(ctx context.Context, sessionID, prizeID int64, b int, requestID string, timeout time.Duration) error {
-	k := BucketKeysFor(sessionID, prizeID, b)
+func (g *Gate) AwaitReplicaBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, requestID string, timeout time.Duration) error {
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	node, err := primaryFor(ctx, g.rdb, k.Reserved)
 	if err != nil {
 		return fmt.Errorf("await replica %s: %w", requestID, err)

@@ -30,6 +30,7 @@ type UnitReturn struct {
 	Resale      bool
 	ReleaseSlot bool
 	Bucket      int // the order's stock bucket (docs/design.md): its keys get the unit (ReturnAll)
+	Buckets     int // the prize's N, which names bucket Bucket's keys (BucketKeysFor); any for bucket 0
 }
 
 // ReturnResult is what Return did. Loaded is false when the prize's stock key is absent:
@@ -46,16 +47,16 @@ type ReturnResult struct {
 // each unit at most once per request id, whatever replays it (the script records the
 // request id in the prize's returned hash, in the same hash tag).
 func (g *Gate) Return(ctx context.Context, sessionID, prizeID int64, items []UnitReturn) (ReturnResult, error) {
-	return g.ReturnBucket(ctx, sessionID, prizeID, 0, items)
+	return g.ReturnBucket(ctx, sessionID, prizeID, 0, 1, items)
 }
 
 // ReturnBucket is Return on stock bucket b of a session×prize (bucket 0: the prize's keys):
 // a cancelled order's unit goes back to the bucket that sold it.
-func (g *Gate) ReturnBucket(ctx context.Context, sessionID, prizeID int64, b int, items []UnitReturn) (ReturnResult, error) {
+func (g *Gate) ReturnBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, items []UnitReturn) (ReturnResult, error) {
 	if len(items) == 0 {
 		return ReturnResult{Loaded: true}, nil
 	}
-	k := BucketKeysFor(sessionID, prizeID, b)
+	k := BucketKeysFor(sessionID, prizeID, b, buckets)
 	args := make([]any, 0, 6*len(items))
 	flag := func(b bool) string {
 		if b {
@@ -89,8 +90,8 @@ func (g *Gate) Returned(ctx context.Context, sessionID, prizeID int64) (ids map[
 }
 
 // ReturnedBucket is Returned of stock bucket b of a session×prize (docs/design.md).
-func (g *Gate) ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b int) (ids map[string]struct{}, loaded bool, err error) {
-	return g.returned(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b))
+func (g *Gate) ReturnedBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) (ids map[string]struct{}, loaded bool, err error) {
+	return g.returned(ctx, sessionID, prizeID, BucketKeysFor(sessionID, prizeID, b, buckets))
 }
 
 func (g *Gate) returned(ctx context.Context, sessionID, prizeID int64, k Keys) (ids map[string]struct{}, loaded bool, err error) {
@@ -130,12 +131,12 @@ func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport,
 	// One script per stock bucket of a session×prize (one bucket, its keys, without buckets).
 	type bucketOf struct {
 		seckill.SessionPrize
-		b int
+		b, n int
 	}
 	byPrize := map[bucketOf][]UnitReturn{}
 	var order []bucketOf
 	for _, it := range items {
-		k := bucketOf{seckill.SessionPrize{Session: it.SessionID, Prize: it.PrizeID}, it.Bucket}
+		k := bucketOf{seckill.SessionPrize{Session: it.SessionID, Prize: it.PrizeID}, it.Bucket, it.Buckets}
 		if byPrize[k] == nil {
 			order = append(order, k)
 		}
@@ -143,7 +144,11 @@ func (g *Gate) ReturnAll(ctx context.Context, items []UnitReturn) (ReturnReport,
 	}
 	var errs []error
 	for _, k := range order {
-		res, err := g.ReturnBucket(ctx, k.Session, k.Prize, k.b, byPrize[k])
+		if err := checkBucket(k.b, k.n); err != nil {
+			errs = append(errs, fmt.Errorf("return to session %d prize %d: %w", k.Session, k.Prize, err))
+			continue
+		}
+		res, err := g.ReturnBucket(ctx, k.Session, k.Prize, k.b, k.n, byPrize[k])
 		switch {
 		case err != nil:
 			errs = append(errs, err)

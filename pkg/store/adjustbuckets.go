@@ -114,7 +114,7 @@ func (c *Catalog) PlanBucketAdjustment(ctx context.Context, sessionID, prizeID i
 			if err := tx.Create(&tr).Error; err != nil {
 				return fmt.Errorf("journal the adjustment of bucket %d: %w", b, err)
 			}
-			out.Transfers = append(out.Transfers, tr.domain(srow.EndsAt))
+			out.Transfers = append(out.Transfers, tr.domain(srow.EndsAt, row.Buckets))
 		}
 		sid, pid, before, after := sessionID, prizeID, int64(out.Before.Total), int64(total)
 		if err := tx.Create(&auditRow{At: now, Actor: actor, RemoteAddr: truncate(remote, 64), Action: "adjust_stock", SessionID: &sid, PrizeID: &pid,

@@ -197,6 +197,7 @@ type Transfer struct {
 	State              string
 	Fence              int64
 	SessionEnd         time.Time // when the session ends (the keys' expiry is this plus a grace)
+	Buckets            int       // the session×prize's N, which names a bucket's Redis keys
 }
 
 type transferRow struct {
@@ -216,9 +217,9 @@ type transferRow struct {
 
 func (transferRow) TableName() string { return "bucket_transfers" }
 
-func (r transferRow) domain(end time.Time) Transfer {
+func (r transferRow) domain(end time.Time, buckets int) Transfer {
 	t := Transfer{ID: r.ID, SessionID: r.SessionID, PrizeID: r.PrizeID, From: r.FromBucket, To: r.ToBucket,
-		Requested: r.Requested, State: r.State, Fence: r.Fence, SessionEnd: end.UTC()}
+		Requested: r.Requested, State: r.State, Fence: r.Fence, SessionEnd: end.UTC(), Buckets: buckets}
 	if r.Taken != nil {
 		t.Taken = *r.Taken
 	}
@@ -255,7 +256,7 @@ func (c *Catalog) PlanTransfer(ctx context.Context, f lease.Fence, sessionID, pr
 			return err
 		}
 		end, err := sessionEnd(tx, sessionID)
-		out = row.domain(end)
+		out = row.domain(end, n)
 		return err
 	})
 	if err != nil {
@@ -268,6 +269,15 @@ func sessionEnd(tx *gorm.DB, sessionID int64) (time.Time, error) {
 	var end time.Time
 	err := tx.Raw(`SELECT ends_at FROM sessions WHERE id = ?`, sessionID).Row().Scan(&end)
 	return end, err
+}
+
+// sessionEndAndBuckets is sessionEnd and the session×prize's N.
+func sessionEndAndBuckets(tx *gorm.DB, sessionID, prizeID int64) (time.Time, int, error) {
+	var end time.Time
+	var n int
+	err := tx.Raw(`SELECT s.ends_at, ss.buckets FROM sessions s JOIN session_stocks ss ON ss.session_id = s.id
+		WHERE s.id = ? AND ss.prize_id = ?`, sessionID, prizeID).Row().Scan(&end, &n)
+	return end, n, err
 }
 
 // MoveTransfer is step 3: in one transaction under the fence, it moves the units Redis's
@@ -293,7 +303,7 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 		if err := first(tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id), &row); err != nil {
 			return err
 		}
-		end, err := sessionEnd(tx, row.SessionID)
+		end, n, err := sessionEndAndBuckets(tx, row.SessionID, row.PrizeID)
 		if err != nil {
 			return err
 		}
@@ -304,7 +314,7 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 			versionOf = row.FromBucket
 		}
 		if row.State != TransferPlanned {
-			out = row.domain(end)
+			out = row.domain(end, n)
 			if row.State == TransferCancelled {
 				return fmt.Errorf("%s: %w", row.State, ErrTransferState)
 			}
@@ -344,7 +354,7 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 			return err
 		}
 		row.State, row.Taken, row.Units, row.Fence = TransferMoved, &taken, &units, f.Number
-		out = row.domain(end)
+		out = row.domain(end, n)
 		toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, versionOf)
 		return err
 	})
@@ -480,8 +490,10 @@ func (c *Catalog) Transfer(ctx context.Context, id int64) (Transfer, error) {
 func (c *Catalog) transfers(ctx context.Context, where string, args ...any) ([]Transfer, error) {
 	var rows []transferRow
 	var ends []time.Time
+	var ns []int
 	res, err := c.db.WithContext(ctx).Raw(`SELECT t.id, t.session_id, t.prize_id, t.from_bucket, t.to_bucket, t.requested, t.taken, t.units,
-		t.state, t.fence, t.created_at, t.updated_at, s.ends_at FROM bucket_transfers t JOIN sessions s ON s.id = t.session_id
+		t.state, t.fence, t.created_at, t.updated_at, s.ends_at, ss.buckets FROM bucket_transfers t JOIN sessions s ON s.id = t.session_id
+		JOIN session_stocks ss ON ss.session_id = t.session_id AND ss.prize_id = t.prize_id
 		WHERE `+where+` ORDER BY t.id`, args...).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("bucket transfers: %w", err)
@@ -490,18 +502,19 @@ func (c *Catalog) transfers(ctx context.Context, where string, args ...any) ([]T
 	for res.Next() {
 		var r transferRow
 		var end time.Time
+		var n int
 		if err := res.Scan(&r.ID, &r.SessionID, &r.PrizeID, &r.FromBucket, &r.ToBucket, &r.Requested, &r.Taken, &r.Units,
-			&r.State, &r.Fence, &r.CreatedAt, &r.UpdatedAt, &end); err != nil {
+			&r.State, &r.Fence, &r.CreatedAt, &r.UpdatedAt, &end, &n); err != nil {
 			return nil, fmt.Errorf("bucket transfers: %w", err)
 		}
-		rows, ends = append(rows, r), append(ends, end)
+		rows, ends, ns = append(rows, r), append(ends, end), append(ns, n)
 	}
 	if err := res.Err(); err != nil {
 		return nil, fmt.Errorf("bucket transfers: %w", err)
 	}
 	out := make([]Transfer, len(rows))
 	for i, r := range rows {
-		out[i] = r.domain(ends[i])
+		out[i] = r.domain(ends[i], ns[i])
 	}
 	return out, nil
 }

@@ -33,6 +33,7 @@ type StockReturn struct {
 	ReleaseSlot bool // the buyer may grab again: the per-user count goes down too
 	Resale      bool // the session was open: the unit goes back into Redis to be sold again
 	Bucket      int  // the order's stock bucket (orders.bucket): the unit goes back to its keys
+	Buckets     int  // the session×prize's N, which names the bucket's keys
 }
 
 // FeedbackOutcome is what one report did.
@@ -118,7 +119,7 @@ func applyFeedback(tx *gorm.DB, sessionID, prizeID int64, items []seckill.Feedba
 		FROM sessions s JOIN activities a ON a.id = s.activity_id WHERE s.id = ?`, sessionID).Scan(&window).Error; err != nil {
 		return fmt.Errorf("read session %d: %w", sessionID, err)
 	}
-	w.regrab = window.RegrabAfterCancel
+	w.regrab, w.n = window.RegrabAfterCancel, st.Buckets
 	w.resale = seckill.Session{Start: window.StartsAt, End: window.EndsAt, ClosedAt: window.ClosedAt}.OpenAt(now)
 
 	rids := make([]string, 0, len(items))
@@ -153,6 +154,7 @@ type feedbackWrites struct {
 	now    time.Time
 	regrab bool // the activity lets a buyer whose order was cancelled grab again
 	resale bool // the session is open: a returned unit goes back on sale
+	n      int  // the session×prize's N (stock buckets), which names a bucket's keys
 	res    *FeedbackBatch
 
 	paid, cancelled []int64
@@ -229,7 +231,7 @@ func (w *feedbackWrites) apply(tx *gorm.DB, i int, r *orderRow, d feedbackDecisi
 		w.events = append(w.events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
 			Type: EventCancelled, Reason: string(it.Reason), OccurredAt: w.now})
 		ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: w.k.Session, PrizeID: w.k.Prize,
-			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now, Bucket: r.Bucket}
+			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now, Bucket: r.Bucket, Buckets: w.n}
 		w.returns = append(w.returns, ret)
 		res.Returns = append(res.Returns, ret.domain())
 		out.Result = seckill.FeedbackApplied
@@ -495,21 +497,25 @@ type returnRow struct {
 	RedisDoneAt *time.Time
 	// Bucket is the order's stock bucket, read with withBucket (not a column of the table).
 	Bucket int `gorm:"->"`
+	// Buckets is the session×prize's N, read with withBucket from its stock row.
+	Buckets int `gorm:"->"`
 }
 
 func (returnRow) TableName() string { return "stock_returns" }
 
 func (r returnRow) domain() StockReturn {
 	return StockReturn{OrderID: r.OrderID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
-		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale, Bucket: r.Bucket}
+		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale, Bucket: r.Bucket, Buckets: r.Buckets}
 }
 
 // withBucket reads stock returns with their order's stock bucket (stock_returns has no
 // column of its own: the order row says; an order moved to the archive long after its
-// session counts as bucket 0, its keys being gone anyway). Columns are named with their table.
+// session counts as bucket 0, its keys being gone anyway) and the prize's N, which names
+// the bucket's keys. Columns are named with their table.
 func withBucket(db *gorm.DB) *gorm.DB {
-	return db.Table("stock_returns").Select("stock_returns.*, COALESCE(o.bucket, 0) AS bucket").
-		Joins("LEFT JOIN orders o ON o.id = stock_returns.order_id")
+	return db.Table("stock_returns").Select("stock_returns.*, COALESCE(o.bucket, 0) AS bucket, COALESCE(ss.buckets, 1) AS buckets").
+		Joins("LEFT JOIN orders o ON o.id = stock_returns.order_id").
+		Joins("LEFT JOIN session_stocks ss ON ss.session_id = stock_returns.session_id AND ss.prize_id = stock_returns.prize_id")
 }
 
 // Returns reads and stamps the stock returns (the stock_returns table).

@@ -50,6 +50,8 @@ type PersistResult struct {
 	// Bucket is the stock bucket the grabs were persisted in (docs/design.md): its row was
 	// the one updated, and its Redis keys hold the grabs' reservations.
 	Bucket int
+	// Buckets is the session×prize's N (its stock row's), which names the bucket's keys.
+	Buckets int
 	// Events are the new orders' creation events when the transaction wrote them under a
 	// current GrabSource claim: the caller publishes them from memory after the commit. Nil
 	// otherwise (no source, or its claim was taken over): the relay publishes them.
@@ -154,7 +156,7 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 			rows = append(rows, row)
 		}
 
-		res.Version, res.Bucket = target.version, bucket
+		res.Version, res.Bucket, res.Buckets = target.version, bucket, st.Buckets
 		if accepted > 0 {
 			// Each bucket's row is its own hot row: writers of different buckets never
 			// conflict here (the per-user slots they insert are prize-wide, and a unique

@@ -57,7 +57,7 @@ func usersOf(b, n int) []string {
 
 func (p *bucketPrize) grab(key, user string, b int) seckill.Grab {
 	return seckill.Grab{RequestID: seckill.RequestID(p.k.Session, p.k.Prize, "key-"+key), UserID: user,
-		SessionID: p.k.Session, PrizeID: p.k.Prize, Bucket: b, AdmittedAt: time.Now().UTC()}
+		SessionID: p.k.Session, PrizeID: p.k.Prize, Bucket: b, Buckets: nBuckets, AdmittedAt: time.Now().UTC()}
 }
 
 // rows returns every bucket's row (left, version), bucket 0 first.
@@ -239,7 +239,7 @@ func TestPersistAcrossBuckets(t *testing.T) {
 
 	// Redis learnt every outcome on the bucket's own keys; no reservation is left anywhere.
 	for b := range nBuckets {
-		k := stock.BucketKeysFor(p.k.Session, p.k.Prize, b)
+		k := stock.BucketKeysFor(p.k.Session, p.k.Prize, b, nBuckets)
 		if n := p.rdb.HLen(ctx, k.Reserved).Val(); n != 0 {
 			t.Errorf("bucket %d: %d reservations left", b, n)
 		}

@@ -255,7 +255,7 @@ func earlier(res store.PersistResult) []string {
 // cancelled order stays cancelled), earlier ones not in owners left out. It settles on the
 // keys of the bucket the group was persisted in, where the grabs were reserved.
 func settlement(k seckill.SessionPrize, res store.PersistResult, owners map[string]seckill.Order) (stock.SettleBatch, []Mismatch) {
-	b := stock.SettleBatch{SessionID: k.Session, PrizeID: k.Prize, Bucket: res.Bucket, Items: make([]stock.Settlement, 0, len(res.Outcomes))}
+	b := stock.SettleBatch{SessionID: k.Session, PrizeID: k.Prize, Bucket: res.Bucket, Buckets: res.Buckets, Items: make([]stock.Settlement, 0, len(res.Outcomes))}
 	var mismatches []Mismatch
 	for _, o := range res.Outcomes {
 		if !o.Before {
@@ -291,7 +291,7 @@ func ReturnUnits(ctx context.Context, gate Returner, steps []store.StockReturn) 
 	items := make([]stock.UnitReturn, len(steps))
 	for i, s := range steps {
 		items[i] = stock.UnitReturn{SessionID: s.SessionID, PrizeID: s.PrizeID, RequestID: s.RequestID, UserID: s.UserID,
-			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot, Bucket: s.Bucket}
+			OrderID: s.OrderID, Reason: string(s.Reason), Resale: s.Resale, ReleaseSlot: s.ReleaseSlot, Bucket: s.Bucket, Buckets: s.Buckets}
 	}
 	return gate.ReturnAll(ctx, items)
 }
