@@ -151,7 +151,7 @@ func TestPreheatRacingARaiseLoadsItsUnitsOnce(t *testing.T) {
 	}
 	// Step 4, after the preheat: the give of each raise.
 	for _, tr := range adj.Transfers {
-		if _, err := e.gate.Give(e.ctx, sid, pid, tr.To, tr.ID, tr.Requested, 0, versions[tr.To], expire, held.Fence.Number); err != nil {
+		if _, err := e.gate.Give(e.ctx, sid, pid, tr.To, tr.Buckets, tr.ID, tr.Requested, 0, versions[tr.To], expire, held.Fence.Number); err != nil {
 			t.Fatalf("give %d: %v", tr.ID, err)
 		}
 	}
