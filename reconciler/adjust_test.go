@@ -175,7 +175,7 @@ func TestCutOfALostBucketWaitsWhileOpen(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t))
 	ctx := stacktest.Context(t, 30*time.Second)
 	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k2"), UserID: "u2",
-		SessionID: s.sid, PrizeID: s.pid, Bucket: 1, AdmittedAt: time.Now()})
+		SessionID: s.sid, PrizeID: s.pid, Bucket: 1, Buckets: saleBuckets, AdmittedAt: time.Now()})
 	if err != nil || v.Code != stock.Admitted {
 		t.Fatalf("admit one grab in bucket 1: %+v %v", v, err)
 	}
