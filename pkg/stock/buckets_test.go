@@ -68,21 +68,23 @@ func TestClusterBucketKeysSlots(t *testing.T) {
 	}
 	// Placement on the profile's evenly split cluster: as many buckets as primaries are one
 	// per primary, for many prizes (the pure property is TestBucketSlotsFallInDistinctRanges).
-	ranges, err := cc.ClusterSlots(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	primaryOf := func(slot int64) string {
-		for _, r := range ranges {
-			if int64(r.Start) <= slot && slot <= int64(r.End) {
-				return r.Nodes[0].Addr
+	primaryOf := func(slot int64) int { // a shard is one primary and its replicas
+		for i, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start <= slot && slot <= r.End {
+					return i
+				}
 			}
 		}
-		return ""
+		return -1
 	}
-	m := len(ranges)
+	m := len(shards)
 	for p := int64(1); p <= 20; p++ {
-		on := map[string]int{}
+		on := map[int]int{}
 		for b := range m {
 			slot, err := cc.ClusterKeySlot(ctx, stock.BucketKeysFor(sid, p, b, m).Meta).Result()
 			if err != nil {
