@@ -41,8 +41,8 @@ type Result struct {
 	// units remained (verifySoldOut); Bucketed says the row had such a prize.
 	SoldOutEarly int
 	Bucketed     bool
-	Duration   time.Duration
-	Problems   []string
+	Duration     time.Duration
+	Problems     []string
 }
 
 // OK reports whether every invariant held.
