@@ -145,8 +145,8 @@ func TestPlanBucketAdjustment(t *testing.T) {
 	if _, err := f.cat.PlanBucketAdjustment(ctx, f.sid, f.pid, 4, "ann", "", "too few"); !errors.Is(err, seckill.ErrConflict) {
 		t.Fatalf("a cut below the 5 sold: %v, want ErrConflict", err)
 	}
-	if open, _ := f.cat.UnfinishedTransfers(ctx); len(open) != 0 || audits() != 1 {
-		t.Fatalf("a refused cut journaled %v, %d audit rows", open, audits())
+	if open, err := f.cat.UnfinishedTransfers(ctx); err != nil || len(open) != 0 || audits() != 1 {
+		t.Fatalf("a refused cut journaled %v (%v), %d audit rows", open, err, audits())
 	}
 	adj, err = f.cat.PlanBucketAdjustment(ctx, f.sid, f.pid, 8, "ann", "", "fewer")
 	if err != nil || !slices.Equal(planned(adj), []int{0, -2, -2, -2}) {
