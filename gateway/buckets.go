@@ -78,18 +78,18 @@ func (r *bucketRouter) count(g seckill.Grab) {
 	r.mu.Unlock()
 }
 
-// soldOut decides the answer to a grab whose home bucket (of n) was dry: true when the prize
+// soldOut decides the answer to a grab whose home bucket (of g.Buckets) was dry: true when the prize
 // is sold out everywhere (every bucket loaded and empty, no transfer in flight), false when
 // units remain or may remain (the caller answers 503 rebalancing), in which case the bucket
 // is flagged wanted. The read of the others is cached per prize for othersTTL. An error
 // reading them is not a sold-out: it is returned with false.
-func (r *bucketRouter) soldOut(ctx context.Context, g seckill.Grab, n int, now time.Time) (bool, error) {
+func (r *bucketRouter) soldOut(ctx context.Context, g seckill.Grab, now time.Time) (bool, error) {
 	sp := g.SessionPrize()
 	r.mu.Lock()
 	c, ok := r.others[sp]
 	r.mu.Unlock()
 	if !ok || !now.Before(c.until) {
-		states, err := r.gate.Buckets(ctx, g.SessionID, g.PrizeID, n)
+		states, err := r.gate.Buckets(ctx, g.SessionID, g.PrizeID, g.Buckets)
 		if err != nil {
 			return false, err
 		}

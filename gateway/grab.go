@@ -264,7 +264,6 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	g := seckill.Grab{RequestID: seckill.RequestID(in.SessionID, in.PrizeID, in.Key), UserID: user,
 		SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
 	g.Bucket, g.Buckets = a.buckets.home(user, in.SessionID, in.PrizeID)
-	buckets := g.Buckets
 
 	// The verdict is awaited even if the client goes away: once the script may have run,
 	// the gateway must know, so an admitted grab is always published.
@@ -286,7 +285,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		a.unknownOutcome(w, g.RequestID, err)
 		return
 	}
-	if buckets > 1 && (v.Code == stock.Admitted || v.Code == stock.SoldOut) {
+	if g.Buckets > 1 && (v.Code == stock.Admitted || v.Code == stock.SoldOut) {
 		a.buckets.count(g)
 	}
 	switch v.Code {
@@ -313,7 +312,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		a.metrics.grabs.WithLabelValues("limit").Inc()
 		jsonapi.WriteError(w, http.StatusConflict, "limit_reached", "per-user limit reached for this prize")
 	case stock.SoldOut:
-		if buckets > 1 && !a.bucketSoldOut(r.Context(), w, g, buckets, now) {
+		if g.Buckets > 1 && !a.bucketSoldOut(r.Context(), w, g, now) {
 			return
 		}
 		a.soldOut.Set(in.SessionID, in.PrizeID, now)
@@ -331,12 +330,12 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// bucketSoldOut decides whether a grab whose home bucket (of n) was dry is answered
+// bucketSoldOut decides whether a grab whose home bucket (of g.Buckets) was dry is answered
 // sold_out: only when the prize is sold out in every bucket. Otherwise it answers 503
 // rebalancing (nothing was admitted: a retry, with the same key or without, is a fresh
 // attempt, which a transfer will have given units) and returns false.
-func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g seckill.Grab, n int, now time.Time) bool {
-	soldOut, err := a.buckets.soldOut(ctx, g, n, now)
+func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g seckill.Grab, now time.Time) bool {
+	soldOut, err := a.buckets.soldOut(ctx, g, now)
 	if soldOut {
 		return true
 	}

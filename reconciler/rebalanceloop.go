@@ -86,13 +86,6 @@ type roundStats struct {
 	Resumed, Prizes, Skipped, NotLoaded, Transfers, Units, Wanted int64
 }
 
-// openPrizes lists the prizes with buckets of the sessions open now; read without the
-// lease, so a reconciler with nothing to rebalance never takes it.
-func (r rebalancer) openPrizes(ctx context.Context, now time.Time) ([]store.PrizeStock, error) {
-	var c bucketedPrizes
-	return c.open(ctx, r.catalog, now)
-}
-
 // bucketedLister is what the list of bucketed prizes is read from (MySQL).
 type bucketedLister interface {
 	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)

@@ -84,7 +84,8 @@ func rebalanceRound(t *testing.T, rdb redis.UniversalClient) {
 	s.signal(t, 3, 4, true)
 
 	rb := s.rebalancer(exec)
-	prizes, err := rb.openPrizes(ctx, time.Now())
+	var list bucketedPrizes // the loop's list, read fresh
+	prizes, err := list.open(ctx, s.cat, time.Now())
 	if err != nil || len(prizes) != 1 || prizes[0] != (store.PrizeStock{SessionID: s.sid, PrizeID: s.pid, Buckets: 4, Total: 10, Left: 10}) {
 		t.Fatalf("open bucketed prizes %+v %v", prizes, err)
 	}
