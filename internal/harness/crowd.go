@@ -224,24 +224,45 @@ func (c *Crowd) post(ctx context.Context, url, token, key string) (int, map[stri
 	return resp.StatusCode, body, ra, nil
 }
 
-// Poll reads one grab's status as its owner sees it.
+// pollTries bounds Poll's retries of a 429 or 503 (about pollTries seconds at the
+// gateway's Retry-After of 1 s).
+const pollTries = 15
+
+// Poll reads one grab's status as its owner sees it. A 429 (the user's rate limit: a
+// user's several grabs checked at once can exceed it) or a 503 says "ask again later", not
+// anything about the grab, so it is asked again after Retry-After, a bounded number of
+// times; any other answer but 200 is an error.
 func Poll(ctx context.Context, target, token, requestID string) (string, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/grabs/"+requestID, nil)
-	if err != nil {
-		return "", "", err
+	for try := 1; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/grabs/"+requestID, nil)
+		if err != nil {
+			return "", "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := crowdClient.Do(req)
+		if err != nil {
+			return "", "", err
+		}
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			st, _ := body["status"].(string)
+			reason, _ := body["reason"].(string)
+			return st, reason, nil
+		case (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && try < pollTries:
+			wait := time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+				wait = min(time.Duration(s)*time.Second, 5*time.Second)
+			}
+			select {
+			case <-ctx.Done():
+				return "", "", ctx.Err()
+			case <-time.After(wait):
+			}
+		default:
+			return "", "", fmt.Errorf("status %d %v (after %d tries)", resp.StatusCode, body, try)
+		}
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := crowdClient.Do(req)
-	if err != nil {
-		return "", "", err
-	}
-	defer resp.Body.Close()
-	var body map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	if resp.StatusCode != http.StatusOK {
-		return "", "", fmt.Errorf("status %d %v", resp.StatusCode, body)
-	}
-	st, _ := body["status"].(string)
-	reason, _ := body["reason"].(string)
-	return st, reason, nil
 }
