@@ -159,8 +159,9 @@ cluster_kafka_probe() { "$STATE/bin/kafkainit" -brokers "127.0.0.1:$(cluster_kaf
 cluster_kafka_java_opts() { # node
 	local dir=$CLUSTER_STATE/kafka-$1 heap
 	read -r -a heap <<<"$CLUSTER_KAFKA_HEAP"
-	printf '%s\n' "${heap[@]}" -XX:+UseG1GC -Djava.awt.headless=true \
-		"-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$KAFKA_LIBS/*"
+	printf '%s\n' "${heap[@]}"
+	kafka_jvm_opts "$dir"
+	printf '%s\n' "-Dlog4j2.configurationFile=$dir/log4j2.properties" -cp "$KAFKA_LIBS/*"
 }
 
 # cluster_kafka_configure I: writes node I's configuration and formats its storage once.

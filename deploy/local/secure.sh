@@ -298,7 +298,9 @@ secure_kafka_up() {
 			EOF
 		)
 		kafka_log4j2 "$dir"
-		local java_opts=(-Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true
+		local java_opts
+		mapfile -t java_opts < <(kafka_jvm_opts "$dir")
+		java_opts=(-Xms256m -Xmx768m "${java_opts[@]}"
 			-Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KAFKA_LIBS/*")
 		if [[ ! -f $dir/data/meta.properties ]]; then
 			# The SCRAM users go into the bootstrap metadata at format time (the broker
