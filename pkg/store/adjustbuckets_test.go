@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,8 +161,38 @@ func TestPlanBucketAdjustment(t *testing.T) {
 	if err != nil || led[1].Sent != 2 || led[1].Received != 2 || led[0].Sent != 0 {
 		t.Fatalf("ledger after the cut: %+v %v, want bucket 1 sent and received 2", led, err)
 	}
-	if adj, err := f.cat.PlanBucketAdjustment(ctx, f.sid, f.pid, 5, "ann", "", "all unsold"); err != nil || !slices.Equal(planned(adj), []int{0, -1, -1, -1}) {
+	adj, err = f.cat.PlanBucketAdjustment(ctx, f.sid, f.pid, 5, "ann", "", "all unsold")
+	if err != nil || !slices.Equal(planned(adj), []int{0, -1, -1, -1}) {
 		t.Fatalf("cut to exactly what is sold: %+v %v", adj, err)
+	}
+	// Bucket 1's unit was admitted between the plan and the take: Redis gives up nothing
+	// there. The cut removes 2 units, not the 3 its audit row announced, and says so.
+	for _, tr := range adj.Transfers {
+		taken := tr.Requested
+		if tr.From == 1 {
+			taken = 0
+		}
+		if _, _, err := f.cat.MoveTransfer(ctx, f.fence, tr.ID, taken); err != nil {
+			t.Fatal(err)
+		}
+		// Moving again (a reconciler resuming after a crash) audits nothing more.
+		if _, _, err := f.cat.MoveTransfer(ctx, f.fence, tr.ID, taken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := f.cat.Audit(ctx, f.sid, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var short []store.AuditEntry
+	for _, e := range entries {
+		if e.Action == "adjust_stock_short" {
+			short = append(short, e)
+		}
+	}
+	if len(short) != 1 || short[0].Actor != "reconciler" || *short[0].PrizeID != f.pid || *short[0].Before != 1 || *short[0].After != 0 ||
+		!strings.Contains(short[0].Detail, "bucket 1 gave up 0 of the 1 units planned") {
+		t.Fatalf("audit rows of the short cut: %+v, want one naming bucket 1, 0 of 1", short)
 	}
 
 	if _, err := f.cat.PlanBucketAdjustment(ctx, f.sid1, f.pid1, 5, "ann", "", "no buckets"); err == nil || errors.Is(err, seckill.ErrConflict) {

@@ -353,6 +353,11 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 			TransferMoved, taken, units, f.Number, now, id).Error; err != nil {
 			return err
 		}
+		if row.ToBucket == Outside && units < row.Requested {
+			if err := auditShortCut(tx, row, units, now); err != nil {
+				return err
+			}
+		}
 		row.State, row.Taken, row.Units, row.Fence = TransferMoved, &taken, &units, f.Number
 		out = row.domain(end, n)
 		toVersion, err = bucketVersion(tx, row.SessionID, row.PrizeID, versionOf)
@@ -362,6 +367,21 @@ func (c *Catalog) MoveTransfer(ctx context.Context, f lease.Fence, id int64, tak
 		return Transfer{}, 0, fmt.Errorf("move transfer %d: %w", id, err)
 	}
 	return out, toVersion, nil
+}
+
+// auditShortCut records, with the move, that a planned cut took fewer units than the admin
+// API's 202 and the adjustment's audit row said it would: grabs admitted between the plan and
+// the take keep theirs. The audit log is where the operator who asked reads what happened.
+func auditShortCut(tx *gorm.DB, row transferRow, units int, now time.Time) error {
+	sid, pid, asked, cut := row.SessionID, row.PrizeID, int64(row.Requested), int64(units)
+	err := tx.Create(&auditRow{At: now, Actor: "reconciler", Action: "adjust_stock_short", SessionID: &sid, PrizeID: &pid,
+		BeforeValue: &asked, AfterValue: &cut,
+		Detail: fmt.Sprintf("transfer %d: bucket %d gave up %d of the %d units planned; the rest were admitted before the cut reached Redis",
+			row.ID, row.FromBucket, units, row.Requested)}).Error
+	if err != nil {
+		return fmt.Errorf("audit the short cut of transfer %d: %w", row.ID, err)
+	}
+	return nil
 }
 
 // lockBucket locks bucket b's row and returns its left.
