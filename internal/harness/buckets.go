@@ -365,9 +365,14 @@ func bucketCrowd() Scenario {
 // are in flight, restarts them, and kills the first again: batches of several buckets are
 // cut between their commit and their settlement and redelivered.
 func bucketConsumersKilled() Scenario {
-	return bucketRow(Scenario{Name: "buckets: consumers killed mid-batch", At: 0.08,
+	return bucketRow(Scenario{Name: "buckets: consumers killed mid-batch", Short: true, At: 0.08,
 		During: func(ctx context.Context, e *Env) error {
 			c := e.Pipeline
+			n, err := awaitOrders(ctx, e, bucketedPrize)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.Log, "  both consumers killed with %d orders of the bucketed prize committed\n", n)
 			for _, p := range c.Consumers {
 				p.Kill()
 			}
@@ -382,11 +387,11 @@ func bucketConsumersKilled() Scenario {
 		}})
 }
 
-// bucketCancellationStorm cancels 30% of the winners while the crowd (paced, about 10 s) still
-// grabs: each unit goes back to its order's bucket and is sold again, there or, moved, in
-// another.
+// bucketCancellationStorm cancels 30% of the winners while the crowd (paced over 10 s in
+// either suite, so the consumers' first batches come well before its end) still grabs: each
+// unit goes back to its order's bucket and is sold again, there or, moved, in another.
 func bucketCancellationStorm() Scenario {
-	return bucketRow(Scenario{Name: "buckets: cancellation storm with resale", At: 0.1, Rate: 2000,
+	return bucketRow(Scenario{Name: "buckets: cancellation storm with resale", Short: true, At: 0.1, Pace: 10 * time.Second,
 		RegrabAfterCancel: true, During: cancellationStorm(0.3)})
 }
 
@@ -394,7 +399,7 @@ func bucketCancellationStorm() Scenario {
 // transfers journal holds its first transfer (so a transfer may be in flight and the ledger
 // matters): the reconciler rebuilds each bucket from its row, its orders and the journal.
 func bucketKeyLoss() Scenario {
-	return bucketRow(Scenario{Name: "buckets: Redis key loss and rebuild", At: 0.05,
+	return bucketRow(Scenario{Name: "buckets: Redis key loss and rebuild", Short: true, At: 0.05,
 		During: func(ctx context.Context, e *Env) error {
 			c := e.Pipeline
 			p := c.Prizes[bucketedPrize]

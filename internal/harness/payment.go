@@ -146,6 +146,10 @@ func cancellationStorm(frac float64) func(ctx context.Context, e *Env) error {
 			err = e.Pipeline.Feedback(ctx, late...)
 		}
 		fmt.Fprintf(e.Log, "  storm: %d of %d winners cancelled while the crowd grabbed (each sent 3 times)\n", sent, winners)
+		if err == nil && sent == 0 {
+			// Otherwise the row passes as a plain crowd, testing no cancellation at all.
+			err = fmt.Errorf("the storm cancelled none of %d winners seen while the crowd grabbed", winners)
+		}
 		return err
 	}
 }

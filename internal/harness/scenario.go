@@ -45,6 +45,9 @@ type Scenario struct {
 	RegrabAfterCancel bool
 	ConsumerEnv       func(seed uint64) (map[string]string, func(), error)
 	Rate              float64 // clicks per second (0: as fast as the crowd goes)
+	// Pace, when Rate is 0, spreads the crowd over about this long whatever its size, for a
+	// fault that needs the crowd still grabbing for a while in the short suite too.
+	Pace time.Duration
 
 	// Stock buckets (buckets.go): the middle prize split into Buckets buckets (0: none), and
 	// the activity's per-user limit (0: 1).
@@ -77,6 +80,11 @@ func Scenarios() []Scenario {
 	}
 	killConsumer := func(i int) func(ctx context.Context, e *Env) error {
 		return func(ctx context.Context, e *Env) error {
+			n, err := awaitOrders(ctx, e, -1)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.Log, "  consumer %d killed with %d orders committed\n", i, n)
 			e.Pipeline.Consumers[i].Kill()
 			return e.Pipeline.RestartConsumer(ctx, i)
 		}
@@ -274,6 +282,9 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin string, l
 	if sc.Buckets > 1 {
 		skewToBucketZero(clicks, sc.Buckets, size.Users, seed)
 	}
+	if sc.Rate == 0 && sc.Pace > 0 {
+		crowd.Rate = float64(len(clicks)) / sc.Pace.Seconds()
+	}
 
 	var faultErr error
 	var faultWG sync.WaitGroup
@@ -357,6 +368,32 @@ func Table(w io.Writer, rows []Result) {
 	for _, r := range rows {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "FAIL %s (seed %d): %s\n", r.Scenario, r.Seed, p)
+		}
+	}
+}
+
+// awaitOrders waits until the consumers committed an order of the session (of prize i, or of
+// any prize when i < 0) and returns how many there are then. A fault aimed at the consumers'
+// batches starts here, not at a fraction of the crowd: a broker on its stock
+// group.initial.rebalance.delay.ms holds the group's first assignment for 3 s, longer than the
+// short suite's crowd takes to reach its trigger, so a kill timed by the crowd alone can land
+// on consumers that never held a batch. Bounded: 30 s without an order is an error.
+func awaitOrders(ctx context.Context, e *Env, i int) (int64, error) {
+	c := e.Pipeline
+	q, args := `SELECT COUNT(*) FROM orders WHERE session_id = ?`, []any{c.Session.ID}
+	if i >= 0 {
+		q, args = q+` AND prize_id = ?`, append(args, c.Prizes[i].ID)
+	}
+	for start := time.Now(); ; sleepCtx(ctx, 20*time.Millisecond) {
+		var n int64
+		if err := c.DB.WithContext(ctx).Raw(q, args...).Row().Scan(&n); err != nil {
+			return 0, fmt.Errorf("count orders: %w", err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if time.Since(start) > 30*time.Second || ctx.Err() != nil {
+			return 0, errors.New("no order committed within 30 s: the fault would hit consumers holding no batch")
 		}
 	}
 }
