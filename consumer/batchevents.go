@@ -255,6 +255,8 @@ func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, ev
 	}
 	// The batch is committed: its events go out and are recorded even if shutdown began.
 	ctx = context.WithoutCancel(ctx)
+	began := time.Now()
+	defer func() { pe.metrics.publishTook.Observe(time.Since(began).Seconds()) }()
 	var scanFrom map[int]int64
 	if time.Since(pe.lastScan) >= pe.rescanEvery {
 		// Read before this batch is published: later batches' events lie above.

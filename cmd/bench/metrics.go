@@ -306,6 +306,8 @@ func consumerStages() []stageDef {
 	return []stageDef{
 		{name: "consumer persistence transaction (one batch)", row: keySale, prefix: "stage_consumer_tx",
 			metric: "seckill_consumer_tx_duration_seconds"},
+		{name: "consumer order events of one batch published, progress recorded", row: keySale, prefix: "stage_consumer_publish",
+			metric: "seckill_consumer_order_events_publish_duration_seconds"},
 		{name: "admission → order committed", row: keySale, prefix: "stage_admission_to_order",
 			metric: "seckill_consumer_admission_to_order_seconds", match: map[string]string{"path": "grab"}},
 	}
