@@ -198,6 +198,7 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 		WithPanel(percentiles("Redis admission script", `seckill_gateway_redis_duration_seconds_bucket{op="reserve"}`)).
 		WithPanel(percentiles("Kafka ack (acks=all)", `seckill_gateway_kafka_produce_duration_seconds_bucket`)).
 		WithPanel(percentiles("MySQL transaction", `seckill_consumer_tx_duration_seconds_bucket`)).
+		WithPanel(percentiles("Order events published (per batch)", `seckill_consumer_order_events_publish_duration_seconds_bucket`)).
 		WithPanel(percentiles("Admission → order committed", `seckill_consumer_admission_to_order_seconds_bucket`)).
 		WithPanel(series("Admission → order by path latency", "s",
 			"p50 and p99 per path that made the order: grab (the consumers), compensation (the reconciler's replay), workbench (an event a person replayed).",
