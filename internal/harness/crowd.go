@@ -217,11 +217,15 @@ func (c *Crowd) post(ctx context.Context, url, token, key string) (int, map[stri
 	raw, _ := io.ReadAll(resp.Body)
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
-	var ra time.Duration
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
-		ra = time.Duration(s) * time.Second
+	return resp.StatusCode, body, retryAfter(resp.Header), nil
+}
+
+// retryAfter reads an answer's Retry-After in seconds (0 when absent or not a number).
+func retryAfter(h http.Header) time.Duration {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
 	}
-	return resp.StatusCode, body, ra, nil
+	return 0
 }
 
 // pollTries bounds Poll's retries of a 429 or 503 (about pollTries seconds at the
@@ -253,8 +257,8 @@ func Poll(ctx context.Context, target, token, requestID string) (string, string,
 			return st, reason, nil
 		case (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && try < pollTries:
 			wait := time.Second
-			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-				wait = min(time.Duration(s)*time.Second, 5*time.Second)
+			if ra := retryAfter(resp.Header); ra > 0 {
+				wait = min(ra, 5*time.Second)
 			}
 			select {
 			case <-ctx.Done():
