@@ -324,12 +324,16 @@ func consumerRedisProxy(proxy **Proxy) func(seed uint64) (map[string]string, fun
 //
 //  1. Downstream pays half the first winners, then stops paying, and its reports are read
 //     (feedback lag 0): from here no report is in flight that could make an order paid.
-//  2. An unpaid order whose creation event was published within the last half second: it
-//     falls due (timeout 2s) at least 1.5s later, so after the keys are gone.
+//  2. An unpaid order of the prize with the most stock, whose creation event was published
+//     within the last half second: it falls due (timeout 2s) at least 1.5s later, so after
+//     the keys are gone. Only that prize: one the crowd has sold out gets no admissions, so
+//     its partition never lags, and the reconciler rightly rebuilds its keys at once (a run
+//     whose only fresh orders were the smallest prize's, the others' partitions still being
+//     assigned, saw every timeout find its keys rebuilt and tested nothing).
 //  3. The consumers die (SIGKILL: a SIGSTOP would freeze their open transactions and with
-//     them the stock rows every writer locks), and the crowd's next admissions pile up on
-//     the grab topic: the reconciler's rebuild waits for that partition, so the keys stay
-//     lost until the consumers are back.
+//     them the stock rows every writer locks), and the crowd's next admissions of that prize
+//     pile up on its grab partition: the reconciler's rebuild waits for that partition, so
+//     its keys stay lost until the consumers are back.
 //  4. The prizes' keys are deleted (the pipeline's own: the stack is shared) and the
 //     scenario waits until the reconciler cancelled a due order whose unit cannot go back
 //     to Redis (its return waits for the keys), then a run more, and restarts the consumers.
@@ -380,17 +384,24 @@ func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 	}); err != nil {
 		return err
 	}
-	// 2. A fresh unpaid order: published within the last 500 ms (the payment timeout is 2s).
+	// 2. A fresh unpaid order of the prize with the most stock: published within the last
+	// 500 ms (the payment timeout is 2s).
+	big := c.Prizes[0]
+	for _, p := range c.Prizes[1:] {
+		if p.StockPerSession > big.StockPerSession {
+			big = p
+		}
+	}
 	var fresh struct{ RequestID string }
-	if err := wait("an unpaid order published in the last 500ms", 20*time.Second, func() (bool, error) {
+	if err := wait(big.Name+": an unpaid order published in the last 500ms", 20*time.Second, func() (bool, error) {
 		// Published: stamped by the relay, or (published from memory) its batch recorded, when
 		// the payment clock starts at created_at.
 		err := db.Raw(`SELECT o.request_id FROM orders o WHERE o.status = 'succeeded' AND o.paid_at IS NULL
-			AND COALESCE(o.event_published_at, o.created_at) > ?
+			AND o.prize_id = ? AND COALESCE(o.event_published_at, o.created_at) > ?
 			AND (o.event_published_at IS NOT NULL OR o.grab_seq <
 				(SELECT g.next_seq FROM order_event_progress g WHERE g.grab_partition = o.grab_partition))
 			ORDER BY COALESCE(o.event_published_at, o.created_at) DESC LIMIT 1`,
-			time.Now().Add(-500*time.Millisecond).UTC()).Scan(&fresh).Error
+			big.ID, time.Now().Add(-500*time.Millisecond).UTC()).Scan(&fresh).Error
 		return fresh.RequestID != "", err
 	}); err != nil {
 		return err
@@ -403,14 +414,10 @@ func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	if err := wait("grabs piling up for a prize while the consumers are dead", 10*time.Second, func() (bool, error) {
+	bigPartition := event.PartitionOf(event.PartitionKey(c.Session.ID, big.ID), partitions)
+	if err := wait(big.Name+": grabs piling up while the consumers are dead", 10*time.Second, func() (bool, error) {
 		lag, err := c.Admin.Lag(ctx, c.Env["SECKILL_CONSUMER_GROUP"], c.Topics.Grab)
-		for _, p := range c.Prizes {
-			if lag[event.PartitionOf(event.PartitionKey(c.Session.ID, p.ID), partitions)] > 0 {
-				return true, err
-			}
-		}
-		return false, err
+		return lag[bigPartition] > 0, err
 	}); err != nil {
 		return err
 	}
@@ -422,10 +429,10 @@ func timeoutsWhileKeysLost(ctx context.Context, e *Env) error {
 		}
 	}
 	var waiting int64
-	if err := wait("a payment timeout while the keys are lost", 15*time.Second, func() (bool, error) {
+	if err := wait(big.Name+": a payment timeout while the keys are lost", 15*time.Second, func() (bool, error) {
 		var err error
-		waiting, err = count(`SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL AND reason = ?`,
-			string(seckill.ReasonPaymentTimeout))
+		waiting, err = count(`SELECT COUNT(*) FROM stock_returns WHERE redis_done_at IS NULL AND reason = ? AND prize_id = ?`,
+			string(seckill.ReasonPaymentTimeout), big.ID)
 		return waiting > 0, err
 	}); err != nil {
 		return err
