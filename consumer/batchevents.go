@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -58,12 +59,17 @@ type partitionEvents struct {
 	held      func(context.Context) error
 	release   func()
 	epoch     int64
-	seq       int64         // the next batch's sequence number: the progress row's next_seq
+	seq       int64         // the progress row's next_seq as this worker last read or wrote it
+	next      int64         // the next batch's sequence number: seq, or past a batch finishing
 	scanFrom  map[int]int64 // the progress row's scan_from
 	dirty     bool          // a batch past seq may be unpublished: recover before the next
 	lastTry   time.Time     // when the last attempt to take or recover ended
 	failures  int           // attempts failed in a row: the wait before the next doubles
 	lastScan  time.Time
+	// inflight is the previous batch's finish (publish, progress write), running beside this
+	// batch's transaction; nil when none. Only wait applies its result to the fields above,
+	// so the worker's goroutine is the only one that writes them.
+	inflight chan finishResult
 }
 
 const (
@@ -83,22 +89,43 @@ func (b *batchEvents) open(partition int) *partitionEvents {
 	return &partitionEvents{batchEvents: b, partition: partition}
 }
 
-// close releases the partition's lock.
+// finishResult is what one batch's finish did, for wait to apply.
+type finishResult struct {
+	next     int64         // the progress written, on success
+	scanFrom map[int]int64 // the scan start written with it, or nil
+	lost     bool          // the lock or the claim is gone: close, and take again
+	events   int
+	err      error
+}
+
+// close waits for a finish in flight and releases the partition's lock.
 func (pe *partitionEvents) close() {
+	pe.wait()
 	if pe.release != nil {
 		pe.release()
 		pe.held, pe.release = nil, nil
 	}
 }
 
-// settled reports whether every batch this worker persisted is recorded under its claim.
-func (pe *partitionEvents) settled() bool { return pe.held != nil && !pe.dirty }
+// settled reports whether every batch this worker persisted is recorded under its claim. A
+// finish in flight is not settled yet: it may fail, and an idle partition must then recover
+// without waiting for the next grab (idle).
+func (pe *partitionEvents) settled() bool { return pe.inflight == nil && pe.held != nil && !pe.dirty }
+
+// idle is the worker's turn while no grab comes: the finish in flight ends, and a partition
+// not settled is taken or recovered.
+func (pe *partitionEvents) idle(ctx context.Context) {
+	pe.wait()
+	pe.begin(ctx)
+}
 
 // begin returns the source the next batch is persisted under, or nil (stamp path) while the
 // lock is held elsewhere (a previous owner finishing its batch), MySQL or the order topic
 // is unreachable, or a recovery failed.
 func (pe *partitionEvents) begin(ctx context.Context) *store.GrabSource {
-	if pe.held == nil || pe.dirty {
+	// With a finish in flight the lock was held and the partition clean when it started, and
+	// only wait changes that: this batch is numbered past the finishing one.
+	if pe.inflight == nil && (pe.held == nil || pe.dirty) {
 		if time.Since(pe.lastTry) < pe.retryEvery<<min(pe.failures, maxRetryDoublings) {
 			return nil
 		}
@@ -118,7 +145,7 @@ func (pe *partitionEvents) begin(ctx context.Context) *store.GrabSource {
 			return nil
 		}
 	}
-	return &store.GrabSource{Partition: pe.partition, Epoch: pe.epoch, Seq: pe.seq}
+	return &store.GrabSource{Partition: pe.partition, Epoch: pe.epoch, Seq: pe.next}
 }
 
 // take acquires the lock and claims the partition if not held yet, then recovers.
@@ -141,7 +168,7 @@ func (pe *partitionEvents) take(ctx context.Context) error {
 	if err := pe.recover(ctx); err != nil {
 		return err
 	}
-	pe.dirty = false
+	pe.dirty, pe.next = false, pe.seq
 	return nil
 }
 
@@ -179,7 +206,10 @@ func (pe *partitionEvents) recover(ctx context.Context) error {
 	}
 	missing, found := splitFound(evs, onTopic)
 	if len(missing) > 0 {
-		if err := pe.publish(ctx, missing); err != nil {
+		if err := pe.publish(ctx, pe.held, missing); err != nil {
+			if errors.Is(err, errLockLost) {
+				pe.close() // take it again, and recover, before publishing more
+			}
 			return err
 		}
 	}
@@ -217,15 +247,19 @@ func splitFound(evs []store.SeqEvent, onTopic map[string]bool) ([]store.OutboxEv
 }
 
 // run persists one batch of the partition under its claim and publishes what it committed.
+// The publish runs beside the next batch's transaction (start); the previous batch's finish
+// ends before this batch's starts, so batches are recorded in order and one whose events
+// are not all on the topic is never passed (wait).
 func (pe *partitionEvents) run(ctx context.Context, sp sourcedProcessor, msgs []kafka.Message) error {
 	src := pe.begin(ctx)
-	start := pe.now()
+	began := pe.now()
 	evs, err := sp.ProcessFrom(ctx, msgs, src)
+	pe.wait()
 	if err != nil {
 		pe.abandon(ctx, src)
 		return err
 	}
-	pe.finish(ctx, src, evs, start)
+	pe.start(ctx, src, evs, began)
 	return nil
 }
 
@@ -246,50 +280,108 @@ func (pe *partitionEvents) abandon(ctx context.Context, src *store.GrabSource) {
 	}
 }
 
-// finish publishes a batch's events (those its transactions returned) and records the
-// batch's progress; start is when the batch began, before any of its commits. A failure
-// leaves the partition dirty: the next begin recovers.
-func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent, start time.Time) {
+// finish publishes a batch's events and records its progress, and returns when that is done
+// (start, then wait).
+func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent, began time.Time) {
+	pe.start(ctx, src, evs, began)
+	pe.wait()
+}
+
+// start begins the finish of a committed batch (the events its transactions returned; began
+// is when the batch began, before any of its commits): publish them, then record the batch's
+// progress, on a goroutine of its own, while the worker fetches and persists the next batch.
+// Nothing is published from memory when an earlier finish failed or lost the lock: recording
+// this batch would record the earlier one's missing events as published too, so both are left
+// to the recovery, which reads every order past the recorded progress.
+func (pe *partitionEvents) start(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent, began time.Time) {
 	if src == nil || len(evs) == 0 {
 		return // nothing published from memory, nothing to record
 	}
+	pe.next = src.Seq + 1
+	if pe.held == nil || pe.dirty {
+		pe.dirty = true
+		return
+	}
+	rescan := time.Since(pe.lastScan) >= pe.rescanEvery
+	done := make(chan finishResult, 1)
+	pe.inflight = done
+	held := pe.held
 	// The batch is committed: its events go out and are recorded even if shutdown began.
-	ctx = context.WithoutCancel(ctx)
-	began := time.Now()
-	defer func() { pe.metrics.publishTook.Observe(time.Since(began).Seconds()) }()
-	var scanFrom map[int]int64
-	if time.Since(pe.lastScan) >= pe.rescanEvery {
+	fctx := context.WithoutCancel(ctx)
+	go func() { done <- pe.finishBatch(fctx, held, src, evs, began, rescan) }()
+}
+
+// wait applies the result of the finish in flight, if any, once it ended. A failure leaves
+// the partition dirty: the next begin recovers.
+func (pe *partitionEvents) wait() {
+	if pe.inflight == nil {
+		return
+	}
+	r := <-pe.inflight
+	pe.inflight = nil
+	if r.lost {
+		pe.close() // lost: take it again, and recover, before publishing more
+	}
+	if r.err != nil {
+		pe.dirty = true
+		pe.log.Warn("order events of a batch not recorded; recovering before the next batch", "partition", pe.partition,
+			"events", r.events, "error", r.err.Error())
+		return
+	}
+	pe.seq = r.next
+	if r.scanFrom != nil {
+		pe.scanFrom, pe.lastScan = r.scanFrom, time.Now()
+	}
+}
+
+// finishBatch is one batch's finish, on its own goroutine: it reads only what does not change
+// while it runs (the configuration, the partition, the batch's source) and reports the rest.
+func (pe *partitionEvents) finishBatch(ctx context.Context, held func(context.Context) error, src *store.GrabSource,
+	evs []store.OutboxEvent, began time.Time, rescan bool) finishResult {
+	t0 := time.Now()
+	defer func() { pe.metrics.publishTook.Observe(time.Since(t0).Seconds()) }()
+	r := finishResult{events: len(evs)}
+	if rescan {
 		// Read before this batch is published: later batches' events lie above.
 		if ends, err := topicBounds(ctx, pe.offsets, pe.topic); err == nil {
-			scanFrom = make(map[int]int64, len(ends))
+			r.scanFrom = make(map[int]int64, len(ends))
 			for p, b := range ends {
-				scanFrom[p] = b.End
+				r.scanFrom[p] = b.End
 			}
 		}
 	}
-	err := pe.publish(ctx, evs)
-	if at := pe.now(); err == nil && at.Sub(start) > stampAfter {
+	if r.err = pe.publish(ctx, held, evs); r.err != nil {
+		r.lost = errors.Is(r.err, errLockLost)
+		return r
+	}
+	if at := pe.now(); at.Sub(began) > stampAfter {
 		ids := make([]int64, len(evs))
 		for i, e := range evs {
 			ids[i] = e.ID
 		}
-		err = pe.outbox.MarkPublished(ctx, ids, at)
+		if r.err = pe.outbox.MarkPublished(ctx, ids, at); r.err != nil {
+			return r
+		}
 	}
-	if err == nil {
-		err = pe.advance(ctx, src.Seq+1, scanFrom)
+	ok, err := pe.progress.Advance(ctx, pe.partition, src.Epoch, src.Seq+1, r.scanFrom)
+	switch {
+	case err != nil:
+		r.err = err
+	case !ok:
+		r.lost, r.err = true, fmt.Errorf("grab partition %d: claim %d taken over", pe.partition, src.Epoch)
+	default:
+		r.next = src.Seq + 1
 	}
-	if err != nil {
-		pe.dirty = true
-		pe.log.Warn("order events of a batch not recorded; recovering before the next batch", "partition", pe.partition,
-			"events", len(evs), "error", err.Error())
-	}
+	return r
 }
 
-// publish writes evs to the order topic after checking the lock is still held.
-func (pe *partitionEvents) publish(ctx context.Context, evs []store.OutboxEvent) error {
-	if err := pe.held(ctx); err != nil {
-		pe.close() // lost: take it again, and recover, before publishing more
-		return err
+// errLockLost: the partition's named lock is no longer this worker's.
+var errLockLost = errors.New("the grab partition's lock is lost")
+
+// publish writes evs to the order topic after checking the lock (held) is still held.
+func (pe *partitionEvents) publish(ctx context.Context, held func(context.Context) error, evs []store.OutboxEvent) error {
+	if err := held(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errLockLost, err)
 	}
 	msgs := make([]kafka.Message, len(evs))
 	for i, e := range evs {

@@ -133,7 +133,7 @@ func TestBatchEventsRecoveredAfterCrashes(t *testing.T) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("%d events, %v", len(evs), err)
 	}
-	if err := second.publish(e.ctx, evs); err != nil { // killed before the progress write
+	if err := second.publish(e.ctx, second.held, evs); err != nil { // killed before the progress write
 		t.Fatal(err)
 	}
 	second.close()
@@ -283,6 +283,47 @@ func TestIdlePartitionRecoversAFailedPublish(t *testing.T) {
 	onceEach(t, e, 3)
 }
 
+// A batch's finish runs beside the next batch's transaction. When it fails, the next batch,
+// persisted meanwhile under the claim with the next sequence number, is not published from
+// memory: recording it would record the failed batch's events as published too. The next
+// turn recovers both batches, each event once.
+func TestFailedFinishBesideTheNextBatch(t *testing.T) {
+	e := newEnv(t, 10, 10, 1)
+	msgs := e.admit(t, 5)
+	p := e.processor(t, store.NewOrders(e.db))
+	b := e.batchEvents(t, e.partitionLocks(t))
+	b.writer = &failFirst{producer: b.writer}
+	pe := b.open(4)
+	defer pe.close()
+	if err := pe.run(e.ctx, p, msgs[:2]); err != nil { // its publish fails, beside the next batch
+		t.Fatal(err)
+	}
+	if pe.inflight == nil {
+		t.Fatal("run waited for its own finish: nothing runs beside the next batch")
+	}
+	if err := pe.run(e.ctx, p, msgs[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, "grab_partition = 4 AND grab_seq = 1"); n != 3 {
+		t.Fatalf("%d orders of the second batch numbered 1, want 3 (numbered past the batch finishing)", n)
+	}
+	if n := testutil.ToFloat64(b.metrics.published); n != 0 || !pe.dirty || pe.inflight != nil {
+		t.Fatalf("after the failed finish: %v published, dirty %v, in flight %v; want nothing published and the partition dirty",
+			n, pe.dirty, pe.inflight != nil)
+	}
+	if n := e.pending(t); n != 5 {
+		t.Fatalf("%d events pending, want both batches' 5", n)
+	}
+	pe.idle(e.ctx) // no grab follows: the idle turn recovers
+	if n := e.pending(t); n != 0 || pe.dirty {
+		t.Fatalf("%d events pending after the recovery (dirty %v), want 0", n, pe.dirty)
+	}
+	onceEach(t, e, 5)
+	if src := pe.begin(e.ctx); src == nil || src.Seq != 2 {
+		t.Fatalf("next source %+v, want sequence 2", src)
+	}
+}
+
 // failsAfter persists the first n messages of a batch and then fails, as a batch whose later
 // group could not be written (the worker stopping while MySQL is down, a dead-letter produce
 // refused) after its earlier groups committed.
@@ -328,6 +369,7 @@ func TestSlowBatchIsStampedPublished(t *testing.T) {
 	if err := pe.run(e.ctx, p, msgs[:2]); err != nil {
 		t.Fatal(err)
 	}
+	pe.wait() // the finish runs beside the next batch: let it end, as the next batch does
 	if n := e.count(t, "event_published_at IS NOT NULL"); n != 0 {
 		t.Fatalf("%d orders of a prompt batch stamped, want 0", n)
 	}
@@ -335,6 +377,7 @@ func TestSlowBatchIsStampedPublished(t *testing.T) {
 	if err := pe.run(e.ctx, slow, msgs[2:]); err != nil {
 		t.Fatal(err)
 	}
+	pe.wait()
 	if n := e.count(t, "event_published_at IS NOT NULL"); n != 2 {
 		t.Fatalf("%d orders stamped, want the slow batch's 2", n)
 	}

@@ -180,7 +180,7 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	idle, settle := func() time.Duration { return 0 }, func() {}
 	if c.events != nil {
 		// One publisher per partition worker: batches in offset order, each batch's events
-		// published and recorded before the next batch is persisted.
+		// published and recorded while the next batch is persisted, in batch order.
 		pe := c.events.open(partition)
 		defer pe.close()
 		sp := c.proc.(sourcedProcessor)
@@ -193,7 +193,7 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 			}
 			return c.events.retryEvery
 		}
-		settle = func() { pe.begin(ctx) }
+		settle = func() { pe.idle(ctx) }
 	}
 	for {
 		batch := c.fetch(stop, r, idle())
