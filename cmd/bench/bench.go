@@ -52,6 +52,13 @@ type bench struct {
 
 	// The baseline of -compare (compare.go); nil without it.
 	base *variant
+	// side names the variant a step runs as in file names: "" for this tree, "-baseline"
+	// while the baseline runs (compare.go).
+	side string
+
+	// profileDir, with -profile, is where the gateway step writes its CPU profiles
+	// (profile.go); "" = no profile.
+	profileDir string
 }
 
 // step is one question the bench answers; it runs once per repetition.

@@ -122,9 +122,9 @@ func (b *bench) useRevision(rev string) error {
 
 // use makes v the bench's deployables and settings and returns what restores the previous.
 func (b *bench) use(v *variant) (restore func()) {
-	bin, env, kc := b.bin, b.gatewayEnv, b.kafkaConfig
-	b.bin, b.gatewayEnv, b.kafkaConfig = v.bin, v.gatewayEnv, v.kafkaConfig
-	return func() { b.bin, b.gatewayEnv, b.kafkaConfig = bin, env, kc }
+	bin, env, kc, side := b.bin, b.gatewayEnv, b.kafkaConfig, b.side
+	b.bin, b.gatewayEnv, b.kafkaConfig, b.side = v.bin, v.gatewayEnv, v.kafkaConfig, "-baseline"
+	return func() { b.bin, b.gatewayEnv, b.kafkaConfig, b.side = bin, env, kc, side }
 }
 
 // variantFree names the steps whose figures do not depend on the deployables: the

@@ -94,5 +94,10 @@ func (b *bench) gateway(ctx context.Context, rep int) ([]measured, error) {
 			return nil, err
 		}
 	}
+	if b.profileDir != "" {
+		if err := b.profileGateway(ctx, adminAddr, adminToken, bestConc, best.ThroughputPS, url, next, rep); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }

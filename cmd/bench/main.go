@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
 	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
 	compare := fs.String("compare", "", "a git revision, or \"shipped\": run every step that starts the deployables twice per repetition, as that baseline and as this tree (with -gateway-env/-kafka-config), and report the paired change (compare.go)")
+	profile := fs.Bool("profile", false, "also write a CPU profile of the gateway at its closed-loop max, one per repetition (and side), into the results folder (profile.go)")
 	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -100,6 +101,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if b.only, err = parseOnly(*only, b.steps()); err != nil {
 		return err
+	}
+	if *profile {
+		if cluster || (len(b.only) > 0 && !b.only["gateway"]) {
+			return fmt.Errorf("-profile samples the gateway step of the single profile: add gateway to -only")
+		}
+		b.profileDir = *dir
 	}
 	if b.gatewayEnv, err = parseSettings(*gatewayEnv); err != nil {
 		return fmt.Errorf("-gateway-env: %w", err)

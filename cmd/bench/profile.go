@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/seckill-pipeline/seckill/internal/load"
+)
+
+// -profile: where the gateway's CPU goes at its closed-loop max. After the gateway step's
+// figures are taken, one more closed-loop window at the concurrency that set the max runs
+// while the gateway's own /debug/pprof/profile (its admin listener, behind the admin
+// credential) samples it; the profile is written to the results folder. It runs last so
+// that no figure of the step is measured on a gateway that served the extra window. A
+// profile carries its symbols: `go tool pprof -top <file>` reads it without the binary.
+
+// profileSeconds is how long the gateway is sampled; the window's load lasts longer, so
+// the whole profile is under load.
+const profileSeconds = 5
+
+// profileGateway runs the profiled window and writes the profile to b.profileDir.
+func (b *bench) profileGateway(ctx context.Context, adminAddr, token string, conc int, maxRate float64,
+	url func(int) string, users feed, rep int) error {
+	n := max(int(maxRate*(profileSeconds+3)), 1000)
+	tok, err := users(n)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("gateway-cpu-rep%d%s.pprof", rep, b.side)
+	path := filepath.Join(b.profileDir, name)
+	got := make(chan error, 1)
+	go func() {
+		got <- fetchProfile(ctx, "http://"+adminAddr+"/debug/pprof/profile?seconds="+fmt.Sprint(profileSeconds), token, path)
+	}()
+	s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc, MaxDuration: (profileSeconds + 3) * time.Second},
+		b.httpGrab(url, tok, fmt.Sprintf("prof%d", conc)))
+	if err := <-got; err != nil {
+		return err
+	}
+	if s.ThroughputPS == 0 {
+		return fmt.Errorf("profiled window: the gateway served nothing")
+	}
+	b.logf("  profiled window, concurrency %d: %s; CPU profile %s", conc, s, path)
+	return nil
+}
+
+// fetchProfile saves the gateway's CPU profile for the seconds named in url to path.
+func fetchProfile(ctx context.Context, url, token, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, (profileSeconds+30)*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("gateway profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("gateway profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("gateway profile: %w", err)
+	}
+	return f.Close()
+}
