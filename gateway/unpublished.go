@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -116,14 +115,8 @@ func (u *unpublished) counts() []store.PrizeCount {
 	// the prize's buckets lost its keys.
 	byPrize := make(map[[2]int64]int, len(all))
 	for k, n := range all {
-		s, p, ok := strings.Cut(k, ":")
-		p, b, bucketed := strings.Cut(p, ":")
-		sid, err1 := strconv.ParseInt(s, 10, 64)
-		pid, err2 := strconv.ParseInt(p, 10, 64)
-		if _, err := strconv.Atoi(b); bucketed && err != nil {
-			continue
-		}
-		if !ok || err1 != nil || err2 != nil {
+		sid, pid, _, ok := event.ParseGrabKey([]byte(k))
+		if !ok {
 			continue // keys come from event.BucketPartitionKey; anything else is not a grab
 		}
 		byPrize[[2]int64{sid, pid}] += n

@@ -36,39 +36,11 @@ func (GrabBalancer) Balance(msg kafka.Message, partitions ...int) int {
 	return base // not reached: murmur2 returns one of the partitions it was given
 }
 
-// splitBucketKey reads a key BucketPartitionKey made for a bucket b ≥ 1: its prize's key
-// ("session:prize") and b. Only the canonical decimal form it writes counts (no leading
-// zeros, no plus sign), so no other key is ever taken for a bucket's.
+// splitBucketKey reads a key BucketPartitionKey made for a bucket b ≥ 1 (ParseGrabKey):
+// its prize's key ("session:prize") and b.
 func splitBucketKey(key []byte) (prize []byte, b int, ok bool) {
-	first, last := bytes.IndexByte(key, ':'), bytes.LastIndexByte(key, ':')
-	if first < 0 || first == last || bytes.Count(key, []byte{':'}) != 2 ||
-		!canonicalInt(key[:first], true) || !canonicalInt(key[first+1:last], true) || !canonicalInt(key[last+1:], false) {
+	if _, _, b, ok = ParseGrabKey(key); !ok || b < 1 {
 		return nil, 0, false
 	}
-	for _, c := range key[last+1:] {
-		if b = b*10 + int(c-'0'); b > 1<<30 {
-			return nil, 0, false
-		}
-	}
-	return key[:last], b, b >= 1
-}
-
-// canonicalInt reports whether s is an integer as strconv.AppendInt writes it (a minus
-// sign only where signed is true).
-func canonicalInt(s []byte, signed bool) bool {
-	if signed && len(s) > 0 && s[0] == '-' {
-		s = s[1:]
-		if len(s) > 0 && s[0] == '0' {
-			return false
-		}
-	}
-	if len(s) == 0 || (s[0] == '0' && len(s) > 1) {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return key[:bytes.LastIndexByte(key, ':')], b, true
 }

@@ -1,9 +1,11 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -59,6 +61,65 @@ func BucketPartitionKey(sessionID, prizeID int64, bucket int) []byte {
 	b = strconv.AppendInt(b, prizeID, 10)
 	b = append(b, ':')
 	return strconv.AppendInt(b, int64(bucket), 10)
+}
+
+// ParseGrabKey reads a key BucketPartitionKey writes: "session:prize", or "session:prize:b"
+// for stock bucket b ≥ 1. Only the canonical decimal form it writes counts (no leading
+// zeros, no plus sign, no "-0", no bucket 0 spelled out, nothing out of range), so no other
+// key is ever read as a grab's, and a key parsed and written again is the same bytes. It
+// allocates nothing: the grab balancer calls it for every message produced.
+func ParseGrabKey(key []byte) (sessionID, prizeID int64, bucket int, ok bool) {
+	s, rest, found := bytes.Cut(key, []byte{':'})
+	if !found {
+		return 0, 0, 0, false
+	}
+	p, b, bucketed := bytes.Cut(rest, []byte{':'})
+	if sessionID, ok = canonicalInt(s); !ok {
+		return 0, 0, 0, false
+	}
+	if prizeID, ok = canonicalInt(p); !ok {
+		return 0, 0, 0, false
+	}
+	if !bucketed {
+		return sessionID, prizeID, 0, true
+	}
+	if len(b) == 0 || b[0] == '-' {
+		return 0, 0, 0, false
+	}
+	n, ok := canonicalInt(b)
+	if !ok || n < 1 || n > maxBucketKey {
+		return 0, 0, 0, false
+	}
+	return sessionID, prizeID, int(n), true
+}
+
+// maxBucketKey bounds the bucket a key may name, far above any prize's bucket count.
+const maxBucketKey = 1 << 30
+
+// canonicalInt parses s if it is an int64 exactly as strconv.AppendInt writes it.
+func canonicalInt(s []byte) (int64, bool) {
+	neg := len(s) > 0 && s[0] == '-'
+	digits := s
+	if neg {
+		digits = s[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 || (digits[0] == '0' && (len(digits) > 1 || neg)) {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0') // 19 digits cannot overflow a uint64
+	}
+	switch {
+	case !neg && n <= math.MaxInt64:
+		return int64(n), true
+	case neg && n <= math.MaxInt64+1:
+		return int64(-n), true
+	}
+	return 0, false
 }
 
 // GrabKey is the Kafka key of a grab's event: its bucket's (BucketPartitionKey).

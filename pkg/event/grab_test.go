@@ -2,6 +2,7 @@ package event
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -78,5 +79,32 @@ func TestGrabBucketRoundTrip(t *testing.T) {
 		if _, err := DecodeGrab([]byte(v)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("bucket %s: err %v, want malformed", bad, err)
 		}
+	}
+}
+
+// ParseGrabKey reads back exactly what BucketPartitionKey writes, and nothing else: a key
+// of another shape is not a grab's, so the balancer leaves it to murmur2 and the gateway's
+// unpublished counts skip it.
+func TestParseGrabKeyIsBucketPartitionKeysInverse(t *testing.T) {
+	for _, c := range []struct {
+		s, p int64
+		b    int
+	}{{1, 2, 0}, {1, 2, 1}, {123, 456, 7}, {-3, -4, 5}, {math.MaxInt64, math.MinInt64, 0}, {9, 9, 1 << 30}} {
+		key := BucketPartitionKey(c.s, c.p, c.b)
+		s, p, b, ok := ParseGrabKey(key)
+		if !ok || s != c.s || p != c.p || b != c.b {
+			t.Errorf("ParseGrabKey(%q) = %d, %d, %d, %v; want %d, %d, %d", key, s, p, b, ok, c.s, c.p, c.b)
+		}
+	}
+	for _, k := range []string{"", "1", "1:", ":2", "1:2:", "1:2:0", "1:2:01", "1:2:+1", "1:2:-1", "01:2", "1:02",
+		"-0:2", "+1:2", "1:2:3:4", "a:2", "1:b", "1::3", "1:2:1073741825", "1:2:99999999999999999999",
+		"9223372036854775808:1", "-9223372036854775809:1", "order-1:2:3", "1 :2"} {
+		if s, p, b, ok := ParseGrabKey([]byte(k)); ok {
+			t.Errorf("ParseGrabKey(%q) = %d, %d, %d, ok; want not a grab's key", k, s, p, b)
+		}
+	}
+	key := BucketPartitionKey(123, 456, 7)
+	if n := testing.AllocsPerRun(100, func() { ParseGrabKey(key) }); n != 0 {
+		t.Errorf("ParseGrabKey allocates %v times, want 0 (the balancer calls it per message)", n)
 	}
 }
