@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // Winner is a succeeded order as the harness sees it appear in MySQL.
@@ -458,26 +459,28 @@ func sum(m map[int]int64) int64 {
 // logPrizes prints, per prize, where its units went: sold (ever), cancelled, back for resale
 // or after the session, resold, left.
 func (c *Pipeline) logPrizes(ctx context.Context, log io.Writer) error {
+	cat := store.NewCatalog(c.DB, time.Now)
 	for _, p := range c.Prizes {
-		var row struct {
-			Total, LeftStock, Succeeded, Cancelled, Paid, Resale, AfterEnd int
+		st, err := cat.PrizeStock(ctx, c.Session.ID, p.ID) // over its buckets, if any
+		if err != nil {
+			return err
 		}
-		// A prize's stock over its buckets (none: the row alone).
-		err := c.DB.WithContext(ctx).Raw(`SELECT
-			s.total + COALESCE((SELECT SUM(b.total) FROM stock_buckets b WHERE b.session_id = s.session_id AND b.prize_id = s.prize_id), 0) AS total,
-			s.left_stock + COALESCE((SELECT SUM(b.left_stock) FROM stock_buckets b WHERE b.session_id = s.session_id AND b.prize_id = s.prize_id), 0) AS left_stock,
-			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.status = 'succeeded') AS succeeded,
-			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.status = 'cancelled') AS cancelled,
-			(SELECT COUNT(*) FROM orders o WHERE o.session_id = s.session_id AND o.prize_id = s.prize_id AND o.paid_at IS NOT NULL) AS paid,
-			(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = s.session_id AND r.prize_id = s.prize_id AND r.resale) AS resale,
-			(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = s.session_id AND r.prize_id = s.prize_id AND NOT r.resale) AS after_end
-			FROM session_stocks s WHERE s.session_id = ? AND s.prize_id = ?`, c.Session.ID, p.ID).Scan(&row).Error
+		var row struct {
+			Succeeded, Cancelled, Paid, Resale, AfterEnd int
+		}
+		err = c.DB.WithContext(ctx).Raw(`SELECT
+			(SELECT COUNT(*) FROM orders o WHERE o.session_id = @s AND o.prize_id = @p AND o.status = 'succeeded') AS succeeded,
+			(SELECT COUNT(*) FROM orders o WHERE o.session_id = @s AND o.prize_id = @p AND o.status = 'cancelled') AS cancelled,
+			(SELECT COUNT(*) FROM orders o WHERE o.session_id = @s AND o.prize_id = @p AND o.paid_at IS NOT NULL) AS paid,
+			(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = @s AND r.prize_id = @p AND r.resale) AS resale,
+			(SELECT COUNT(*) FROM stock_returns r WHERE r.session_id = @s AND r.prize_id = @p AND NOT r.resale) AS after_end`,
+			map[string]any{"s": c.Session.ID, "p": p.ID}).Scan(&row).Error
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(log, "  prize %s: stock %d, winners %d (paid %d, still unpaid %d, cancelled %d), units back for resale %d (after the session %d), resold %d, left %d\n",
-			p.Name, row.Total, row.Succeeded+row.Cancelled, row.Paid, row.Succeeded-row.Paid, row.Cancelled, row.Resale, row.AfterEnd,
-			max(0, row.Succeeded+row.Cancelled-row.Total), row.LeftStock)
+			p.Name, st.Total, row.Succeeded+row.Cancelled, row.Paid, row.Succeeded-row.Paid, row.Cancelled, row.Resale, row.AfterEnd,
+			max(0, row.Succeeded+row.Cancelled-st.Total), st.Left)
 	}
 	return nil
 }
