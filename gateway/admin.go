@@ -32,10 +32,10 @@ type adminCatalog interface {
 	Audit(ctx context.Context, sessionID int64, limit int) ([]store.AuditEntry, error)
 }
 
-// adminGate is what the admin API needs from the Redis gate.
+// adminGate is what the admin API needs from the Redis gate: each prize as Redis sees it,
+// summed over its stock buckets.
 type adminGate interface {
-	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
-	bucketSnapshotter
+	PrizeSnapshots(ctx context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error)
 }
 
 type sessionPreheater interface {
@@ -302,7 +302,7 @@ type dbStockView struct {
 type stockView struct {
 	PrizeID int64 `json:"prize_id"`
 	// Buckets is the session×prize's number of stock buckets; DB's total and left and Redis's
-	// figures are summed over them (sumBuckets).
+	// figures are summed over them (prizeFigures).
 	Buckets int            `json:"buckets"`
 	DB      dbStockView    `json:"db"`
 	Redis   stock.Snapshot `json:"redis"`
@@ -328,22 +328,15 @@ func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([
 	if err != nil {
 		return nil, err
 	}
-	pairs := make([]seckill.SessionPrize, len(stocks))
-	for i, s := range stocks {
-		pairs[i] = s.SessionPrize()
-	}
-	snaps, err := a.gate.Snapshots(ctx, pairs)
-	if err != nil {
-		return nil, err
-	}
 	// A bucketed prize's row and keys are bucket 0's share only: show the buckets' sums. The
 	// version stays bucket 0's row's (the one an adjustment would check).
-	if err := sumBuckets(ctx, a.catalog, a.gate, stocks, snaps); err != nil {
+	snaps, err := prizeFigures(ctx, a.catalog, a.gate, stocks)
+	if err != nil {
 		return nil, err
 	}
 	bySession := map[int64][]stockView{}
 	for i, s := range stocks {
-		v := stockView{PrizeID: s.PrizeID, Buckets: max(s.Buckets, 1),
+		v := stockView{PrizeID: s.PrizeID, Buckets: s.BucketCount(),
 			DB: dbStockView{Total: s.Total, Left: s.Left, Version: s.Version}, Redis: snaps[i]}
 		bySession[s.SessionID] = append(bySession[s.SessionID], v)
 	}

@@ -70,7 +70,7 @@ type prizeLive struct {
 func prizeLag(lag map[int]int64, st seckill.Stock, partitions int) int64 {
 	seen := map[int]bool{}
 	var n int64
-	for b := range max(st.Buckets, 1) {
+	for b := range st.BucketCount() {
 		p := event.PartitionOf(event.BucketPartitionKey(st.SessionID, st.PrizeID, b), partitions)
 		if !seen[p] {
 			seen[p] = true
@@ -198,16 +198,8 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 		o.fail(w, r, err)
 		return
 	}
-	pairs := make([]seckill.SessionPrize, len(stocks))
-	for i, s := range stocks {
-		pairs[i] = s.SessionPrize()
-	}
-	snaps, err := o.gate.Snapshots(ctx, pairs)
+	snaps, err := prizeFigures(ctx, o.catalog, o.gate, stocks)
 	if err != nil {
-		o.fail(w, r, err)
-		return
-	}
-	if err := sumBuckets(ctx, o.catalog, o.gate, stocks, snaps); err != nil {
 		o.fail(w, r, err)
 		return
 	}
@@ -226,7 +218,7 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	bySession := map[int64][]prizeLive{}
 	for i, st := range stocks {
-		p := prizeLive{PrizeID: st.PrizeID, Buckets: max(st.Buckets, 1), Total: st.Total, MySQLLeft: st.Left,
+		p := prizeLive{PrizeID: st.PrizeID, Buckets: st.BucketCount(), Total: st.Total, MySQLLeft: st.Left,
 			Sold: st.Total - st.Left, Redis: snaps[i]}
 		if snaps[i].Loaded {
 			p.Admitted = snaps[i].Total - snaps[i].Left

@@ -49,16 +49,17 @@ func (f fakeOverviewSources) BucketedStocks(context.Context, ...int64) ([]store.
 	return nil, nil
 }
 
-func (f fakeOverviewSources) BucketSnapshots(context.Context, seckill.SessionPrize, int) ([]stock.Snapshot, error) {
-	return nil, errors.New("no stock buckets here")
-}
-
 func (f fakeOverviewSources) ReplayOffsets(context.Context, string) (map[int]int64, error) {
 	return nil, nil
 }
 
-func (f fakeOverviewSources) Snapshots(_ context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error) {
-	return make([]stock.Snapshot, len(ids)), nil
+func (f fakeOverviewSources) PrizeSnapshots(_ context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error) {
+	for _, st := range stocks {
+		if st.BucketCount() > 1 {
+			return nil, errors.New("no stock buckets here")
+		}
+	}
+	return make([]stock.Snapshot, len(stocks)), nil
 }
 
 func (f fakeOverviewSources) Lag(context.Context, string, event.Topic) (map[int]int64, error) {

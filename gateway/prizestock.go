@@ -22,17 +22,22 @@ type bucketedCatalog interface {
 	BucketedStocks(ctx context.Context, sessionIDs ...int64) ([]store.PrizeStock, error)
 }
 
-// bucketSnapshotter reads a prize's buckets in Redis.
-type bucketSnapshotter interface {
-	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
+// prizeFigures turns, for each prize with buckets among stocks, its row's total, left and N
+// into the prize's (Catalog.BucketedStocks: one statement for all of them), then reads every
+// prize's Redis snapshot summed over its buckets (Gate.PrizeSnapshots: one round trip for
+// all), index-aligned with stocks. MySQL is read first so that the buckets read in Redis are
+// the N its sums are over. When no prize has buckets no query is made: a deployment without
+// buckets reads what it always read.
+func prizeFigures(ctx context.Context, c bucketedCatalog, g adminGate, stocks []seckill.Stock) ([]stock.Snapshot, error) {
+	if err := sumBucketRows(ctx, c, stocks); err != nil {
+		return nil, err
+	}
+	return g.PrizeSnapshots(ctx, stocks)
 }
 
-// sumBuckets turns, for each prize with buckets among stocks, its row's total and left into
-// the prize's (Catalog.BucketedStocks: one statement for all of them) and its Redis snapshot,
-// read from bucket 0's keys, into the sum over its buckets (stock.SumSnapshots). stocks and
-// snaps are index-aligned. Prizes without buckets are left as they are, and when there is
-// none no query is made: a deployment without buckets reads what it always read.
-func sumBuckets(ctx context.Context, c bucketedCatalog, g bucketSnapshotter, stocks []seckill.Stock, snaps []stock.Snapshot) error {
+// sumBucketRows turns the total, left and N of each prize with buckets among stocks into
+// the prize's; prizes without buckets are left as they are.
+func sumBucketRows(ctx context.Context, c bucketedCatalog, stocks []seckill.Stock) error {
 	var ids []int64
 	for _, st := range stocks {
 		if st.Buckets > 1 && (len(ids) == 0 || ids[len(ids)-1] != st.SessionID) {
@@ -51,16 +56,9 @@ func sumBuckets(ctx context.Context, c bucketedCatalog, g bucketSnapshotter, sto
 		byPrize[seckill.SessionPrize{Session: p.SessionID, Prize: p.PrizeID}] = p
 	}
 	for i, st := range stocks {
-		p, ok := byPrize[st.SessionPrize()]
-		if !ok {
-			continue
+		if p, ok := byPrize[st.SessionPrize()]; ok {
+			stocks[i].Total, stocks[i].Left, stocks[i].Buckets = p.Total, p.Left, p.Buckets
 		}
-		bs, err := g.BucketSnapshots(ctx, st.SessionPrize(), p.Buckets)
-		if err != nil {
-			return err
-		}
-		stocks[i].Total, stocks[i].Left, stocks[i].Buckets = p.Total, p.Left, p.Buckets
-		snaps[i] = stock.SumSnapshots(bs)
 	}
 	return nil
 }

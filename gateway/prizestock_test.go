@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -201,23 +201,26 @@ func (f fakeBucketedOverview) BucketedStocks(_ context.Context, ids ...int64) ([
 	return []store.PrizeStock{{SessionID: ids[0], PrizeID: 1, Buckets: 3, Total: 10, Left: 7}}, nil
 }
 
-func (f fakeBucketedOverview) Snapshots(_ context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error) {
-	out := make([]stock.Snapshot, len(ids))
-	for i, id := range ids {
-		out[i] = stock.Snapshot{SessionID: id.Session, PrizeID: id.Prize, Loaded: true, Left: 4, Total: 5, Pending: 1}
+// PrizeSnapshots reads prize 2 as one snapshot and prize 1 as the sum of its three
+// buckets', as the gate does.
+func (f fakeBucketedOverview) PrizeSnapshots(_ context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error) {
+	out := make([]stock.Snapshot, len(stocks))
+	for i, st := range stocks {
+		sid := st.SessionID
+		switch n := st.BucketCount(); {
+		case st.PrizeID == 1 && n == 3:
+			out[i] = stock.SumSnapshots([]stock.Snapshot{
+				{SessionID: sid, PrizeID: 1, Loaded: true, Left: 2, Total: 4, Pending: 1},
+				{SessionID: sid, PrizeID: 1, Loaded: true, Left: 1, Total: 3, Pending: 2},
+				{SessionID: sid, PrizeID: 1, Loaded: true, Left: 3, Total: 3},
+			})
+		case st.PrizeID != 1 && n == 1:
+			out[i] = stock.Snapshot{SessionID: sid, PrizeID: st.PrizeID, Loaded: true, Left: 4, Total: 5, Pending: 1}
+		default:
+			return nil, fmt.Errorf("prize %d read as %d buckets: only prize 1 has buckets, 3", st.PrizeID, n)
+		}
 	}
 	return out, nil
-}
-
-func (f fakeBucketedOverview) BucketSnapshots(_ context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error) {
-	if id.Prize != 1 || n != 3 {
-		return nil, errors.New("only prize 1 has buckets")
-	}
-	return []stock.Snapshot{
-		{SessionID: id.Session, PrizeID: 1, Loaded: true, Left: 2, Total: 4, Pending: 1},
-		{SessionID: id.Session, PrizeID: 1, Loaded: true, Left: 1, Total: 3, Pending: 2},
-		{SessionID: id.Session, PrizeID: 1, Loaded: true, Left: 3, Total: 3},
-	}, nil
 }
 
 func (f fakeBucketedOverview) Lag(context.Context, string, event.Topic) (map[int]int64, error) {

@@ -64,7 +64,7 @@ func (c *scheduleCache) Reload(ctx context.Context) error {
 		next[s.ID] = cachedSession{session: s, prizes: map[int64]int{}}
 	}
 	for _, st := range stocks {
-		next[st.SessionID].prizes[st.PrizeID] = max(st.Buckets, 1)
+		next[st.SessionID].prizes[st.PrizeID] = st.BucketCount()
 	}
 	c.mu.Lock()
 	c.sessions, c.loadedAt = next, now

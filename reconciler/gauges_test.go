@@ -67,14 +67,13 @@ func (f *fakeStockCatalog) BucketedStocks(context.Context, ...int64) ([]store.Pr
 
 type fakeSnapshots map[seckill.SessionPrize]stock.Snapshot
 
-func (f fakeSnapshots) BucketSnapshots(context.Context, seckill.SessionPrize, int) ([]stock.Snapshot, error) {
-	return nil, errors.New("no stock buckets here")
-}
-
-func (f fakeSnapshots) Snapshots(_ context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error) {
-	out := make([]stock.Snapshot, len(ids))
-	for i, id := range ids {
-		out[i] = f[id]
+func (f fakeSnapshots) PrizeSnapshots(_ context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error) {
+	out := make([]stock.Snapshot, len(stocks))
+	for i, st := range stocks {
+		if st.BucketCount() > 1 {
+			return nil, errors.New("no stock buckets here")
+		}
+		out[i] = f[st.SessionPrize()]
 	}
 	return out, nil
 }

@@ -188,7 +188,8 @@ func (j lifecycleJob) keep(ctx context.Context, fence lease.Fence, now time.Time
 	}
 	// Prizes without buckets in one pipelined read, as before buckets existed; each prize
 	// with buckets in one read of all its buckets, since a reservation pending in any bucket
-	// lives in that bucket's keys and must outlive their expiry there.
+	// lives in that bucket's keys and must outlive their expiry there. BucketSnapshots, not
+	// the prize's sum (PrizeSnapshots): each bucket's keys are kept on their own TTL.
 	var pairs []seckill.SessionPrize
 	var bucketed []seckill.Stock
 	for _, st := range stocks {

@@ -20,8 +20,7 @@ import (
 type reservationGate interface {
 	ReservationsBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int) ([]stock.Reservation, error)
 	Settle(ctx context.Context, batches []stock.SettleBatch) (int64, error)
-	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
-	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
+	PrizeSnapshots(ctx context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error)
 }
 
 type existingOrders interface {
@@ -97,9 +96,9 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		return result{Summary: sum}, err
 	}
 	for _, s := range sc {
-		for b := range bucketCount(s.stock) {
+		for b := range s.stock.BucketCount() {
 			sid, pid := s.stock.SessionID, s.stock.PrizeID
-			reserved, err := j.gate.ReservationsBucket(ctx, sid, pid, b, bucketCount(s.stock))
+			reserved, err := j.gate.ReservationsBucket(ctx, sid, pid, b, s.stock.BucketCount())
 			if err != nil {
 				return result{Summary: sum}, err
 			}
@@ -130,10 +129,6 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 	return result{Summary: sum}, nil
 }
 
-// bucketCount is N of a stock row: its stock buckets, 1 for a prize without them (and for
-// a row not read from MySQL, whose Buckets is 0).
-func bucketCount(st seckill.Stock) int { return max(1, st.Buckets) }
-
 // keptScope is the session×prizes ended longer than the key grace ago (within the
 // lifecycle job's look-back) whose keys still hold pending reservations.
 func (j staleJob) keptScope(ctx context.Context, now time.Time) ([]scope, error) {
@@ -154,28 +149,14 @@ func (j staleJob) keptScope(ctx context.Context, now time.Time) ([]scope, error)
 	if err != nil || len(stocks) == 0 {
 		return nil, err
 	}
-	pairs := make([]seckill.SessionPrize, len(stocks))
-	for i, st := range stocks {
-		pairs[i] = st.SessionPrize()
-	}
-	snaps, err := j.gate.Snapshots(ctx, pairs)
+	// Pending is summed over every bucket of a prize with buckets: bucket 0 is only the first.
+	snaps, err := j.gate.PrizeSnapshots(ctx, stocks)
 	if err != nil {
 		return nil, err
 	}
 	var out []scope
 	for i, sn := range snaps {
-		pending := sn.Pending
-		if n := bucketCount(stocks[i]); n > 1 && pending == 0 {
-			// Bucket 0 is the first of the prize's buckets: the others may hold some.
-			bs, err := j.gate.BucketSnapshots(ctx, pairs[i], n)
-			if err != nil {
-				return nil, err
-			}
-			for _, b := range bs {
-				pending += b.Pending
-			}
-		}
-		if pending > 0 {
+		if sn.Pending > 0 {
 			out = append(out, scope{session: byID[stocks[i].SessionID], stock: stocks[i]})
 		}
 	}
@@ -204,7 +185,7 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	}
 	if len(done) > 0 {
 		batch := settleOf(st.SessionID, st.PrizeID, done)
-		batch.Bucket, batch.Buckets = b, bucketCount(st)
+		batch.Bucket, batch.Buckets = b, st.BucketCount()
 		n, err := j.gate.Settle(ctx, []stock.SettleBatch{batch})
 		if err != nil {
 			return 0, 0, err

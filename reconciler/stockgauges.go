@@ -11,11 +11,10 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// snapshotter is what the stock gauges need from the Redis gate: an O(1) read per
-// session×prize (HMGET and HLEN, pipelined), never a walk over the reservations.
+// snapshotter is what the stock gauges need from the Redis gate: an O(1) read per stock
+// bucket (HMGET and HLEN, pipelined), never a walk over the reservations, summed per prize.
 type snapshotter interface {
-	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
-	BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n int) ([]stock.Snapshot, error)
+	PrizeSnapshots(ctx context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error)
 }
 
 // stockCatalog is what the stock gauges read of MySQL: the stock rows and, for the prizes
@@ -86,19 +85,9 @@ func (g *stockGauges) sample(ctx context.Context) error {
 		g.metrics.clear()
 		return err
 	}
-	keys := make([]seckill.SessionPrize, len(stocks))
-	for i, st := range stocks {
-		keys[i] = st.SessionPrize()
-	}
-	var snaps []stock.Snapshot
-	if len(keys) > 0 {
-		if snaps, err = g.gate.Snapshots(ctx, keys); err != nil {
-			g.metrics.clear()
-			return err
-		}
-	}
 	// A prize with buckets: MySQL's figures are its buckets' sums, Redis's too (left only
-	// while every bucket is loaded).
+	// while every bucket is loaded). MySQL's sums are read first, so that Redis is read over
+	// the N they are over.
 	bucketed, err := g.catalog.BucketedStocks(ctx, ids...)
 	if err != nil {
 		g.metrics.clear()
@@ -110,13 +99,12 @@ func (g *stockGauges) sample(ctx context.Context) error {
 		if i < 0 {
 			continue
 		}
-		bs, err := g.gate.BucketSnapshots(ctx, k, p.Buckets)
-		if err != nil {
-			g.metrics.clear()
-			return err
-		}
-		stocks[i].Total, stocks[i].Left = p.Total, p.Left
-		snaps[i] = stock.SumSnapshots(bs)
+		stocks[i].Total, stocks[i].Left, stocks[i].Buckets = p.Total, p.Left, p.Buckets
+	}
+	snaps, err := g.gate.PrizeSnapshots(ctx, stocks)
+	if err != nil {
+		g.metrics.clear()
+		return err
 	}
 	seen, loaded := map[seckill.SessionPrize]bool{}, map[seckill.SessionPrize]bool{}
 	for i, st := range stocks {

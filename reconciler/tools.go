@@ -298,23 +298,12 @@ func printArchive(w io.Writer, asJSON bool, cutoff time.Time, rows []archiveRow,
 // every stock bucket of a prize with buckets (a grab admitted in bucket 2 is in bucket 2's
 // keys only).
 func pendingReservations(ctx context.Context, g snapshotter, stocks []seckill.Stock) (int64, error) {
-	keys := make([]seckill.SessionPrize, len(stocks))
-	for i, s := range stocks {
-		keys[i] = s.SessionPrize()
-	}
-	snaps, err := g.Snapshots(ctx, keys)
+	snaps, err := g.PrizeSnapshots(ctx, stocks)
 	if err != nil {
 		return 0, err
 	}
 	var pending int64
-	for i, s := range snaps {
-		if n := stocks[i].Buckets; n > 1 {
-			bs, err := g.BucketSnapshots(ctx, keys[i], n)
-			if err != nil {
-				return 0, err
-			}
-			s = stock.SumSnapshots(bs)
-		}
+	for _, s := range snaps {
 		pending += s.Pending
 	}
 	return pending, nil

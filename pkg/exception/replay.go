@@ -188,7 +188,7 @@ func (r *Replayer) staleBucket(ctx context.Context, c store.CaseDetail, named *i
 	} else if err != nil {
 		return 0, 0, fmt.Errorf("check stock row: %w", err)
 	}
-	n = max(1, st.Buckets)
+	n = st.BucketCount()
 	if named != nil {
 		return *named, n, nil
 	}
@@ -205,7 +205,7 @@ func (r *Replayer) bucketExists(ctx context.Context, g seckill.Grab) (int, error
 	} else if err != nil {
 		return 0, fmt.Errorf("check stock row: %w", err)
 	}
-	n := max(1, st.Buckets)
+	n := st.BucketCount()
 	if g.Bucket >= n {
 		return 0, refuse("the message names stock bucket %d, session %d prize %d has %d buckets (0 to %d); the consumer would dead-letter it again",
 			g.Bucket, g.SessionID, g.PrizeID, n, n-1)

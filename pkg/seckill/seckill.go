@@ -106,6 +106,10 @@ type Stock struct {
 // SessionPrize is the session×prize this stock belongs to.
 func (s Stock) SessionPrize() SessionPrize { return SessionPrize{s.SessionID, s.PrizeID} }
 
+// BucketCount is the session×prize's N: Buckets, or 1 for a value whose Buckets is 0 (not
+// read from MySQL).
+func (s Stock) BucketCount() int { return max(1, s.Buckets) }
+
 // BucketLedger is what the journal of bucket transfers says one stock bucket's Redis keys
 // must record (docs/design.md): the units transfers took from it (Sent) and the units taken
 // for it (Received), and per transfer id the units taken from or given to it (Transfers).

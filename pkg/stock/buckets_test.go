@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,4 +273,101 @@ func correctBucketLedger(t *testing.T, rdb redis.UniversalClient) {
 	if err := g.CorrectBucketLedger(ctx, sid, 1, 3, testN, stock.BucketState{}, journal, 5); !errors.Is(err, seckill.ErrNotLoaded) {
 		t.Fatalf("correct a bucket without keys: %v, want ErrNotLoaded", err)
 	}
+}
+
+// PrizeSnapshots reads every bucket of every prize in one round trip and sums each prize's
+// as SumSnapshots does over BucketSnapshots; a prize without buckets reads as Snapshots
+// reads it, and a prize with a bucket not loaded reads as not loaded, its pending counted.
+func TestPrizeSnapshots(t *testing.T) { onEachRedis(t, prizeSnapshots) }
+
+func prizeSnapshots(t *testing.T, rdb redis.UniversalClient) {
+	g, rdb, ctx := newGateOn(t, rdb)
+	sid := testSession(t)
+	for b, left := range []int{5, 4, 3, 2} {
+		loadBucket(t, g, rdb, ctx, sid, 1, b, left)
+	}
+	gr := grab(sid, 1, "u1", "key-in-bucket-2")
+	gr.Bucket, gr.Buckets = 2, testN
+	if v, err := g.Reserve(ctx, gr); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve in bucket 2: %+v %v", v, err)
+	}
+	load(t, g, rdb, ctx, sid, 2, 7, 1)
+	loadBucket(t, g, rdb, ctx, sid, 3, 0, 6) // buckets 1 to 3 not loaded
+	gr = grab(sid, 3, "u3", "key-in-bucket-0")
+	gr.Buckets = testN
+	if v, err := g.Reserve(ctx, gr); err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve in bucket 0: %+v %v", v, err)
+	}
+	stocks := []seckill.Stock{
+		{SessionID: sid, PrizeID: 1, Buckets: testN},
+		{SessionID: sid, PrizeID: 2}, // Buckets 0: one bucket, as a row not read from MySQL
+		{SessionID: sid, PrizeID: 3, Buckets: testN},
+		{SessionID: sid, PrizeID: 4, Buckets: 1}, // never loaded
+	}
+
+	trips := &roundTrips{}
+	rdb.AddHook(trips)
+	got, err := g.PrizeSnapshots(ctx, stocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := trips.n.Load(); n != 1 {
+		t.Errorf("%d round trips, want 1", n)
+	}
+	if len(got) != len(stocks) {
+		t.Fatalf("%d snapshots for %d prizes", len(got), len(stocks))
+	}
+	for i, s := range got {
+		if s.SessionID != sid || s.PrizeID != stocks[i].PrizeID {
+			t.Errorf("snapshot %d is of session %d prize %d, want prize %d", i, s.SessionID, s.PrizeID, stocks[i].PrizeID)
+		}
+	}
+	if s := got[0]; !s.Loaded || s.Left != 13 || s.Total != 14 || s.Limit != 1 || s.Pending != 1 || s.TTLMillis <= 0 {
+		t.Errorf("prize with every bucket loaded: %+v, want left 13 of 14, 1 pending", s)
+	}
+	if s := got[1]; !s.Loaded || s.Left != 7 || s.Total != 7 || s.Pending != 0 {
+		t.Errorf("prize without buckets: %+v, want left 7 of 7", s)
+	}
+	if s := got[2]; s.Loaded || s.Left != -1 || s.Total != 0 || s.Pending != 1 || s.TTLMillis != 0 {
+		t.Errorf("prize with buckets not loaded: %+v, want not loaded with 1 pending", s)
+	}
+	if s := got[3]; s.Loaded || s.Left != -1 {
+		t.Errorf("prize never loaded: %+v, want not loaded", s)
+	}
+
+	// The same as the reads it replaces, the time to live aside (read a moment apart).
+	plain, err := g.Snapshots(ctx, []seckill.SessionPrize{stocks[1].SessionPrize(), stocks[3].SessionPrize()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []stock.Snapshot{0: {}, 1: plain[0], 2: {}, 3: plain[1]}
+	for _, i := range []int{0, 2} {
+		bs, err := g.BucketSnapshots(ctx, stocks[i].SessionPrize(), testN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = stock.SumSnapshots(bs)
+	}
+	for i := range got {
+		got[i].TTLMillis, want[i].TTLMillis = 0, 0
+		if got[i] != want[i] {
+			t.Errorf("prize %d: %+v, want %+v as Snapshots or SumSnapshots(BucketSnapshots) read it", stocks[i].PrizeID, got[i], want[i])
+		}
+	}
+	if got, err := g.PrizeSnapshots(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("no prize: %v %v, want none", got, err)
+	}
+}
+
+// roundTrips counts what a Redis client sends: each command or pipeline is one round trip.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }

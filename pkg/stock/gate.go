@@ -398,6 +398,33 @@ func (g *Gate) BucketSnapshots(ctx context.Context, id seckill.SessionPrize, n i
 	return g.snapshots(ctx, ids, keys)
 }
 
+// PrizeSnapshots reads each stock's session×prize as one snapshot summed over its stock
+// buckets (SumSnapshots; a prize without buckets reads as Snapshots reads it), every bucket
+// of every prize in one pipelined round trip (not one atomic read: the buckets live on
+// different slots). A stock's BucketCount names its buckets' keys (BucketKeysFor), so it
+// must be the prize's N as MySQL has it. The snapshots are index-aligned with stocks.
+func (g *Gate) PrizeSnapshots(ctx context.Context, stocks []seckill.Stock) ([]Snapshot, error) {
+	var ids []seckill.SessionPrize
+	var keys []Keys
+	for _, st := range stocks {
+		n := st.BucketCount()
+		for b := range n {
+			ids = append(ids, st.SessionPrize())
+			keys = append(keys, BucketKeysFor(st.SessionID, st.PrizeID, b, n)) // b = 0: KeysFor
+		}
+	}
+	buckets, err := g.snapshots(ctx, ids, keys) // its error says "stock snapshots"
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Snapshot, len(stocks))
+	for i, st := range stocks {
+		n := st.BucketCount()
+		out[i], buckets = SumSnapshots(buckets[:n]), buckets[n:]
+	}
+	return out, nil
+}
+
 func (g *Gate) snapshots(ctx context.Context, ids []seckill.SessionPrize, keys []Keys) ([]Snapshot, error) {
 	type cmds struct {
 		meta          *redis.SliceCmd
