@@ -24,6 +24,7 @@ type lifecycleCatalog interface {
 
 type lifecycleGate interface {
 	Snapshots(ctx context.Context, ids []seckill.SessionPrize) ([]stock.Snapshot, error)
+	PrizeSnapshots(ctx context.Context, stocks []seckill.Stock) ([]stock.Snapshot, error)
 	Remove(ctx context.Context, sessionID, prizeID, fence int64) error
 	RemoveBucket(ctx context.Context, sessionID, prizeID int64, b, buckets int, fence int64) error
 	Keep(ctx context.Context, sessionID, prizeID int64, expireAt time.Time, fence int64) (bool, error)
@@ -99,7 +100,9 @@ func (j lifecycleJob) Run(ctx context.Context, fence lease.Fence) (result, error
 			return result{Summary: sum}, err
 		}
 		if !done {
-			snap, err := j.gate.Snapshots(ctx, []seckill.SessionPrize{st.SessionPrize()})
+			// Every bucket's: a grab pending in bucket 2 is in no other bucket's keys, and a
+			// report written before it settles would be final and short of it.
+			snap, err := j.gate.PrizeSnapshots(ctx, []seckill.Stock{st})
 			if err != nil {
 				return result{Summary: sum}, err
 			}
