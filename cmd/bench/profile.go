@@ -26,7 +26,9 @@ const profileSeconds = 5
 // profileGateway runs the profiled window and writes the profile to b.profileDir.
 func (b *bench) profileGateway(ctx context.Context, adminAddr, token string, conc int, maxRate float64,
 	url func(int) string, users feed, rep int) error {
-	n := max(int(maxRate*(profileSeconds+3)), 1000)
+	// Enough grabs for two seconds more than the profile at the step's max, ended by count:
+	// a window cut by its deadline would count the requests in flight then as errors.
+	n := max(int(maxRate*(profileSeconds+2)), 1000)
 	tok, err := users(n)
 	if err != nil {
 		return err
@@ -37,7 +39,7 @@ func (b *bench) profileGateway(ctx context.Context, adminAddr, token string, con
 	go func() {
 		got <- fetchProfile(ctx, "http://"+adminAddr+"/debug/pprof/profile?seconds="+fmt.Sprint(profileSeconds), token, path)
 	}()
-	s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc, MaxDuration: (profileSeconds + 3) * time.Second},
+	s := load.Run(ctx, load.Options{Requests: n, Concurrency: conc, MaxDuration: 4 * profileSeconds * time.Second},
 		b.httpGrab(url, tok, fmt.Sprintf("prof%d", conc)))
 	if err := <-got; err != nil {
 		return err
