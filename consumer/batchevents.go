@@ -280,13 +280,6 @@ func (pe *partitionEvents) abandon(ctx context.Context, src *store.GrabSource) {
 	}
 }
 
-// finish publishes a batch's events and records its progress, and returns when that is done
-// (start, then wait).
-func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent, began time.Time) {
-	pe.start(ctx, src, evs, began)
-	pe.wait()
-}
-
 // start begins the finish of a committed batch (the events its transactions returned; began
 // is when the batch began, before any of its commits): publish them, then record the batch's
 // progress, on a goroutine of its own, while the worker fetches and persists the next batch.

@@ -429,3 +429,10 @@ func TestFailingTakeBacksOff(t *testing.T) {
 		t.Fatalf("%d attempts 100 ms after three failures, want the fourth", lock.attempts)
 	}
 }
+
+// finish publishes a batch's events and records its progress, and returns when that is done
+// (start, then wait): a batch's whole finish, for tests that drive one step at a time.
+func (pe *partitionEvents) finish(ctx context.Context, src *store.GrabSource, evs []store.OutboxEvent, began time.Time) {
+	pe.start(ctx, src, evs, began)
+	pe.wait()
+}
