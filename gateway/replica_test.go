@@ -18,19 +18,6 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
-// roundTrips counts what a Redis client sends: each command or pipeline is one round trip.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
-}
-
 // countingWaiter counts the replica waits the handler asks for.
 type countingWaiter struct {
 	next  replicaWaiter
@@ -60,11 +47,11 @@ func TestReplicaWaitOnlyAfterAFailedProduce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trips := &roundTrips{}
+	trips := &stacktest.RoundTrips{}
 	e.rdb.AddHook(trips)
 
 	expect(t, "Kafka up", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001"), 202, "")
-	if n := trips.n.Load(); n != 1 {
+	if n := trips.N(); n != 1 {
 		t.Fatalf("a grab Kafka acknowledged made %d Redis round trips, want 1 (the admission script)", n)
 	}
 	if n := waits.calls.Load(); n != 0 {

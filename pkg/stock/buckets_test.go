@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,13 +304,13 @@ func prizeSnapshots(t *testing.T, rdb redis.UniversalClient) {
 		{SessionID: sid, PrizeID: 4, Buckets: 1}, // never loaded
 	}
 
-	trips := &roundTrips{}
+	trips := &stacktest.RoundTrips{}
 	rdb.AddHook(trips)
 	got, err := g.PrizeSnapshots(ctx, stocks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := trips.n.Load(); n != 1 {
+	if n := trips.N(); n != 1 {
 		t.Errorf("%d round trips, want 1", n)
 	}
 	if len(got) != len(stocks) {
@@ -357,17 +356,4 @@ func prizeSnapshots(t *testing.T, rdb redis.UniversalClient) {
 	if got, err := g.PrizeSnapshots(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("no prize: %v %v, want none", got, err)
 	}
-}
-
-// roundTrips counts what a Redis client sends: each command or pipeline is one round trip.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
