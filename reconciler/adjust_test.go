@@ -14,8 +14,6 @@ import (
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/event"
-	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -174,11 +172,7 @@ func TestCutOfAnUnloadedBucket(t *testing.T) {
 func TestCutOfALostBucketWaitsWhileOpen(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t))
 	ctx := stacktest.Context(t, 30*time.Second)
-	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k2"), UserID: "u2",
-		SessionID: s.sid, PrizeID: s.pid, Bucket: 1, Buckets: saleBuckets, AdmittedAt: time.Now()})
-	if err != nil || v.Code != stock.Admitted {
-		t.Fatalf("admit one grab in bucket 1: %+v %v", v, err)
-	}
+	s.admitIn(t, 1, "u2", "k2")
 	s.lose(t, 1)                                                                    // its event is still on its way: bucket 1's row holds 3, one of them admitted
 	adj, err := s.cat.PlanBucketAdjustment(ctx, s.sid, s.pid, 0, "ann", "", "test") // every unit MySQL has not sold
 	if err != nil || len(adj.Transfers) != saleBuckets {

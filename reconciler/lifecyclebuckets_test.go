@@ -18,11 +18,7 @@ import (
 func TestKeepKeepsEveryBucketWithPending(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t)) // one grab pending in bucket 0
 	ctx := stacktest.Context(t, 30*time.Second)
-	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k2"), UserID: "u2",
-		SessionID: s.sid, PrizeID: s.pid, Bucket: 2, Buckets: saleBuckets, AdmittedAt: time.Now()})
-	if err != nil || v.Code != stock.Admitted {
-		t.Fatalf("admit one grab in bucket 2: %+v %v", v, err)
-	}
+	s.admitIn(t, 2, "u2", "k2")
 	// The buckets were loaded to expire in two hours; the job keeps keys that would expire
 	// within its grace (three hours here) while something is pending.
 	grace := 3 * time.Hour
@@ -63,11 +59,7 @@ func TestKeepKeepsEveryBucketWithPending(t *testing.T) {
 func TestReportWaitsForEveryBucket(t *testing.T) {
 	s := newBucketSale(t, stacktest.Redis(t)) // one grab pending in bucket 0
 	ctx := stacktest.Context(t, 30*time.Second)
-	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, "k2"), UserID: "u2",
-		SessionID: s.sid, PrizeID: s.pid, Bucket: 2, Buckets: saleBuckets, AdmittedAt: time.Now()})
-	if err != nil || v.Code != stock.Admitted {
-		t.Fatalf("admit one grab in bucket 2: %+v %v", v, err)
-	}
+	s.admitIn(t, 2, "u2", "k2")
 	// Bucket 0's grab gone from its keys (as once its order settled it): only bucket 2 holds one.
 	if err := s.rdb.Del(ctx, stock.BucketKeysFor(s.sid, s.pid, 0, saleBuckets).Reserved).Err(); err != nil {
 		t.Fatal(err)

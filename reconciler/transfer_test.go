@@ -98,6 +98,17 @@ func (s *bucketSale) row(t *testing.T, b int) (seckill.Stock, seckill.BucketLedg
 }
 
 // load preheats bucket b from its row and the journal's ledger, as preheat does.
+// admitIn admits user's grab (Idempotency-Key key) in stock bucket b, pending in b's keys.
+func (s *bucketSale) admitIn(t *testing.T, b int, user, key string) {
+	t.Helper()
+	ctx := stacktest.Context(t, 10*time.Second)
+	v, err := s.gate.Reserve(ctx, seckill.Grab{RequestID: seckill.RequestID(s.sid, s.pid, key), UserID: user,
+		SessionID: s.sid, PrizeID: s.pid, Bucket: b, Buckets: saleBuckets, AdmittedAt: time.Now()})
+	if err != nil || v.Code != stock.Admitted {
+		t.Fatalf("admit one grab in bucket %d: %+v %v", b, v, err)
+	}
+}
+
 func (s *bucketSale) load(t *testing.T, b int) {
 	t.Helper()
 	st, led := s.row(t, b)
