@@ -259,6 +259,21 @@ func quantile(q float64, h histogram) float64 {
 func scrape(ctx context.Context, url, token string) ([]series, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	body, err := getOK(ctx, url, token)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %w", err)
+	}
+	defer body.Close()
+	ss, err := parseHistograms(body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	return ss, nil
+}
+
+// getOK GETs url (with the bearer token unless it is "") and returns the body of a 200;
+// any other answer is an error naming url.
+func getOK(ctx context.Context, url, token string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -268,17 +283,13 @@ func scrape(ctx context.Context, url, token string) ([]series, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, fmt.Errorf("%s: %w", url, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	ss, err := parseHistograms(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	return ss, nil
+	return resp.Body, nil
 }
 
 // stageDef is one stage of a grab's way, read from one histogram around one row's run.

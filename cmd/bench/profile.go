@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -55,24 +54,16 @@ func (b *bench) profileGateway(ctx context.Context, adminAddr, token string, con
 func fetchProfile(ctx context.Context, url, token, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, (profileSeconds+30)*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	body, err := getOK(ctx, url, token)
 	if err != nil {
 		return fmt.Errorf("gateway profile: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("gateway profile: %s", resp.Status)
-	}
+	defer body.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		f.Close()
 		return fmt.Errorf("gateway profile: %w", err)
 	}
