@@ -93,16 +93,28 @@ func (e *env) writer(t *testing.T, topic string) *kafka.Writer {
 
 func (e *env) processor(t *testing.T, orders writepath.Orders) *processor {
 	m := newMetrics(prometheus.NewRegistry())
-	dls, err := event.NewDeadLetters(e.writer(t, e.topics.DeadLetter.Name), m.deadLetters)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dls := e.deadLetters(t, m.deadLetters)
 	log := slog.New(slog.DiscardHandler)
 	policy := retry.Policy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, Jitter: retry.FullJitter}
 	return &processor{write: writepath.New(orders, e.gate, policy, m, log, time.Now),
 		compensation: e.writer(t, e.topics.Compensation.Name),
 		deadLetters:  exception.NewDeadLetters(dls, store.NewExceptions(e.db), time.Now, log),
 		metrics:      m, log: log}
+}
+
+// deadLetters writes e's dead-letter topic as the consumer does, counting on counter.
+func (e *env) deadLetters(t *testing.T, counter prometheus.Counter) *event.DeadLetters {
+	t.Helper()
+	w, err := event.NewDeadLetterWriter(e.brokers, e.topics.DeadLetter, event.WithSecurity(stacktest.KafkaSecurity(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	dls, err := event.NewDeadLetters(w, counter, e.topics.DeadLetter.MaxMessageBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dls
 }
 
 func (e *env) admin(t *testing.T) *event.Admin {

@@ -44,11 +44,7 @@ func pad8(i int) string {
 
 func (e *env) feedbackProcessor(t *testing.T, gate unitReturner) *feedbackProcessor {
 	m := newMetrics(prometheus.NewRegistry())
-	dls, err := event.NewDeadLetters(e.writer(t, e.topics.DeadLetter.Name), m.deadLetters)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &feedbackProcessor{orders: store.NewOrders(e.db), gate: gate, returns: store.NewReturns(e.db), deadLetters: dls,
+	return &feedbackProcessor{orders: store.NewOrders(e.db), gate: gate, returns: store.NewReturns(e.db), deadLetters: e.deadLetters(t, m.deadLetters),
 		policy:  retry.Policy{Immediate: 2, Backoff: 2, Base: time.Millisecond, Max: 5 * time.Millisecond, Jitter: retry.FullJitter},
 		metrics: newFeedbackMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler), now: time.Now}
 }

@@ -82,7 +82,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer compensation.Close()
-	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name, event.WithSecurity(cfg.Kafka))
+	deadLetterWriter, err := event.NewDeadLetterWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildinfo.Register(reg, "consumer")
 	m := newMetrics(reg)
-	dlWriter, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters)
+	dlWriter, err := event.NewDeadLetters(deadLetterWriter, m.deadLetters, cfg.Topics.DeadLetter.MaxMessageBytes)
 	if err != nil {
 		return err
 	}

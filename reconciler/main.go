@@ -131,7 +131,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer grabs.Close()
-	deadLetterWriter, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter.Name, event.WithSecurity(cfg.Kafka))
+	deadLetterWriter, err := event.NewDeadLetterWriter(cfg.KafkaBrokers, cfg.Topics.DeadLetter, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildinfo.Register(reg, "reconciler")
 	deadLettersWritten := newDeadLettersCounter(reg)
-	dlWriter, err := event.NewDeadLetters(deadLetterWriter, deadLettersWritten)
+	dlWriter, err := event.NewDeadLetters(deadLetterWriter, deadLettersWritten, cfg.Topics.DeadLetter.MaxMessageBytes)
 	if err != nil {
 		return err
 	}

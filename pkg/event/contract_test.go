@@ -71,7 +71,7 @@ func TestMessagesMatchTheContract(t *testing.T) {
 	}
 	compRead := read(topics.Compensation, 1)[0]
 	var written counter
-	dls, err := event.NewDeadLetters(writer(topics.DeadLetter), &written)
+	dls, err := event.NewDeadLetters(writer(topics.DeadLetter), &written, topics.DeadLetter.MaxMessageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,10 @@ func (r Replication) topicConfig(t Topic) kafka.TopicConfig {
 		c.ConfigEntries = append(c.ConfigEntries,
 			kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: strconv.Itoa(r.MinInSync)})
 	}
+	if t.MaxMessageBytes > 0 {
+		c.ConfigEntries = append(c.ConfigEntries,
+			kafka.ConfigEntry{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(t.MaxMessageBytes)})
+	}
 	return c
 }
 

@@ -3,6 +3,8 @@ package event
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,8 +64,9 @@ func TestNewWriterEnforcesAcksAllAndMurmur2(t *testing.T) {
 func TestDeadLetterEnvelope(t *testing.T) {
 	m := kafka.Message{Topic: "g", Partition: 4, Offset: 1234, Key: []byte("1:2"), Value: []byte("{"),
 		Headers: []kafka.Header{{Key: "error", Value: []byte("an older error")}, {Key: "schema", Value: []byte("grab.v1")}}}
-	dl := DeadLetter(m, errors.New("bad json"))
-	want := map[string]string{HeaderError: "bad json", HeaderOriginTopic: "g", HeaderOriginPartition: "4", HeaderOriginOffset: "1234"}
+	dl := DeadLetter(m, errors.New("bad json"), 1<<20)
+	want := map[string]string{HeaderError: "bad json", HeaderOriginTopic: "g", HeaderOriginPartition: "4", HeaderOriginOffset: "1234",
+		HeaderOriginSize: "1", HeaderOriginSHA256: "021fb596db81e6d02bf3d2586ee3981fe519f275c0ac9ca76bbcf2ebb4097d96"}
 	if string(dl.Key) != "1:2" || string(dl.Value) != "{" || dl.Topic != "" || len(dl.Headers) != len(want) {
 		t.Fatalf("dead letter %+v", dl)
 	}
@@ -91,7 +94,7 @@ func (f writerFunc) WriteMessages(ctx context.Context, msgs ...kafka.Message) er
 // Only dead letters Kafka acknowledged are counted; a DeadLetters without a counter is refused.
 func TestDeadLettersCountAcknowledgedOnly(t *testing.T) {
 	var n counter
-	if _, err := NewDeadLetters(writerFunc(nil), nil); err == nil {
+	if _, err := NewDeadLetters(writerFunc(nil), nil, 0); err == nil {
 		t.Fatal("dead letters without a counter were accepted")
 	}
 	fail := true
@@ -102,7 +105,7 @@ func TestDeadLettersCountAcknowledgedOnly(t *testing.T) {
 		}
 		got = msgs
 		return nil
-	}), &n)
+	}), &n, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,5 +119,94 @@ func TestDeadLettersCountAcknowledgedOnly(t *testing.T) {
 	}
 	if string(got[1].Headers[0].Value) != "y" {
 		t.Fatalf("envelope %v", got[1].Headers)
+	}
+}
+
+// A copy larger than the budget keeps a prefix of its key and value, says how much it kept,
+// and names the original by size and hash; the cause a decoder quoted from it is clipped.
+func TestDeadLetterOfAnOversizedMessageIsTruncated(t *testing.T) {
+	value := make([]byte, 600<<10)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	key := make([]byte, 5000)
+	m := kafka.Message{Topic: "fb", Partition: 2, Offset: 9, Key: key, Value: value}
+	dl := DeadLetter(m, errors.New("type "+string(value)), 64<<10)
+	h := map[string]string{}
+	for _, x := range dl.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	if len(dl.Key) != maxKeyBytes || len(dl.Value) != 64<<10-maxKeyBytes-envelopeRoom ||
+		string(dl.Value) != string(value[:len(dl.Value)]) || h[HeaderTruncated] != strconv.Itoa(len(dl.Value)) ||
+		h[HeaderOriginSize] != "614400" || len(h[HeaderOriginSHA256]) != 64 || len(h[HeaderError]) > maxCauseBytes {
+		t.Fatalf("copy: key %d, value %d bytes, headers %d error bytes, %v", len(dl.Key), len(dl.Value), len(h[HeaderError]), h[HeaderTruncated])
+	}
+	small := DeadLetter(kafka.Message{Value: []byte("{")}, nil, 64<<10)
+	for _, x := range small.Headers {
+		if x.Key == HeaderTruncated {
+			t.Fatalf("a copy that fits is marked truncated: %v", small.Headers)
+		}
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{{"abc", "abc"}, {"abcdef", "ab…"}, {"aé€x", "a…"}, {"", ""}} {
+		if got := Clip(tc.in, 5); got != tc.want || len(got) > 5 {
+			t.Errorf("Clip(%q, 5) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A copy Kafka answers "too large" for (the topic was made with a smaller max.message.bytes
+// than configured) is never retried as it was: it is written again as its envelope alone,
+// and the copies that landed are not written twice.
+func TestDeadLettersRefusedAsTooLargeAreWrittenAsEnvelopes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(msgs []kafka.Message) error
+		again  int
+	}{
+		{"writer's own limit", func(msgs []kafka.Message) error { return kafka.MessageTooLargeError{Message: msgs[1]} }, 3},
+		{"broker, per message", func([]kafka.Message) error {
+			return kafka.WriteErrors{nil, fmt.Errorf("write: %w", kafka.MessageSizeTooLarge), nil}
+		}, 1},
+		{"broker, whole batch", func([]kafka.Message) error { return kafka.RecordListTooLarge }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n counter
+			var calls [][]kafka.Message
+			d, err := NewDeadLetters(writerFunc(func(_ context.Context, msgs ...kafka.Message) error {
+				calls = append(calls, msgs)
+				if len(calls) == 1 {
+					return tc.answer(msgs)
+				}
+				return nil
+			}), &n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			poison := make([]Poison, 3)
+			for i := range poison {
+				poison[i] = Poison{Msg: kafka.Message{Topic: "g", Offset: int64(i), Value: []byte("value")}, Cause: errors.New("x")}
+			}
+			if err := d.Write(context.Background(), poison...); err != nil || n != 3 {
+				t.Fatalf("err %v, counted %v", err, n)
+			}
+			if len(calls) != 2 || len(calls[1]) != tc.again {
+				t.Fatalf("%d writes, the second of %d messages; want 2 and %d", len(calls), len(calls[len(calls)-1]), tc.again)
+			}
+			for _, m := range calls[1] {
+				if len(m.Value) != 0 || m.Headers[len(m.Headers)-1].Key != HeaderTruncated || string(m.Headers[len(m.Headers)-1].Value) != "0" {
+					t.Fatalf("envelope-only copy %+v", m)
+				}
+			}
+		})
+	}
+	// Any other refusal is the caller's to retry.
+	d, _ := NewDeadLetters(writerFunc(func(context.Context, ...kafka.Message) error {
+		return kafka.WriteErrors{errors.New("broker down")}
+	}), new(counter), 0)
+	if err := d.Write(context.Background(), Poison{Msg: kafka.Message{Topic: "g"}}); err == nil {
+		t.Fatal("a failed write was reported written")
 	}
 }

@@ -90,6 +90,11 @@ func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, 
 	if !ok {
 		return "", refuse("the message came from topic %q, not this deployment's grab or compensation topic", m.Topic)
 	}
+	if m.Truncated {
+		kept, _ := m.Bytes()
+		return "", refuse("the case kept only the first %d of the message's %d bytes; the original is at %s partition %d offset %d (sha256 %s)",
+			len(kept), m.Size, m.Topic, m.Partition, m.Offset, m.SHA256)
+	}
 	value, err := m.Bytes()
 	if err != nil {
 		return "", refuse("the message's value is unreadable: %v", err)

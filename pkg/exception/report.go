@@ -5,7 +5,9 @@ package exception
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -20,7 +22,8 @@ import (
 )
 
 // Message is a Kafka message as a case's evidence keeps it: enough to judge it and to
-// produce it again.
+// produce it again, or, for one too large to keep whole, to find the original (where it was
+// read, its size and hash) and judge it from its first bytes.
 type Message struct {
 	Topic       string            `json:"topic"`
 	Partition   int               `json:"partition"`
@@ -28,9 +31,20 @@ type Message struct {
 	Key         string            `json:"key"`
 	Value       string            `json:"value,omitempty"`        // when it is UTF-8 text
 	ValueBase64 string            `json:"value_base64,omitempty"` // otherwise
+	Size        int               `json:"size"`                   // of the original value, in bytes
+	SHA256      string            `json:"sha256,omitempty"`       // of the original value, hex
+	Truncated   bool              `json:"truncated,omitempty"`    // Value holds only its first bytes
 	Headers     map[string]string `json:"headers,omitempty"`
 	Cause       string            `json:"cause"`
 }
+
+// What a case keeps of a message: a poison message can be as large as its topic allows and
+// come a thousand at a time, and every case is a row in MySQL (see store.Record).
+const (
+	maxValue   = 16 << 10
+	maxField   = 1 << 10 // a key, a header value, the cause
+	maxHeaders = 32
+)
 
 // Bytes returns the message's value.
 func (m Message) Bytes() ([]byte, error) {
@@ -41,20 +55,31 @@ func (m Message) Bytes() ([]byte, error) {
 }
 
 func messageOf(p event.Poison) Message {
-	m := Message{Topic: p.Msg.Topic, Partition: p.Msg.Partition, Offset: p.Msg.Offset, Key: string(p.Msg.Key),
-		Cause: "unknown"}
-	if utf8.Valid(p.Msg.Value) {
-		m.Value = string(p.Msg.Value)
+	sum := sha256.Sum256(p.Msg.Value)
+	m := Message{Topic: p.Msg.Topic, Partition: p.Msg.Partition, Offset: p.Msg.Offset, Key: event.Clip(string(p.Msg.Key), maxField),
+		Size: len(p.Msg.Value), SHA256: hex.EncodeToString(sum[:]), Cause: "unknown"}
+	value := p.Msg.Value
+	if len(value) > maxValue {
+		cut := maxValue
+		if utf8.Valid(value) { // text stays text: cut at a character's start
+			for cut > 0 && !utf8.RuneStart(value[cut]) {
+				cut--
+			}
+		}
+		value, m.Truncated = value[:cut], true
+	}
+	if utf8.Valid(value) {
+		m.Value = string(value)
 	} else {
-		m.ValueBase64 = base64.StdEncoding.EncodeToString(p.Msg.Value)
+		m.ValueBase64 = base64.StdEncoding.EncodeToString(value)
 	}
 	if p.Cause != nil {
-		m.Cause = p.Cause.Error()
+		m.Cause = event.Clip(p.Cause.Error(), maxField)
 	}
 	if len(p.Msg.Headers) > 0 {
-		m.Headers = make(map[string]string, len(p.Msg.Headers))
-		for _, h := range p.Msg.Headers {
-			m.Headers[h.Key] = string(h.Value)
+		m.Headers = make(map[string]string, min(len(p.Msg.Headers), maxHeaders))
+		for _, h := range p.Msg.Headers[:min(len(p.Msg.Headers), maxHeaders)] {
+			m.Headers[event.Clip(h.Key, maxField)] = event.Clip(string(h.Value), maxField)
 		}
 	}
 	return m

@@ -45,19 +45,81 @@ const reopened = "state IN ('" + seckill.CaseReplayed + "', '" + seckill.CaseRes
 
 // saveCases records exception cases, one row per kind×key: seeing one again moves
 // last_seen_at, counts it, keeps the newest detail and evidence, and reopens it if it had
-// been replayed or resolved. The assignments run in order (MariaDB applies them left to
-// right, each seeing the ones before), so state is set last, after the others read it.
+// been replayed or resolved.
+//
+// The rows go in as many INSERTs as the server's max_allowed_packet needs (read from the
+// server each time: cases are rare, and the setting is the server's to change): a thousand
+// poison messages' cases in one statement were refused as too large, retried forever, and
+// the partition they came from stopped. Run it in a transaction: the statements then land
+// together or not at all.
 func saveCases(tx *gorm.DB, cases []exceptionRow) error {
 	if len(cases) == 0 {
 		return nil
 	}
+	var packet int64
+	if err := tx.Raw("SELECT @@max_allowed_packet").Row().Scan(&packet); err != nil {
+		return fmt.Errorf("record exception cases: read max_allowed_packet: %w", err)
+	}
+	limit := statementBudget(packet)
 	for i := range cases {
 		if cases[i].CaseKey == "" {
 			cases[i].CaseKey = cases[i].RequestID
 		}
 		cases[i].State = seckill.CaseOpen
 		cases[i].Detail = truncate(cases[i].Detail, 1024)
+		if cases[i].sqlSize() > limit && cases[i].Evidence != nil {
+			note := fmt.Sprintf(`{"truncated":"evidence of %d bytes did not fit the server's max_allowed_packet (%d); see the detail and the source"}`,
+				len(*cases[i].Evidence), packet)
+			cases[i].Evidence = &note
+		}
 	}
+	for _, part := range splitBySize(cases, limit, exceptionRow.sqlSize) {
+		if err := upsertCases(tx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statementBudget is how large one INSERT of cases may be for a server whose
+// max_allowed_packet is packet: half of it (what sqlSize does not count: the statement's
+// own text, escapes beyond the doubling), and never above 8 MiB, which keeps a statement's
+// memory in the process bounded whatever the server allows.
+func statementBudget(packet int64) int {
+	return int(min(packet/2, 8<<20))
+}
+
+// sqlSize bounds the bytes the row adds to an INSERT: every string escaped at worst
+// (each byte doubled), plus the fixed columns.
+func (r exceptionRow) sqlSize() int {
+	n := len(r.Kind) + len(r.CaseKey) + len(r.RequestID) + len(r.UserID) + len(r.Detail) + len(r.State) +
+		len(r.StateChangedBy) + len(r.StateNote)
+	if r.Evidence != nil {
+		n += len(*r.Evidence)
+	}
+	return 2*n + 256
+}
+
+// splitBySize cuts rows into runs whose sizes add up to at most limit each (a row larger
+// than limit alone makes a run of one) and of at most 500 rows (16 placeholders a row stay
+// far below the protocol's 65,535).
+func splitBySize[T any](rows []T, limit int, size func(T) int) [][]T {
+	var out [][]T
+	start, sum := 0, 0
+	for i, r := range rows {
+		n := size(r)
+		if i > start && (sum+n > limit || i-start == 500) {
+			out = append(out, rows[start:i])
+			start, sum = i, 0
+		}
+		sum += n
+	}
+	return append(out, rows[start:])
+}
+
+// upsertCases is one INSERT of cases. The assignments run in order (MariaDB applies them
+// left to right, each seeing the ones before), so state is set last, after the others read it.
+func upsertCases(tx *gorm.DB, cases []exceptionRow) error {
 	err := tx.Clauses(clause.OnConflict{DoUpdates: clause.Set{
 		{Column: clause.Column{Name: "last_seen_at"}, Value: gorm.Expr("VALUES(last_seen_at)")},
 		{Column: clause.Column{Name: "detail"}, Value: gorm.Expr("VALUES(detail)")},
@@ -170,7 +232,8 @@ type Exceptions struct {
 // NewExceptions returns Exceptions on db.
 func NewExceptions(db *gorm.DB) *Exceptions { return &Exceptions{db: db} }
 
-// Record records cases seen at at, idempotently per kind×key (see saveCases).
+// Record records cases seen at at, idempotently per kind×key (see saveCases), in one
+// transaction.
 func (e *Exceptions) Record(ctx context.Context, at time.Time, reports ...CaseReport) error {
 	rows := make([]exceptionRow, 0, len(reports))
 	for _, r := range reports {
@@ -180,7 +243,10 @@ func (e *Exceptions) Record(ctx context.Context, at time.Time, reports ...CaseRe
 		}
 		rows = append(rows, row)
 	}
-	return saveCases(e.db.WithContext(ctx), rows)
+	if len(rows) == 0 {
+		return nil
+	}
+	return e.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return saveCases(tx, rows) })
 }
 
 // CaseFilter selects cases; zero fields select all. Limit is capped at 500.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,33 @@ func TestRunReportsKeepTheNewest(t *testing.T) {
 	got, err := runs.Recent(ctx, 2)
 	if err != nil || len(got) != 2 || string(got[0].Report) != `{"fence":3}` || !got[1].Failed {
 		t.Fatalf("recent %+v %v", got, err)
+	}
+}
+
+// Cases whose rows together exceed the server's max_allowed_packet (150 poison messages of
+// 120 KB each, evidence near the per-case bound) are recorded, in as many statements as the
+// server takes, all or none. One statement for all of them was refused ("invalid connection":
+// the server drops a packet over its limit) and retried forever.
+func TestCasesLargerTogetherThanAPacketAreRecorded(t *testing.T) {
+	_, db := stacktest.Migrated(t)
+	ctx := stacktest.Context(t, 60*time.Second)
+	var packet int64
+	if err := db.Raw("SELECT @@max_allowed_packet").Row().Scan(&packet); err != nil {
+		t.Fatal(err)
+	}
+	evidence := strings.Repeat("e", 200<<10)
+	n := int(packet/(200<<10)) + 50 // together well above one packet
+	reports := make([]store.CaseReport, n)
+	for i := range reports {
+		reports[i] = store.CaseReport{Kind: seckill.CaseDeadLetter, Key: fmt.Sprintf("big/%d", i), Detail: "poison",
+			Evidence: map[string]any{"value": evidence}}
+	}
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	if err := store.NewExceptions(db).Record(ctx, at, reports...); err != nil {
+		t.Fatalf("%d cases of %d KiB each (max_allowed_packet %d): %v", n, 200, packet, err)
+	}
+	counts, err := store.NewExceptions(db).CountByKind(ctx)
+	if err != nil || counts[seckill.CaseDeadLetter] != n {
+		t.Fatalf("cases %v %v, want %d", counts, err, n)
 	}
 }
