@@ -109,3 +109,41 @@ func sameKeyOwnGrabs(t *testing.T, e *grabEnv, sid, pid int64, key string, users
 		}
 	}
 }
+
+// A request id an older gateway made from a client's raw key (before keys were derived per
+// user) still polls for its owner, from Redis during the sale and from MySQL once the keys
+// are gone, and is still nobody else's; a new grab with that key is another id.
+func TestRawKeyRequestIDStillPolls(t *testing.T) {
+	e := newGrabEnv(t, 5, 5, 2)
+	ctx := stacktest.Context(t, 30*time.Second)
+	sid, pid := e.open.ID, e.prizeA
+	old := seckill.RequestID(sid, pid, "old-raw-key-0001")
+	v, err := e.gate.Reserve(ctx, seckill.Grab{RequestID: old, UserID: "alice", SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()})
+	if err != nil || v.Code != stock.Admitted {
+		t.Fatalf("reserve %s: %v %v", old, v, err)
+	}
+	poll := func(user string) answer { return e.request(t, "GET", "/api/v1/grabs/"+old, e.token(t, user), "", "") }
+	if p := poll("alice"); p.code != 200 || p.body["status"] != "queued" || p.body["request_id"] != old {
+		t.Fatalf("owner polls %s from Redis: %d %v", old, p.code, p.body)
+	}
+	expect(t, "another user polls it", poll("bob"), 404, "not_found")
+	again := e.grab(t, e.open, pid, "alice", "old-raw-key-0001")
+	expect(t, "the raw key sent again", again, 202, "")
+	if again.body["request_id"] != seckill.UserRequestID(sid, pid, "alice", "old-raw-key-0001") {
+		t.Fatalf("the raw key sent again answered %v, want the derived id", again.body)
+	}
+
+	res, err := store.NewOrders(e.db).Persist(ctx, sid, pid, []seckill.Grab{{RequestID: old, UserID: "alice",
+		SessionID: sid, PrizeID: pid, AdmittedAt: time.Now()}}, time.Now())
+	if err != nil || res.Succeeded != 1 {
+		t.Fatalf("persist %s: %+v %v", old, res, err)
+	}
+	k := stock.KeysFor(sid, pid)
+	if err := e.rdb.Del(ctx, k.Meta, k.Users, k.Reserved, k.Outcomes).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p := poll("alice"); p.code != 200 || p.body["status"] != "succeeded" || p.body["order_id"] == nil {
+		t.Fatalf("owner polls %s from MySQL: %d %v", old, p.code, p.body)
+	}
+	expect(t, "another user polls it from MySQL", poll("bob"), 404, "not_found")
+}
