@@ -232,7 +232,7 @@ func TestNoSoldOutWhileUnitsRemain(t *testing.T) {
 
 	dry := e.grab(t, e.open, p, zero[2], "z2-key-001")
 	expect(t, "bucket 0 dry, bucket 1 holds two", dry, 503, "rebalancing")
-	if dry.hdr.Get("Retry-After") != "1" || dry.body["request_id"] != seckill.RequestID(s, p, "z2-key-001") {
+	if dry.hdr.Get("Retry-After") != "1" || dry.body["request_id"] != seckill.UserRequestID(s, p, zero[2], "z2-key-001") {
 		t.Fatalf("rebalancing answer: %v %v", dry.hdr, dry.body)
 	}
 	if ttl, err := e.rdb.PTTL(ctx, stock.BucketKeysFor(s, p, 0, n).Wanted()).Result(); err != nil || ttl <= 0 {

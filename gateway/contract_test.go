@@ -209,7 +209,7 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			public := contractListener{publicAPI, e.srv.URL, client}
 			public.do(t, contractCall{method: "POST", path: fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA),
 				token: e.token(t, "alice"), status: 503, code: "overloaded"})
-			public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + seckill.RequestID(e.open.ID, e.prizeA, "alice-key-0001"),
+			public.do(t, contractCall{method: "GET", path: "/api/v1/grabs/" + seckill.UserRequestID(e.open.ID, e.prizeA, "alice", "alice-key-0001"),
 				token: e.token(t, "alice"), status: 503, code: "overloaded"})
 			finished.Add(1)
 		})
@@ -395,7 +395,8 @@ func checkPublic(t *testing.T, public, admin contractListener, gate *stock.Gate,
 	soldOut, _ = public.do(t, contractCall{method: "POST", path: grab(s1, p1), token: token("bob"), status: 409, code: "sold_out"})
 	for _, c := range []contractCall{
 		{method: "POST", path: grab(s1, p1), token: token("alice"), header: key("alice-key-0001"), status: 202},
-		{method: "POST", path: grab(s1, p1), token: token("mallory"), header: key("alice-key-0001"), status: 409, code: "idempotency_key_conflict"},
+		// Another user's same key is that user's own grab: the prize's one unit is alice's.
+		{method: "POST", path: grab(s1, p1), token: token("mallory"), header: key("alice-key-0001"), status: 409, code: "sold_out"},
 		{method: "POST", path: grab(s1, p1), token: token("alice"), header: key("alice-key-0002"), status: 409, code: "limit_reached"},
 		{method: "POST", path: grab(s1, p2), token: token("carol"), header: key("carol-key-0001"), status: 503, code: "not_loaded"},
 		{method: "POST", path: grab(s2, p1), token: token("carol"), body: "{}", status: 409, code: "not_open"},

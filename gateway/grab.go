@@ -171,7 +171,7 @@ func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
 // grabInput is a parsed grab request.
 type grabInput struct {
 	SessionID, PrizeID int64
-	Key                string // idempotency key, client's or generated
+	Key                string // the client's Idempotency-Key; "" without one
 }
 
 // parseGrab reads the path ids, the Idempotency-Key header and the optional body (at most
@@ -253,16 +253,20 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		jsonapi.WriteError(w, http.StatusConflict, "sold_out", "sold out")
 		return
 	}
-	if in.Key == "" {
+	// A client's key names a grab of this user only (seckill.UserRequestID): another user's
+	// same key is another grab, in whichever bucket either user's home is.
+	var rid string
+	if in.Key != "" {
+		rid = seckill.UserRequestID(in.SessionID, in.PrizeID, user, in.Key)
+	} else {
 		id, err := uuid.NewV7() // time-ordered, so request ids sort by admission
 		if err != nil {
 			a.fail(w, "grab", err)
 			return
 		}
-		in.Key = id.String()
+		rid = seckill.RequestID(in.SessionID, in.PrizeID, id.String())
 	}
-	g := seckill.Grab{RequestID: seckill.RequestID(in.SessionID, in.PrizeID, in.Key), UserID: user,
-		SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
+	g := seckill.Grab{RequestID: rid, UserID: user, SessionID: in.SessionID, PrizeID: in.PrizeID, AdmittedAt: now}
 	g.Bucket, g.Buckets = a.buckets.home(user, in.SessionID, in.PrizeID)
 
 	// The verdict is awaited even if the client goes away: once the script may have run,
@@ -323,6 +327,8 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_loaded", "stock is not available right now; retry shortly")
 	case stock.Foreign:
+		// The request id is another user's. Ids of keyed grabs are derived per user, so this
+		// takes a digest collision; the script's owner check stays the guard all the same.
 		a.metrics.grabs.WithLabelValues("key_conflict").Inc()
 		jsonapi.WriteError(w, http.StatusConflict, "idempotency_key_conflict", "this Idempotency-Key is in use by another request")
 	default:
@@ -358,8 +364,7 @@ func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g se
 // been admitted, so those requests, and keyless ones, are answered from memory.
 func (a *grabAPI) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user string, err error) {
 	if in.Key != "" && !errors.Is(err, errNotStarted) {
-		rid := seckill.RequestID(in.SessionID, in.PrizeID, in.Key)
-		v, found, err := a.existing(r.Context(), rid, user)
+		v, found, err := a.existing(r.Context(), seckill.UserRequestID(in.SessionID, in.PrizeID, user, in.Key), user)
 		switch {
 		case err != nil:
 			a.fail(w, "grab", err)

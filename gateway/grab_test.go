@@ -162,11 +162,11 @@ func expect(t *testing.T, name string, a answer, code int, errCode string) {
 }
 
 func TestGrabAnswers(t *testing.T) {
-	e := newGrabEnv(t, 2, 5, 1)
+	e := newGrabEnv(t, 3, 5, 1)
 	first := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
 	expect(t, "admitted", first, 202, "")
 	rid := first.body["request_id"].(string)
-	if rid != seckill.RequestID(e.open.ID, e.prizeA, "alice-key-0001") || first.body["status"] != "queued" {
+	if rid != seckill.UserRequestID(e.open.ID, e.prizeA, "alice", "alice-key-0001") || first.body["status"] != "queued" {
 		t.Fatalf("admitted body %v", first.body)
 	}
 	again := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
@@ -174,7 +174,12 @@ func TestGrabAnswers(t *testing.T) {
 	if again.body["request_id"] != rid {
 		t.Fatalf("repeat answered another request id: %v", again.body)
 	}
-	expect(t, "same key, other user", e.grab(t, e.open, e.prizeA, "mallory", "alice-key-0001"), 409, "idempotency_key_conflict")
+	// Another user's same key is that user's own grab (TestIdempotencyKeyIsPerUser).
+	other := e.grab(t, e.open, e.prizeA, "mallory", "alice-key-0001")
+	expect(t, "same key, other user", other, 202, "")
+	if other.body["request_id"] == rid {
+		t.Fatalf("another user's same key answered alice's request id: %v", other.body)
+	}
 	expect(t, "limit", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0002"), 409, "limit_reached")
 	gen := e.grab(t, e.open, e.prizeA, "bob", "")
 	expect(t, "generated key, last unit", gen, 202, "")
@@ -210,8 +215,8 @@ func TestGrabAnswers(t *testing.T) {
 
 	// Nothing the refused requests did moved the stock.
 	snap, _ := e.gate.Snapshots(context.Background(), []seckill.SessionPrize{{Session: e.open.ID, Prize: e.prizeA}})
-	if snap[0].Left != 0 || snap[0].Pending != 2 {
-		t.Fatalf("stock after the matrix: %+v, want left 0 with 2 reservations", snap[0])
+	if snap[0].Left != 0 || snap[0].Pending != 3 {
+		t.Fatalf("stock after the matrix: %+v, want left 0 with 3 reservations", snap[0])
 	}
 }
 

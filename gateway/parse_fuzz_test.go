@@ -12,7 +12,8 @@ import (
 
 // FuzzParseGrab feeds arbitrary path ids, Idempotency-Key headers and bodies to the grab
 // request parser. It must never panic, and whatever it accepts must be well-formed: positive
-// ids, a key that round-trips through the request id, a body that was an empty JSON object.
+// ids, a key that round-trips through the request id (raw, as ids made before keys were
+// derived per user) and whose derived request id parses, a body that was an empty JSON object.
 // `go test` runs the seed corpus; `go test -fuzz FuzzParseGrab ./gateway` explores.
 func FuzzParseGrab(f *testing.F) {
 	seeds := []struct{ session, prize, key, body string }{
@@ -57,6 +58,11 @@ func FuzzParseGrab(f *testing.F) {
 			sid, pid, k, err := seckill.ParseRequestID(seckill.RequestID(in.SessionID, in.PrizeID, in.Key))
 			if err != nil || sid != in.SessionID || pid != in.PrizeID || k != in.Key {
 				t.Fatalf("key %q does not round-trip: %v", in.Key, err)
+			}
+			// The id the gateway makes of it (the key derived per user) parses too.
+			rid := seckill.UserRequestID(in.SessionID, in.PrizeID, "fuzz-user", in.Key)
+			if sid, pid, _, err := seckill.ParseRequestID(rid); err != nil || sid != in.SessionID || pid != in.PrizeID {
+				t.Fatalf("the request id %q of key %q does not parse: %v", rid, in.Key, err)
 			}
 		}
 		if len(body) > grabBodyLimit {

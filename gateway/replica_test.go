@@ -59,7 +59,7 @@ func TestReplicaWaitOnlyAfterAFailedProduce(t *testing.T) {
 	}
 
 	kafkaDown.fail.Store(true)
-	rid := seckill.RequestID(e.open.ID, e.prizeA, "bob-key-00001")
+	rid := seckill.UserRequestID(e.open.ID, e.prizeA, "bob", "bob-key-00001")
 	a := e.grab(t, e.open, e.prizeA, "bob", "bob-key-00001")
 	if n := waits.calls.Load(); n != 1 {
 		t.Fatalf("a grab whose produce failed waited %d times, want 1", n)

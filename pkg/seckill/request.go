@@ -1,6 +1,8 @@
 package seckill
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -27,9 +29,33 @@ func ValidKey(k string) bool {
 
 // RequestID is the system-wide id of one grab: the session, the prize and the idempotency
 // key. Carrying the session×prize lets a status poll find the grab's Redis keys without
-// another lookup; the key makes client retries land on the same id.
+// another lookup; the key makes client retries land on the same id. The gateway passes a
+// key it generated; a client's Idempotency-Key goes through UserRequestID first.
 func RequestID(sessionID, prizeID int64, key string) string {
 	return fmt.Sprintf("%d-%d-%s", sessionID, prizeID, key)
+}
+
+// UserRequestID is the request id of user's grab sent with the client's Idempotency-Key
+// key: RequestID with, as its key, the first 32 hex digits of SHA-256(user, NUL, key).
+//
+// A key is scoped to its user. Used raw, one key named one grab whoever sent it: another
+// user sending it was refused as a conflict, or, on a prize with stock buckets, admitted in
+// their own home bucket under the same request id, so one of two 202s never became an
+// order (issue 39). Derived per user, the same user's retry lands on the same id and
+// another user's same key on another. The session-prize-key form is kept, so every parser,
+// Redis key and MySQL column reads it as before, as it still reads ids made from raw keys.
+// The digest is no secret and need not be: an id grants nothing (polls and repeats check
+// the owner), and 128 bits make two users meet on one id by chance negligible. Its shape
+// differs from the UUIDv7 generated for a grab sent without a key. The
+// values are pinned (TestUserRequestIDIsPinned): a retry must land where its first attempt
+// did, whichever gateway version answers it.
+func UserRequestID(sessionID, prizeID int64, user, key string) string {
+	h := sha256.New()
+	h.Write([]byte(user))
+	h.Write([]byte{0}) // neither a user id nor a key holds NUL: the split is unambiguous
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return RequestID(sessionID, prizeID, hex.EncodeToString(h.Sum(sum[:0])[:16]))
 }
 
 // ErrBadRequestID is returned for a request id that RequestID did not make.
