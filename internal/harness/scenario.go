@@ -167,6 +167,11 @@ func Scenarios() []Scenario {
 		bucketConsumersKilled(),
 		bucketCancellationStorm(),
 		bucketKeyLoss(),
+		// Poison (issue 39): every kind a writer of a consumed topic can produce, mid-crowd, on
+		// the partition of live orders; the valid message after it is applied within seconds.
+		{Name: "poison on the grab topic mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnGrabs},
+		{Name: "poison on the feedback topic mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnFeedback},
+		{Name: "poison on the compensation topic mid-crowd", Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnCompensation},
 		{Name: "reconciler killed mid-run, two at once", Repeats: 0.1, Consumers: 2, At: 0.5,
 			During: func(ctx context.Context, e *Env) error {
 				second, err := e.Pipeline.StartReconciler(ctx)
