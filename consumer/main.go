@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
+	"github.com/seckill-pipeline/seckill/pkg/memlimit"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -47,6 +48,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	// Before anything allocates much: the soft limit makes the collector work harder as the
+	// heap nears the container's limit, instead of the kernel killing the process.
+	soft, err := memlimit.Apply(cfg.MemLimit)
+	if err != nil {
+		return err
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", soft.Attrs()...)
 
 	db, err := store.Connect(ctx, cfg.MySQL())
 	if err != nil {

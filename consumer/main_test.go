@@ -94,6 +94,10 @@ func TestConsumerEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("consumer did not stop within 30s")
 	}
+	// The soft memory limit is decided once, at start, and said once (pkg/memlimit).
+	if n := strings.Count(logs.String(), `"msg":"memory limit","source":`); n != 1 {
+		t.Fatalf("%d memory limit lines in the log, want 1:\n%s", n, logs.String())
+	}
 	if n := len(readAll(t, e.brokers, e.topics.DeadLetter)); n != 1 {
 		t.Fatalf("%d dead letters, want 1", n)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/memlimit"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
@@ -101,6 +102,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		logOut = stderr
 	}
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	// Before anything allocates much: the soft limit makes the collector work harder as the
+	// heap nears the container's limit, instead of the kernel killing the process.
+	soft, err := memlimit.Apply(cfg.MemLimit)
+	if err != nil {
+		return err
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", soft.Attrs()...)
 
 	srv, err := connect(ctx, cfg)
 	if err != nil {

@@ -47,6 +47,14 @@ def main(compose_path, stack_path):
         if SECKILL_IMAGE.match(svc.get("image", "")) and name not in builders:
             check(svc.get("pull_policy") == "never", f"{name}: pull_policy never (the image is built here, not pulled)")
 
+    # A service without a memory limit can take the host down with it; ours also size Go's
+    # soft memory limit from it (pkg/memlimit: SECKILL_MEMLIMIT_RATIO of the cgroup's limit).
+    for name, svc in services.items():
+        if SECKILL_IMAGE.match(svc.get("image", "")):
+            limits = ((svc.get("deploy") or {}).get("resources") or {}).get("limits") or {}
+            check(limits.get("memory") or svc.get("mem_limit"),
+                  f"{name}: no memory limit (deploy.resources.limits.memory)")
+
     kafka = services["kafka"]["image"]
     check(kafka == f"apache/kafka:{kafka_version}",
           f"kafka image {kafka!r} differs from the broker the tests run (Kafka {kafka_version} in {stack_path})")

@@ -460,8 +460,13 @@ func (c *checker) podSecurity(where string, pod corev1.PodSpec) {
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		c.fail("%s: automountServiceAccountToken is not false (the services never call the Kubernetes API)", where)
 	}
-	for _, ctr := range pod.Containers {
+	// Init containers run in the same pod under the same node's memory: the same rules
+	// (a Job's init container without a memory limit was unchecked).
+	for i, ctr := range slices.Concat(pod.InitContainers, pod.Containers) {
 		w := fmt.Sprintf("%s container %s", where, ctr.Name)
+		if i < len(pod.InitContainers) {
+			w = fmt.Sprintf("%s init container %s", where, ctr.Name)
+		}
 		sc := ctr.SecurityContext
 		if sc == nil {
 			c.fail("%s: no securityContext", w)

@@ -87,10 +87,11 @@ cluster_redis_start() {
 	port=$(cluster_redis_port "$i")
 	dir=$CLUSTER_STATE/redis-$i
 	mkdir -p "$dir"
-	if pid_alive "$dir/redis.pid" && cluster_redis_probe "$i"; then
+	if serves "$dir/redis.pid" "$port" cluster_redis_probe "$i"; then
 		log "redis-$i already running on 127.0.0.1:$port"
 		return
 	fi
+	ports_free "redis-$i" "$port:SECKILL_CLUSTER_REDIS_BASE" "$((port + 10000)):SECKILL_CLUSTER_REDIS_BASE"
 	# The single-node stack's settings (the gate depends on them: stock is never evicted,
 	# the AOF bounds a crash's loss to about a second) plus cluster mode. Everything else,
 	# cluster-node-timeout (15 s) included, is Redis's default.
@@ -112,7 +113,7 @@ cluster_redis_start() {
 	log "starting redis-$i on 127.0.0.1:$port (cluster bus $((port + 10000)))"
 	setsid "$(command -v redis-server)" "$dir/redis.conf" >>"$dir/redis.out" 2>&1 </dev/null &
 	echo $! >"$dir/redis.pid"
-	wait_ready "redis-$i" "$dir/redis.pid" "$dir/redis.log" cluster_redis_probe "$i"
+	wait_ready "redis-$i" "$dir/redis.pid" "$dir/redis.log" "$port" cluster_redis_probe "$i"
 }
 
 cluster_redis_info() { # node field
@@ -229,13 +230,16 @@ fetch_jmx_exporter() {
 cluster_kafka_launch() {
 	local i=$1
 	local dir=$CLUSTER_STATE/kafka-$i
-	if pid_alive "$dir/kafka.pid" && cluster_kafka_probe "$i" >/dev/null 2>&1; then
+	if serves "$dir/kafka.pid" "$(cluster_kafka_port "$i")" cluster_kafka_probe "$i"; then
 		log "kafka-$i already running on 127.0.0.1:$(cluster_kafka_port "$i")"
 		return
 	fi
 	if pid_alive "$dir/kafka.pid"; then
 		return # started, not answering yet: cluster_kafka_wait waits for it
 	fi
+	ports_free "kafka-$i" "$(cluster_kafka_port "$i"):SECKILL_CLUSTER_KAFKA_BASE" \
+		"$(cluster_controller_port "$i"):SECKILL_CLUSTER_CONTROLLER_BASE" \
+		"$(cluster_kafka_metrics_port "$i"):SECKILL_CLUSTER_KAFKA_METRICS_BASE"
 	cluster_kafka_configure "$i"
 	fetch_jmx_exporter
 	local opts
@@ -258,7 +262,7 @@ cluster_kafka_quorum() {
 
 cluster_kafka_wait() {
 	local i=$1 dir=$CLUSTER_STATE/kafka-$1
-	wait_ready "kafka-$i" "$dir/kafka.pid" "$dir/server.log" cluster_kafka_probe "$i"
+	wait_ready "kafka-$i" "$dir/kafka.pid" "$dir/server.log" "$(cluster_kafka_port "$i")" cluster_kafka_probe "$i"
 	grep -q "Kafka version: $KAFKA_VERSION" "$dir/server.log" ||
 		die "kafka-$i does not log Kafka version $KAFKA_VERSION"
 }
@@ -361,10 +365,11 @@ cluster_mysql_start() {
 	dir=$(cluster_mysql_dir "$i")
 	port=$(cluster_mysql_port "$i")
 	mkdir -p "$dir"
-	if pid_alive "$dir/mysqld.pid" && cluster_mysql_probe "$i"; then
+	if serves "$dir/mysqld.pid" "$port" cluster_mysql_probe "$i"; then
 		log "mariadb-$i already running on 127.0.0.1:$port"
 		return
 	fi
+	ports_free "mariadb-$i" "$port:SECKILL_CLUSTER_MYSQL_BASE"
 	if [[ ! -d $dir/data/mysql ]]; then
 		# A new datadir gets a server_id never used before in the pair: a replica skips events
 		# carrying its own server_id, so a node copied afresh from the primary's binary log
@@ -401,7 +406,7 @@ cluster_mysql_start() {
 		--rpl-semi-sync-master-timeout="$CLUSTER_MYSQL_SEMISYNC_TIMEOUT_MS" "${role[@]}" \
 		>>"$dir/mariadb.out" 2>&1 </dev/null &
 	echo $! >"$dir/mysqld.pid"
-	wait_ready "mariadb-$i" "$dir/mysqld.pid" "$dir/mariadb.log" cluster_mysql_probe "$i"
+	wait_ready "mariadb-$i" "$dir/mysqld.pid" "$dir/mariadb.log" "$port" cluster_mysql_probe "$i"
 }
 
 # cluster_mysql_bootstrap P: on the primary, the users and the cluster's database (each
@@ -545,12 +550,13 @@ cluster_writer_up() {
 			    default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
 			$servers
 		EOF
+		ports_free mariadb-writer "$CLUSTER_MYSQL_BASE:SECKILL_CLUSTER_MYSQL_BASE" "$CLUSTER_MYSQL_READER_PORT:SECKILL_CLUSTER_MYSQL_READER_PORT"
 		log "starting mariadb-writer (haproxy) on 127.0.0.1:$CLUSTER_MYSQL_BASE, mariadb-reader on 127.0.0.1:$CLUSTER_MYSQL_READER_PORT"
 		setsid "$(command -v haproxy)" -db -f "$dir/haproxy.cfg" >>"$dir/haproxy.log" 2>&1 </dev/null &
 		echo $! >"$dir/haproxy.pid"
 	fi
 	cluster_mysql_probe "$(cluster_mysql_primary)" || return 0 # no writer to wait for
-	wait_ready mariadb-writer "$dir/haproxy.pid" "$dir/haproxy.log" cluster_writer_probe
+	wait_ready mariadb-writer "$dir/haproxy.pid" "$dir/haproxy.log" "$CLUSTER_MYSQL_BASE" cluster_writer_probe
 }
 
 cluster_mariadb_up() {

@@ -128,10 +128,11 @@ secure_redis_probe() { [[ $(secure_redis_cli test ping 2>/dev/null) == PONG ]]; 
 secure_redis_up() {
 	local dir=$SECURE_STATE/redis u hash
 	mkdir -p "$dir"
-	if pid_alive "$dir/redis.pid" && secure_redis_probe; then
+	if serves "$dir/redis.pid" "$SECURE_REDIS_PORT" secure_redis_probe; then
 		log "secure redis already running on 127.0.0.1:$SECURE_REDIS_PORT (TLS)"
 		return
 	fi
+	ports_free "secure redis" "$SECURE_REDIS_PORT:SECKILL_SECURE_REDIS_PORT"
 	# Passwords as SHA-256 (#hash), so the config holds no secret; still mode 600.
 	(umask 077 && : >"$dir/redis.conf")
 	(
@@ -167,7 +168,7 @@ secure_redis_up() {
 	log "starting secure redis on 127.0.0.1:$SECURE_REDIS_PORT (TLS only, ACL users)"
 	setsid "$(command -v redis-server)" "$dir/redis.conf" >>"$dir/redis.out" 2>&1 </dev/null &
 	echo $! >"$dir/redis.pid"
-	wait_ready "secure redis" "$dir/redis.pid" "$dir/redis.log" secure_redis_probe
+	wait_ready "secure redis" "$dir/redis.pid" "$dir/redis.log" "$SECURE_REDIS_PORT" secure_redis_probe
 }
 
 # ---------------------------------------------------------------- MariaDB (TLS required)
@@ -178,9 +179,10 @@ secure_mysql_probe() { secure_mysql_root -N -e 'SELECT 1'; }
 secure_mariadb_up() {
 	local dir=$SECURE_STATE/mariadb
 	mkdir -p "$dir"
-	if pid_alive "$dir/mysqld.pid" && secure_mysql_probe >/dev/null 2>&1; then
+	if serves "$dir/mysqld.pid" "$SECURE_MYSQL_PORT" secure_mysql_probe; then
 		log "secure mariadb already running on 127.0.0.1:$SECURE_MYSQL_PORT"
 	else
+		ports_free "secure mariadb" "$SECURE_MYSQL_PORT:SECKILL_SECURE_MYSQL_PORT"
 		mariadb_datadir "$dir" "the secure mariadb"
 		log "starting secure mariadb on 127.0.0.1:$SECURE_MYSQL_PORT (require_secure_transport)"
 		# The root's local socket counts as secure transport; TCP clients must use TLS.
@@ -191,7 +193,7 @@ secure_mariadb_up() {
 			--ssl-key="$SECURE_CERTS/mariadb-key.pem" --require-secure-transport=ON \
 			--tls-version=TLSv1.2,TLSv1.3 >>"$dir/mariadb.out" 2>&1 </dev/null &
 		echo $! >"$dir/mysqld.pid"
-		wait_ready "secure mariadb" "$dir/mysqld.pid" "$dir/mariadb.log" secure_mysql_probe
+		wait_ready "secure mariadb" "$dir/mysqld.pid" "$dir/mariadb.log" "$SECURE_MYSQL_PORT" secure_mysql_probe
 	fi
 	# The users, with the passwords from their files (read by the server from stdin, never on
 	# a command line). Both hosts, as the plain stack: a TCP client is 127.0.0.1. No REQUIRE
@@ -255,9 +257,11 @@ secure_kafka_up() {
 	mkdir -p "$dir" "$STATE/bin"
 	(cd "$ROOT" && go build -o "$STATE/bin/kafkainit" ./deploy/local/kafkainit) ||
 		die "could not build deploy/local/kafkainit"
-	if pid_alive "$dir/kafka.pid" && secure_kafka_probe >/dev/null 2>&1; then
+	if serves "$dir/kafka.pid" "$SECURE_KAFKA_PORT" secure_kafka_probe; then
 		log "secure kafka already running on 127.0.0.1:$SECURE_KAFKA_PORT (SASL_SSL)"
 	else
+		ports_free "secure kafka" "$SECURE_KAFKA_PORT:SECKILL_SECURE_KAFKA_PORT" \
+			"$SECURE_KAFKA_CONTROLLER_PORT:SECKILL_SECURE_KAFKA_CONTROLLER_PORT"
 		fetch_kafka
 		local admin_pw
 		admin_pw=$(<"$(secure_secret kafka-admin)")
@@ -325,7 +329,7 @@ secure_kafka_up() {
 		setsid java "${java_opts[@]}" kafka.Kafka "$dir/server.properties" \
 			>>"$dir/kafka.out" 2>&1 </dev/null &
 		echo $! >"$dir/kafka.pid"
-		wait_ready "secure kafka" "$dir/kafka.pid" "$dir/server.log" secure_kafka_probe
+		wait_ready "secure kafka" "$dir/kafka.pid" "$dir/server.log" "$SECURE_KAFKA_PORT" secure_kafka_probe
 	fi
 	secure_kafka_as admin "$STATE/bin/kafkainit" -brokers "127.0.0.1:$SECURE_KAFKA_PORT" -timeout 60s \
 		>"$dir/topics.log" 2>&1 || { cat "$dir/topics.log" >&2; die "secure kafka topics could not be created"; }

@@ -10,9 +10,18 @@ set -euo pipefail
 # sets it itself.
 unset SECKILL_WITH_CHROMIUM
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The machine's tools, behind the fakes of the port cases.
+MACHINE_PATH=$PATH
 STACK=$HERE/stack
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+# The listeners the port cases start are stopped by their PIDs (each also ends by itself).
+listeners=()
+cleanup() {
+	local pid
+	for pid in "${listeners[@]}"; do kill "$pid" 2>/dev/null || true; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
 
 passed=0
 failed=0
@@ -218,6 +227,151 @@ RC=0
 # shellcheck disable=SC2016
 bash -c 'exec 7>"$2/lock"; source "$1"; close_inherited_fds; [[ ! -e /proc/$$/fd/7 ]]' _ "$STACK" "$CASE" >"$CASE/out" 2>&1 || RC=$?
 if ((RC != 0)); then fail "$case_name" "fd 7 still open (exit $RC)"
+else ok "$case_name"; fi
+
+# ---------------------------------------------------------------- ports
+# A server of the script's that cannot bind its port exits, while a server it did not start
+# may answer the probe there. These cases run redis_up (every server starts through the same
+# helpers) with their own state folder and free ports of their own, fakes of redis-server and
+# redis-cli on PATH, and a stand-in for the other server: tiny_redis, a Python listener
+# answering +PONG to anything, which ends by itself after 60 s at most.
+cat >"$TMP/tiny_redis.py" <<-'EOF'
+	import socket, sys, time
+	s = socket.socket()
+	s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+	s.bind(("127.0.0.1", int(sys.argv[1])))
+	s.listen(16)
+	print(s.getsockname()[1], flush=True)
+	s.settimeout(0.5)
+	end = time.time() + 60
+	while time.time() < end:
+	    try:
+	        c, _ = s.accept()
+	    except socket.timeout:
+	        continue
+	    with c:
+	        c.settimeout(1)
+	        try:
+	            c.recv(256)
+	            c.sendall(b"+PONG\r\n")
+	        except OSError:
+	            pass
+	EOF
+# free_port: a TCP port nothing listens on now (the kernel's pick).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# listener: starts tiny_redis on a port of the kernel's choice, records its PID (not in a
+# subshell, so the trap stops it) and sets $held to the port it holds.
+listener() {
+	python3 "$TMP/tiny_redis.py" 0 >"$CASE/listener.port" 2>/dev/null &
+	listeners+=($!)
+	local i
+	for ((i = 0; i < 50; i++)); do
+		[[ -s $CASE/listener.port ]] && break
+		sleep 0.1
+	done
+	held=$(<"$CASE/listener.port")
+}
+# port_setup NAME SERVER: a case folder with fake redis-cli (PING on -p PORT, prints the reply)
+# and redis-server SERVER: "exits" fails to bind (logs it, lives 2 s, exits 1), "listens"
+# becomes tiny_redis on the configured port. A started fake leaves $CASE/started.
+port_setup() {
+	CASE=$TMP/$1
+	mkdir -p "$CASE/bin"
+	cat >"$CASE/bin/redis-cli" <<-'EOF'
+		#!/usr/bin/env python3
+		import socket, sys
+		port = int(sys.argv[sys.argv.index("-p") + 1])
+		try:
+		    with socket.create_connection(("127.0.0.1", port), timeout=1) as c:
+		        c.sendall(b"PING\r\n")
+		        print(c.recv(256).decode().strip().lstrip("+"))
+		except OSError as e:
+		    sys.exit(f"Could not connect to Redis at 127.0.0.1:{port}: {e}")
+	EOF
+	case $2 in
+	exits)
+		printf '#!/bin/sh
+: >"%s/started"
+echo "# Warning: Could not create server TCP listening socket 127.0.0.1:port: bind: Address already in use" >>"%s/state/redis/redis.log"
+sleep 2
+exit 1
+' "$CASE" "$CASE" >"$CASE/bin/redis-server"
+		;;
+	listens)
+		# shellcheck disable=SC2016 # $1 and the sed are the fake's, expanded when it runs
+		printf '#!/bin/sh
+: >"%s/started"
+exec python3 "%s" "$(sed -n "s/^port //p" "$1")"
+' "$CASE" "$TMP/tiny_redis.py" >"$CASE/bin/redis-server"
+		;;
+	esac
+	chmod +x "$CASE"/bin/*
+}
+# redis_up_in PORT: redis_up from the sourced script, on PORT, with the case's state folder
+# and fakes first on PATH; output in $CASE/out, exit code in $RC. The fake server it may
+# start is stopped by the PID file.
+redis_up_in() {
+	RC=0
+	(
+		export SECKILL_STATE_DIR=$CASE/state SECKILL_REDIS_PORT=$1 SECKILL_READY_TIMEOUT=10
+		PATH=$CASE/bin:$MACHINE_PATH
+		# shellcheck source=stack
+		source "$STACK"
+		redis_up
+	) >"$CASE/out" 2>&1 || RC=$?
+	if [[ -s $CASE/state/redis/redis.pid ]]; then
+		listeners+=("$(<"$CASE/state/redis/redis.pid")")
+	fi
+}
+
+case_name="a port another server holds: redis_up refuses it, names the port, starts nothing"
+port_setup taken exits
+listener
+redis_up_in "$held"
+if ((RC == 0)); then fail "$case_name" "exit 0: the other server on $held was taken for ours"
+elif ! grep -q "redis: port $held is already in use by pid [0-9]*: [^ ]*python3 .*tiny_redis.py" "$CASE/out"; then fail "$case_name" "message does not name port $held and its holder"
+elif [[ -e $CASE/started ]] || grep -q 'starting redis' "$CASE/out"; then fail "$case_name" "a server was started"
+else ok "$case_name"; fi
+
+case_name="readiness: an answer on the port while the started server does not hold it is not ready"
+# The probe is answered (as by a server that took the port after the check), while the
+# server the script started failed to bind and exits: it must be reported as exited.
+port_setup exited exits
+printf '#!/bin/sh
+echo PONG
+' >"$CASE/bin/redis-cli"
+redis_up_in "$(free_port)"
+if ((RC == 0)); then fail "$case_name" "exit 0: ready without the started server"
+elif [[ ! -e $CASE/started ]]; then fail "$case_name" "the fake server was not started"
+elif ! grep -q 'redis exited during start-up' "$CASE/out" || ! grep -q 'Address already in use' "$CASE/out"; then fail "$case_name" "message"
+else ok "$case_name"; fi
+
+case_name="readiness: the started server holding its port and answering is ready; up again starts nothing"
+port_setup ours listens
+free=$(free_port)
+redis_up_in "$free"
+if ((RC != 0)); then fail "$case_name" "exit $RC"
+elif [[ ! -e $CASE/started ]] || ! grep -q "starting redis on 127.0.0.1:$free" "$CASE/out"; then fail "$case_name" "not started"
+else
+	rm "$CASE/started"
+	redis_up_in "$free"
+	if ((RC != 0)); then fail "$case_name" "second up: exit $RC"
+	elif [[ -e $CASE/started ]] || ! grep -q "redis already running on 127.0.0.1:$free" "$CASE/out"; then fail "$case_name" "second up started another"
+	else ok "$case_name"; fi
+fi
+kill "$(<"$CASE/state/redis/redis.pid")" 2>/dev/null || true
+
+case_name="ports_free names the taken one of a server's ports, and the variable that moves it"
+CASE=$TMP/ports
+mkdir -p "$CASE"
+listener
+free=$(free_port)
+RC=0
+# shellcheck disable=SC2016
+bash -c 'source "$1"; ports_free kafka "$2:SECKILL_KAFKA_PORT" "$3:SECKILL_KAFKA_CONTROLLER_PORT"' _ "$STACK" "$free" "$held" >"$CASE/out" 2>&1 || RC=$?
+if ((RC == 0)); then fail "$case_name" "exit 0"
+elif ! grep -q "kafka: port $held is already in use by pid .*SECKILL_KAFKA_CONTROLLER_PORT" "$CASE/out"; then fail "$case_name" "message"
+elif grep -q "port $free" "$CASE/out"; then fail "$case_name" "the free port $free named"
 else ok "$case_name"; fi
 
 echo "stack: $passed passed, $failed failed"

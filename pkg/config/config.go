@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
+	"github.com/seckill-pipeline/seckill/pkg/memlimit"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -45,6 +46,9 @@ type Common struct {
 	LogLevel             slog.Level
 	ShutdownTimeout      time.Duration
 	KeyGrace             time.Duration // Redis keys of a session live until its end + KeyGrace
+	// MemLimit is how a service sets the Go runtime's soft memory limit at start
+	// (memlimit.Apply): GOMEMLIMIT if set, else SECKILL_MEMLIMIT_RATIO of its cgroup's limit.
+	MemLimit memlimit.Config
 }
 
 func readCommon(r *reader) Common {
@@ -64,6 +68,10 @@ func readCommon(r *reader) Common {
 		LogLevel:             r.level("SECKILL_LOG_LEVEL", "info"),
 		ShutdownTimeout:      r.duration("SECKILL_SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 5*time.Minute),
 		KeyGrace:             r.duration("SECKILL_KEY_GRACE", time.Hour, time.Minute, 7*24*time.Hour),
+		MemLimit: memlimit.Config{
+			GOMEMLIMIT: r.str("GOMEMLIMIT", ""),
+			Ratio:      r.fraction("SECKILL_MEMLIMIT_RATIO", memlimit.DefaultRatio),
+		},
 	}
 	// The grab topic's partition count is a setting because it can be raised between sales
 	// (docs/operators.md, Adding grab partitions): the reconciler maps a prize to its

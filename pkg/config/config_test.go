@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/pkg/memlimit"
 )
 
 func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -218,5 +220,40 @@ func TestKafkaBatchTimeout(t *testing.T) {
 		if c, err := LoadGateway(getenv(m)); (err == nil) != ok || (ok && c.KafkaWriters != 4) {
 			t.Errorf("SECKILL_KAFKA_WRITERS=%s: %v (want ok %v)", v, err, ok)
 		}
+	}
+}
+
+// The soft memory limit's settings reach memlimit.Config as given; a ratio outside (0, 1]
+// stops the service at start, named.
+func TestMemLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    memlimit.Config
+		wantErr string // substring; "" means success
+	}{
+		{"defaults", nil, memlimit.Config{Ratio: 0.9}, ""},
+		{"ratio", map[string]string{"SECKILL_MEMLIMIT_RATIO": " 0.75 "}, memlimit.Config{Ratio: 0.75}, ""},
+		{"ratio 1", map[string]string{"SECKILL_MEMLIMIT_RATIO": "1"}, memlimit.Config{Ratio: 1}, ""},
+		{"GOMEMLIMIT", map[string]string{"GOMEMLIMIT": "450MiB"}, memlimit.Config{GOMEMLIMIT: "450MiB", Ratio: 0.9}, ""},
+		{"GOMEMLIMIT off", map[string]string{"GOMEMLIMIT": "off"}, memlimit.Config{GOMEMLIMIT: "off", Ratio: 0.9}, ""},
+		{"ratio 0", map[string]string{"SECKILL_MEMLIMIT_RATIO": "0"}, memlimit.Config{}, `SECKILL_MEMLIMIT_RATIO="0": want a number in (0, 1]`},
+		{"ratio above 1", map[string]string{"SECKILL_MEMLIMIT_RATIO": "1.5"}, memlimit.Config{}, `SECKILL_MEMLIMIT_RATIO="1.5"`},
+		{"negative ratio", map[string]string{"SECKILL_MEMLIMIT_RATIO": "-0.9"}, memlimit.Config{}, `SECKILL_MEMLIMIT_RATIO="-0.9"`},
+		{"ratio as a percentage", map[string]string{"SECKILL_MEMLIMIT_RATIO": "90%"}, memlimit.Config{}, `SECKILL_MEMLIMIT_RATIO="90%"`},
+		{"ratio NaN", map[string]string{"SECKILL_MEMLIMIT_RATIO": "NaN"}, memlimit.Config{}, `SECKILL_MEMLIMIT_RATIO="NaN"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConsumer(getenv(tc.env))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
+			case tc.wantErr == "" && c.MemLimit != tc.want:
+				t.Fatalf("MemLimit = %+v, want %+v", c.MemLimit, tc.want)
+			}
+		})
 	}
 }

@@ -172,6 +172,21 @@ func (r *reader) integer(key string, def, min, max int) int {
 	return v
 }
 
+// fraction reads a share of something, a number in (0, 1].
+func (r *reader) fraction(key string, def float64) float64 {
+	raw := strings.TrimSpace(r.getenv(key))
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.ParseFloat(raw, 64)
+	// Written so NaN fails too.
+	if err != nil || !(v > 0 && v <= 1) {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want a number in (0, 1], such as 0.9", key, raw))
+		return def
+	}
+	return v
+}
+
 func (r *reader) duration(key string, def, min, max time.Duration) time.Duration {
 	raw := strings.TrimSpace(r.getenv(key))
 	if raw == "" {

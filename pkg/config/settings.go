@@ -51,6 +51,8 @@ func Settings() []Setting {
 		{"SECKILL_TOPIC_PREFIX", false, "(empty)", nil, "prefix for topic names (<prefix>.seckill.grab)"},
 		{"SECKILL_GRAB_PARTITIONS", false, "6", nil, "partitions of the grab topic; the reconciler refuses a topic with another count"},
 		{"SECKILL_LOG_LEVEL", false, "info", nil, "debug, info, warn or error (JSON logs)"},
+		{"SECKILL_MEMLIMIT_RATIO", false, "0.9", nil, "the Go runtime's soft memory limit is this share of the container's (cgroup) memory limit, in (0, 1]; no container limit: none"},
+		{"GOMEMLIMIT", false, "(empty: SECKILL_MEMLIMIT_RATIO applies)", nil, "the Go runtime's own soft memory limit (e.g. 450MiB, or off); when set it wins over SECKILL_MEMLIMIT_RATIO"},
 		{"SECKILL_SHUTDOWN_TIMEOUT", false, "15s", nil, "graceful shutdown budget after SIGTERM"},
 		{"SECKILL_KEY_GRACE", false, "1h", nil, "Redis keys live until the session's end plus this"},
 		{"SECKILL_GATEWAY_ADDR", false, "127.0.0.1:8080", gw, "public grab/status API"},
