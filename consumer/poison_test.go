@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
@@ -22,28 +22,13 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
-// poisonKinds returns one of each kind of poison a writer of topic can put on a partition
-// (issue 39): a value of about 600 KB that is not an event and carries its bulk in a field
-// the decoder quotes in its error, many large values that are not JSON, JSON with the wrong
-// field types, an unknown schema version, and a thousand small ones in a row. Offsets start
-// at first.
+// poisonKinds is harness.PoisonKinds as read from topic, offsets from first.
 func poisonKinds(topic string, first int64) []kafka.Message {
-	var out []kafka.Message
-	add := func(key string, value []byte, headers ...kafka.Header) {
-		out = append(out, kafka.Message{Topic: topic, Offset: first + int64(len(out)), Key: []byte(key), Value: value, Headers: headers})
+	msgs := harness.PoisonKinds(nil)
+	for i := range msgs {
+		msgs[i].Topic, msgs[i].Offset = topic, first+int64(i)
 	}
-	huge := strings.Repeat("x", 600<<10)
-	add("huge", []byte(`{"v":1,"type":"`+huge+`","request_id":"`+huge[:1000]+`"}`))
-	noise := bytes.Repeat([]byte{0xff, 0x00, 0x9c}, 40<<10) // 120 KB, not UTF-8, not JSON
-	for i := range 150 {
-		add("noise-"+strconv.Itoa(i), noise)
-	}
-	add("types", []byte(`{"v":"1","request_id":7,"session_id":"s","prize_id":[],"user_id":{},"type":3}`))
-	add("version", []byte(`{"v":9,"request_id":"1-1-aaaaaaaa"}`), kafka.Header{Key: "schema", Value: []byte("grab.v9")})
-	for i := range 1000 {
-		add("row-"+strconv.Itoa(i), []byte("not json "+strconv.Itoa(i)))
-	}
-	return out
+	return msgs
 }
 
 // checkPoisonSetAside checks that each poison message of topic cost exactly one dead letter
