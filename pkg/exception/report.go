@@ -33,7 +33,7 @@ type Message struct {
 	ValueBase64 string            `json:"value_base64,omitempty"` // otherwise
 	Size        int               `json:"size"`                   // of the original value, in bytes
 	SHA256      string            `json:"sha256,omitempty"`       // of the original value, hex
-	Truncated   bool              `json:"truncated,omitempty"`    // Value holds only its first bytes
+	Truncated   bool              `json:"truncated,omitempty"`    // Key or Value holds only its first bytes
 	Headers     map[string]string `json:"headers,omitempty"`
 	Cause       string            `json:"cause"`
 }
@@ -57,7 +57,7 @@ func (m Message) Bytes() ([]byte, error) {
 func messageOf(p event.Poison) Message {
 	sum := sha256.Sum256(p.Msg.Value)
 	m := Message{Topic: p.Msg.Topic, Partition: p.Msg.Partition, Offset: p.Msg.Offset, Key: event.Clip(string(p.Msg.Key), maxField),
-		Size: len(p.Msg.Value), SHA256: hex.EncodeToString(sum[:]), Cause: "unknown"}
+		Size: len(p.Msg.Value), SHA256: hex.EncodeToString(sum[:]), Truncated: len(p.Msg.Key) > maxField, Cause: "unknown"}
 	value := p.Msg.Value
 	if len(value) > maxValue {
 		cut := maxValue

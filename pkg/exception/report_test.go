@@ -1,11 +1,16 @@
 package exception
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
@@ -78,5 +83,38 @@ func TestDeadLettersRecordAfterTheTopicAcknowledged(t *testing.T) {
 	rec = &flakyRecorder{fails: 1 << 30}
 	if err := NewDeadLetters(fakeWriter{}, rec, time.Now, log).Write(ctx, p); err == nil {
 		t.Fatal("unrecorded cases reported as done")
+	}
+}
+
+// A case keeps a bounded part of a poison message, says so, and names the original by size
+// and hash; a message whose key or value was cut is not replayable as it was.
+func TestDeadLetterEvidenceIsBounded(t *testing.T) {
+	text := strings.Repeat("é", 20<<10) // 40 KiB of two-byte characters
+	binary := bytes.Repeat([]byte{0xff}, 20<<10)
+	for _, tc := range []struct {
+		name      string
+		key       []byte
+		value     []byte
+		truncated bool
+	}{
+		{"small", []byte("1:2"), []byte("not json"), false},
+		{"long text", []byte("1:2"), []byte(text), true},
+		{"long binary", []byte("1:2"), binary, true},
+		{"long key", bytes.Repeat([]byte("k"), 5000), []byte("x"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := DeadLetterReport(event.Poison{Msg: kafka.Message{Topic: "g", Key: tc.key, Value: tc.value},
+				Cause: errors.New(strings.Repeat("c", 5000))})
+			ev := r.Evidence.(map[string]any)["message"].(Message)
+			kept, err := ev.Bytes()
+			sum := sha256.Sum256(tc.value)
+			if err != nil || ev.Truncated != tc.truncated || ev.Size != len(tc.value) || ev.SHA256 != hex.EncodeToString(sum[:]) ||
+				len(kept) > maxValue || !bytes.HasPrefix(tc.value, kept) || len(ev.Cause) > maxField || len(ev.Key) > maxField {
+				t.Fatalf("evidence: truncated %v, size %d, kept %d bytes, cause %d, key %d, err %v", ev.Truncated, ev.Size, len(kept), len(ev.Cause), len(ev.Key), err)
+			}
+			if tc.name == "long text" && (ev.Value == "" || !utf8.ValidString(ev.Value)) {
+				t.Fatalf("text cut mid-character or kept as base64")
+			}
+		})
 	}
 }
