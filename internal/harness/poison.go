@@ -104,14 +104,10 @@ func poisonOnGrabs(ctx context.Context, e *Env) error {
 // within poisonDeadline, and the poison must be one exception case each.
 func poisonOnFeedback(ctx context.Context, e *Env) error {
 	c := e.Pipeline
-	if _, err := awaitOrders(ctx, e, -1); err != nil {
+	win, err := firstWinner(ctx, e)
+	if err != nil {
 		return err
 	}
-	ws, err := c.winners(ctx, time.Unix(0, 0))
-	if err != nil || len(ws) == 0 {
-		return fmt.Errorf("a winner to pay: %d found, %v", len(ws), err)
-	}
-	win := ws[0]
 	w, err := event.NewWriter(c.Brokers, c.Topics.Feedback.Name, event.WithSecurity(c.kafka))
 	if err != nil {
 		return err
@@ -199,30 +195,27 @@ func (c *Pipeline) checkPoisonCases(ctx context.Context, t event.Topic, n int) e
 	return nil
 }
 
-// poisonOnCompensation writes every kind of poison to the compensation partition of the
-// prize with the most stock, then a valid compensation event after it (a winner's grab
-// again, which the replay finds already persisted): the reconciler's replay must get past
+// poisonOnCompensation writes every kind of poison to the compensation partition of a
+// winner's prize, then a valid compensation event after it (the winner's grab again, which
+// the replay finds already persisted): the reconciler's replay must get past
 // all of it within poisonDeadline (its stored position reaches the partition's end), and
 // the poison must be one exception case each.
 func poisonOnCompensation(ctx context.Context, e *Env) error {
 	c := e.Pipeline
-	if _, err := awaitOrders(ctx, e, -1); err != nil {
+	win, err := firstWinner(ctx, e)
+	if err != nil {
 		return err
-	}
-	ws, err := c.winners(ctx, time.Unix(0, 0))
-	if err != nil || len(ws) == 0 {
-		return fmt.Errorf("a winner to replay: %d found, %v", len(ws), err)
 	}
 	var o struct {
 		SessionID, PrizeID int64
 		Bucket             int
 		CreatedAt          time.Time
 	}
-	if err := c.DB.WithContext(ctx).Raw("SELECT session_id, prize_id, bucket, created_at FROM orders WHERE id = ?", ws[0].ID).Row().
+	if err := c.DB.WithContext(ctx).Raw("SELECT session_id, prize_id, bucket, created_at FROM orders WHERE id = ?", win.ID).Row().
 		Scan(&o.SessionID, &o.PrizeID, &o.Bucket, &o.CreatedAt); err != nil {
-		return fmt.Errorf("read winner %d: %w", ws[0].ID, err)
+		return fmt.Errorf("read winner %d: %w", win.ID, err)
 	}
-	valid, err := event.EncodeGrab(seckill.Grab{RequestID: ws[0].RequestID, UserID: ws[0].UserID, SessionID: o.SessionID,
+	valid, err := event.EncodeGrab(seckill.Grab{RequestID: win.RequestID, UserID: win.UserID, SessionID: o.SessionID,
 		PrizeID: o.PrizeID, Bucket: o.Bucket, AdmittedAt: o.CreatedAt})
 	if err != nil {
 		return err
@@ -262,4 +255,16 @@ func poisonOnCompensation(ctx context.Context, e *Env) error {
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 	return c.checkPoisonCases(ctx, c.Topics.Compensation, n)
+}
+
+// firstWinner waits for the crowd's first order and returns the oldest winner.
+func firstWinner(ctx context.Context, e *Env) (Winner, error) {
+	if _, err := awaitOrders(ctx, e, -1); err != nil {
+		return Winner{}, err
+	}
+	ws, err := e.Pipeline.winners(ctx, time.Unix(0, 0))
+	if err != nil || len(ws) == 0 {
+		return Winner{}, fmt.Errorf("a winner: %d found, %v", len(ws), err)
+	}
+	return ws[0], nil
 }
