@@ -261,7 +261,7 @@ func TestIdlePartitionRecoversAFailedPublish(t *testing.T) {
 	b.writer = &failFirst{producer: b.writer}
 	b.retryEvery = 50 * time.Millisecond
 	g := &groupConsumer{brokers: e.brokers, groupID: "t-" + stacktest.ID(t), topic: e.topics.Grab.Name, batchSize: 100,
-		batchWait: 10 * time.Millisecond, proc: e.processor(t, store.NewOrders(e.db)), events: b, log: slog.New(slog.DiscardHandler)}
+		batchWait: 10 * time.Millisecond, readAhead: 4 << 20, proc: e.processor(t, store.NewOrders(e.db)), events: b, log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/pkg/readahead"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
@@ -27,6 +28,9 @@ type groupConsumer struct {
 	topic     string
 	batchSize int
 	batchWait time.Duration
+	// readAhead is how many bytes of messages a partition's worker holds read and not yet
+	// processed (pkg/readahead): its batch and the next ones.
+	readAhead int64
 	proc      batchProcessor
 	// events, when set, publishes the orders' events of each partition's batches from
 	// memory; proc must then be a sourcedProcessor. Nil: proc.Process alone (feedback).
@@ -138,13 +142,14 @@ func (c *groupConsumer) next(ctx context.Context, group *kafka.ConsumerGroup) (*
 // work consumes one partition. stop ends it between batches: the process shutting down
 // (ctx) or the generation ending (gctx, a rebalance).
 func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, partition int, offset int64) {
-	// The reader fetches in the background into a queue; holding two batches there lets
-	// the next batch arrive while the current one is in its transaction (kafka-go's default
-	// queue of 100 messages made a 500-event batch wait for fetches after every commit).
+	// kafka-go's reader fetches in the background into a queue counted in messages; it is
+	// kept a few deep, and the read-ahead that lets the next batch arrive while the current
+	// one is in its transaction (two batches of events) is bounded in bytes instead: a
+	// queue of 2,000 messages held 2 GB of a topic's largest (pkg/readahead).
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: c.brokers, Dialer: c.dialer, Topic: c.topic, Partition: partition,
 		MinBytes: 1, MaxBytes: 8 << 20, MaxWait: 100 * time.Millisecond,
-		QueueCapacity: 2 * c.batchSize,
+		QueueCapacity: readerQueue,
 	})
 	defer r.Close()
 	if err := r.SetOffset(offset); err != nil {
@@ -154,6 +159,14 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	stop, cancel := context.WithCancel(gctx)
 	defer cancel()
 	context.AfterFunc(ctx, cancel)
+	ahead, err := readahead.New(r, c.readAhead, 2*c.batchSize)
+	if err != nil {
+		c.log.Error("read-ahead", "partition", partition, "error", err.Error())
+		return
+	}
+	go ahead.Run(stop)
+	// Runs before r.Close: the read-ahead stops fetching from the reader first.
+	defer func() { cancel(); ahead.Wait() }()
 	// Offsets are committed after the batches they cover were persisted, at most every
 	// commitEvery while busy (a commit is a Kafka round trip the hot path need not wait for
 	// each batch) and at once when the partition goes idle or the worker stops. A crash in
@@ -196,7 +209,7 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 		settle = func() { pe.idle(ctx) }
 	}
 	for {
-		batch := c.fetch(stop, r, idle())
+		batch := c.fetch(stop, ahead, idle())
 		if len(batch) == 0 && stop.Err() == nil {
 			settle()
 		}
@@ -207,6 +220,7 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 					"first_offset", batch[0].Offset, "error", err.Error())
 				return
 			}
+			ahead.Release(batch)
 			last := batch[len(batch)-1]
 			pending = last.Offset + 1
 			idle := last.HighWaterMark <= last.Offset+1
@@ -220,17 +234,22 @@ func (c *groupConsumer) work(ctx, gctx context.Context, gen *kafka.Generation, p
 	}
 }
 
+// readerQueue is kafka-go's own queue, in messages: enough to hand messages on to the
+// read-ahead without a wait, few enough that the topic's largest cannot fill memory.
+const readerQueue = 8
+
 // fetch waits for a first message, then takes more until batchSize messages or batchWait
-// has passed since the first, or nothing when idle (> 0) passed without a message.
-// FetchMessage never commits; a cancelled fetch loses nothing.
-func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader, idle time.Duration) []kafka.Message {
+// has passed since the first, or nothing when idle (> 0) passed without a message. The
+// read-ahead's byte budget bounds the batch too: when it is spent, the batch is what was
+// read by batchWait. Fetching never commits; a cancelled fetch loses nothing.
+func (c *groupConsumer) fetch(stop context.Context, r *readahead.Reader, idle time.Duration) []kafka.Message {
 	fctx := stop
 	if idle > 0 {
 		var cancel context.CancelFunc
 		fctx, cancel = context.WithTimeout(stop, idle)
 		defer cancel()
 	}
-	first, err := r.FetchMessage(fctx)
+	first, err := r.Fetch(fctx)
 	if err != nil {
 		return nil
 	}
@@ -241,7 +260,7 @@ func (c *groupConsumer) fetch(stop context.Context, r *kafka.Reader, idle time.D
 	wctx, cancel := context.WithTimeout(stop, c.batchWait)
 	defer cancel()
 	for len(batch) < c.batchSize {
-		m, err := r.FetchMessage(wctx)
+		m, err := r.Fetch(wctx)
 		if err != nil {
 			break
 		}

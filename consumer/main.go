@@ -146,12 +146,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	group := &groupConsumer{
 		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
-		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, proc: proc, events: events, log: log,
+		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, readAhead: int64(cfg.ReadAhead), proc: proc, events: events, log: log,
 	}
 	// Downstream's order feedback (paid, cancelled): its own group, the same care.
 	feedback := &groupConsumer{
 		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.FeedbackGroup, topic: cfg.Topics.Feedback.Name,
-		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, log: log,
+		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, readAhead: int64(cfg.ReadAhead), log: log,
 		proc: &feedbackProcessor{orders: store.NewOrders(db), gate: gate, returns: store.NewReturns(db),
 			deadLetters: deadLetters, policy: retry.Default(), metrics: newFeedbackMetrics(reg), log: log,
 			now: time.Now, onApplied: relay.Kick},
@@ -163,7 +163,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"grab_topic", cfg.Topics.Grab.Name, "order_topic", cfg.Topics.Order.Name,
 		"compensation_topic", cfg.Topics.Compensation.Name, "dead_letter_topic", cfg.Topics.DeadLetter.Name,
 		"feedback_topic", cfg.Topics.Feedback.Name, "feedback_group", cfg.FeedbackGroup,
-		"batch_size", cfg.BatchSize, "batch_wait", cfg.BatchWait.String(), "kafka_acks", "all",
+		"batch_size", cfg.BatchSize, "batch_wait", cfg.BatchWait.String(), "read_ahead_bytes", cfg.ReadAhead, "kafka_acks", "all",
 		"redis_addr", cfg.RedisAddr, "redis_user", cfg.RedisUsername, "redis_tls", cfg.RedisTLS != nil,
 		"kafka_brokers", cfg.KafkaBrokers, "kafka_security", cfg.Kafka.String(), "mysql_tls", cfg.MySQLTLS != nil)
 

@@ -290,6 +290,9 @@ type Consumer struct {
 	GroupID   string
 	BatchSize int
 	BatchWait time.Duration
+	// ReadAhead bounds the bytes of messages a partition's worker holds read and not yet
+	// processed: its batch and the next ones (pkg/readahead).
+	ReadAhead int
 	// FeedbackGroup is the group consuming downstream's order feedback (paid, cancelled).
 	FeedbackGroup string
 }
@@ -303,6 +306,7 @@ func LoadConsumer(getenv func(string) string) (Consumer, error) {
 		GroupID:   r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
 		BatchSize: r.integer("SECKILL_BATCH_SIZE", 1000, 1, 10000),
 		BatchWait: r.duration("SECKILL_BATCH_WAIT", 5*time.Millisecond, 0, 10*time.Second),
+		ReadAhead: r.integer("SECKILL_READ_AHEAD_BYTES", 4<<20, 64<<10, 1<<30),
 
 		FeedbackGroup: r.str("SECKILL_FEEDBACK_GROUP", "seckill-order-feedback"),
 	}

@@ -87,6 +87,7 @@ func Settings() []Setting {
 		{"SECKILL_CONSUMER_GROUP", false, "seckill-orders", nil, "the order consumers' group (the reconciler and the console read its lag)"},
 		{"SECKILL_BATCH_SIZE", false, "1000", cons, "events per batch at most"},
 		{"SECKILL_BATCH_WAIT", false, "5ms", cons, "how long a batch waits to fill"},
+		{"SECKILL_READ_AHEAD_BYTES", false, "4194304", cons, "bytes of messages each partition's worker holds read and not yet processed (its batch and the next ones; at least 65536)"},
 		{"SECKILL_FEEDBACK_GROUP", false, "seckill-order-feedback", []string{"consumer", "reconciler"}, "the group reading downstream's order feedback"},
 		{"SECKILL_RECONCILER_ADDR", false, "127.0.0.1:8083", recon, "health and metrics (scheduler mode)"},
 		{"SECKILL_RECONCILE_INTERVAL", false, "10s", recon, "scheduler period; shorter than SECKILL_KEY_GRACE"},
