@@ -130,6 +130,10 @@ func (j *compensationJob) Run(ctx context.Context, fence lease.Fence) (result, e
 	return result{Summary: sum}, errors.Join(errs...)
 }
 
+// replayBatchBytes bounds a replay batch's messages in bytes as well as in number: anyone
+// who can write the topic can fill 200 messages with a topic's largest (200 MB).
+const replayBatchBytes = 4 << 20
+
 // replayPartition replays one partition from p.Next up to p.End (what was there when the
 // run began) in batches, saving the offset after each, and returns how many it replayed.
 func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence, part int, p event.Position, deadline time.Time, sum map[string]int64) (int64, error) {
@@ -142,7 +146,8 @@ func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence
 	next := p.Next
 	for next < p.End && time.Now().Before(deadline) {
 		var batch []kafka.Message
-		for len(batch) < 200 && next < p.End {
+		size := 0
+		for len(batch) < 200 && size < replayBatchBytes && next < p.End {
 			// The messages exist (below the end offset read at the start), so a fetch that
 			// takes long means the broker is unwell, not that the topic is empty.
 			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -155,6 +160,7 @@ func (j *compensationJob) replayPartition(ctx context.Context, fence lease.Fence
 				break
 			}
 			batch = append(batch, m)
+			size += len(m.Key) + len(m.Value)
 			next = m.Offset + 1
 		}
 		if err := j.replay(ctx, batch, sum); err != nil {

@@ -164,7 +164,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		metrics: newCompensationMetrics(reg), log: log, now: time.Now,
 		open: func(partition int, offset int64) (partitionReader, error) {
 			r := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.KafkaBrokers, Dialer: cfg.Kafka.Dialer(), Topic: cfg.Topics.Compensation.Name,
-				Partition: partition, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
+				Partition: partition, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond,
+				// kafka-go's queue counts messages whatever their size: a few, so it holds a
+				// few MiB of the topic's largest, not a hundred.
+				QueueCapacity: 8})
 			if err := r.SetOffset(offset); err != nil {
 				r.Close()
 				return nil, fmt.Errorf("compensation partition %d at offset %d: %w", partition, offset, err)

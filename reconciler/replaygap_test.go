@@ -7,11 +7,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
 // A compensation topic recreated under the reconciler (its offsets start again below the
@@ -119,5 +123,64 @@ func TestReplayGapIsACase(t *testing.T) {
 				t.Fatalf("stored position %d, want the first offset %d", offsets[0], tc.bounds.First)
 			}
 		})
+	}
+}
+
+// savedOffsets records every replay position saved: one a batch.
+type savedOffsets struct {
+	memOffsets
+	saves []int64
+}
+
+func (s *savedOffsets) SaveReplayOffset(ctx context.Context, f lease.Fence, topic string, partition int, next int64) error {
+	s.saves = append(s.saves, next)
+	return s.memOffsets.SaveReplayOffset(ctx, f, topic, partition, next)
+}
+
+// largeMessages hands out n messages of 1 MiB that are not compensation events.
+type largeMessages struct{ next, n int64 }
+
+func (l *largeMessages) FetchMessage(ctx context.Context) (kafka.Message, error) {
+	if l.next >= l.n {
+		<-ctx.Done()
+		return kafka.Message{}, ctx.Err()
+	}
+	l.next++
+	return kafka.Message{Offset: l.next - 1, Value: make([]byte, 1<<20)}, nil
+}
+
+func (*largeMessages) Close() error { return nil }
+
+type poisonLog []event.Poison
+
+func (p *poisonLog) Write(_ context.Context, poison ...event.Poison) error {
+	*p = append(*p, poison...)
+	return nil
+}
+
+type noSettle struct{}
+
+func (noSettle) Settle(context.Context, []stock.SettleBatch) (int64, error) { return 0, nil }
+
+// A replay batch is bounded in bytes as well as in number: 20 messages of 1 MiB (anyone
+// who can write the topic can write them) are replayed 4 MiB at a time, not 20 MiB in one
+// batch, and each is dead-lettered.
+func TestReplayBatchesAreBoundedInBytes(t *testing.T) {
+	offsets := &savedOffsets{memOffsets: memOffsets{}}
+	var dead poisonLog
+	src := &largeMessages{n: 20}
+	j := &compensationJob{bounds: fixedBounds{0: {First: 0, End: 20}}, offsets: offsets, cases: &caseLog{},
+		open:        func(int, int64) (partitionReader, error) { return src, nil },
+		write:       writepath.New(nil, noSettle{}, retry.Default(), nil, slog.New(slog.DiscardHandler), time.Now),
+		deadLetters: &dead, topic: event.Topic{Name: "t.seckill.compensation", Partitions: 1}, budget: time.Minute,
+		metrics: newCompensationMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler), now: time.Now}
+	if _, err := j.Run(context.Background(), lease.Fence{Name: "l", Number: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 20 || offsets.memOffsets[0] != 20 {
+		t.Fatalf("%d dead-lettered, replayed to %d; want 20 and 20", len(dead), offsets.memOffsets[0])
+	}
+	if len(offsets.saves) != 5 || offsets.saves[0] != 4 {
+		t.Fatalf("batches ended at %v, want every 4 MiB (4, 8, ..., 20)", offsets.saves)
 	}
 }
