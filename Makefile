@@ -48,9 +48,10 @@ lint: ## static checks (.ci/lint): shell, compose, Dockerfile, alerts, dashboard
 LINT_VENV ?= $(or $(SECKILL_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/seckill)/lint-venv
 
 # The contract fuzzer (internal/contractfuzz, about 3 minutes): Schemathesis, every check, a
-# fixed seed and a bounded number of examples, against both listeners of a real gateway on
-# the stack (the admin API with the bearer token and again signed in as the console); fails
-# on any disagreement between docs/api and the gateway. SEED and EXAMPLES override the two.
+# fresh seed each run (printed, with the command that replays it) and a bounded number of
+# examples, against both listeners of a real gateway on the stack (the admin API with the
+# bearer token and again signed in as the console); fails on any disagreement between docs/api
+# and the gateway. SEED replays a run's seed; EXAMPLES changes the number of examples.
 FUZZ_FLAGS := $(if $(SEED),-seed $(SEED)) $(if $(EXAMPLES),-examples $(EXAMPLES))
 contract-fuzz: lint stack-up ## Schemathesis against a real gateway, fails on any disagreement with docs/api (about 3 min)
 	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' -v \

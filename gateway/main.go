@@ -279,6 +279,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := creds.AcceptPrevious(cfg.AdminTokenPrevious); err != nil {
 		return err
 	}
+	creds.Register(reg)
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
 	adm.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
 	adm.register(adminMux)

@@ -10,6 +10,9 @@ import sys
 from ruamel.yaml import YAML
 
 SECKILL_IMAGE = re.compile(r"^seckill:")
+# The oldest Redis line upstream still patches (its release notes name the supported lines);
+# raise it when a line reaches its end of life.
+REDIS_OLDEST_MAINTAINED = (7, 2)
 PINNED = re.compile(r"^[^:@]+:\d+\.\d+\.\d+(-[\w.]+)?$|@sha256:[0-9a-f]{64}$")
 
 
@@ -70,6 +73,13 @@ def main(compose_path, stack_path):
     check(not re.search(r"collation[-_]server|character[-_]set[-_]server", text),
           "no server-wide collation or charset: the schema pins utf8mb4_bin itself")
 
+    # Upstream patches only its newest lines; 7.0 and older get no security fixes any more.
+    # (The local stack runs Debian 12's 7.0.15, which Debian's security team patches; an
+    # upstream image of an ended line is patched by nobody.)
+    redis = re.match(r"^redis:(\d+)\.(\d+)\.", services["redis"]["image"])
+    check(redis and (int(redis.group(1)), int(redis.group(2))) >= REDIS_OLDEST_MAINTAINED,
+          f"redis image {services['redis']['image']!r} is of an end-of-life line (maintained: "
+          f"{'.'.join(map(str, REDIS_OLDEST_MAINTAINED))} and newer)")
     redis_cmd = [str(a) for a in services["redis"].get("command", [])]
     check("--maxmemory" in redis_cmd, "redis: --maxmemory is set")
     check("noeviction" in redis_cmd, "redis: --maxmemory-policy noeviction")

@@ -126,7 +126,40 @@ func check(m *manifests, want shape) []error {
 		}
 	}
 	c.migrationJob()
+	for _, d := range m.deployments {
+		c.egress("Deployment "+d.Name, d.Spec.Template.Labels)
+	}
+	for _, j := range m.jobs {
+		c.egress("Job "+j.Name, j.Spec.Template.Labels)
+	}
 	return c.errs
+}
+
+// egress: every workload's pods are selected by an Egress policy, and every egress rule
+// names its ports, so a compromised pod reaches DNS and the servers' ports only (not the
+// internet, not the cluster's other services on any port). A rule without ports, or with a
+// port range, would admit everything again.
+func (c *checker) egress(where string, podLabels map[string]string) {
+	selected := false
+	for _, np := range c.m.netpols {
+		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !selects(&np.Spec.PodSelector, podLabels) {
+			continue
+		}
+		selected = true
+		for i, rule := range np.Spec.Egress {
+			if len(rule.Ports) == 0 {
+				c.fail("NetworkPolicy %s egress rule %d: no ports (admits every port of its peers)", np.Name, i)
+			}
+			for _, p := range rule.Ports {
+				if p.Port == nil || p.EndPort != nil {
+					c.fail("NetworkPolicy %s egress rule %d: a rule for all ports or a range", np.Name, i)
+				}
+			}
+		}
+	}
+	if !selected {
+		c.fail("%s: no NetworkPolicy restricts its egress (its pods may connect anywhere)", where)
+	}
 }
 
 type checker struct {

@@ -113,17 +113,21 @@ func Parse(r io.Reader) ([]Credential, error) {
 }
 
 // Credentials are the operators' credentials: the file's, re-read whenever its
-// modification time or size changes (checked on every use, so a removed line stops working
-// on the next request; a file that no longer parses keeps the last good set and is reported
-// to onReloadError once per change), and the legacy token's, if any.
+// modification time or size changes (checked on every use and every scrape of the metrics,
+// so a removed line stops working on the next request), and the legacy token's, if any. A
+// reload fails closed: a file that cannot be read, does not parse or leaves no credential at
+// all (the rules of the start) is refused, the last good set stays in force, and the failure
+// is reported to onReloadError and counted once per change of the file.
 type Credentials struct {
 	path          string
 	legacy        []Credential // SECKILL_ADMIN_TOKEN, and during its rotation the previous one
 	onReloadError func(error)
 
-	mu    sync.Mutex
-	file  []Credential
-	stamp fileStamp
+	mu       sync.Mutex
+	file     []Credential
+	stamp    fileStamp
+	failed   bool   // the file on disk was refused; the set read before is in force
+	failures uint64 // refused reloads, one per change of the file
 }
 
 type fileStamp struct {
@@ -149,7 +153,7 @@ func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, er
 		}
 	}
 	if len(c.legacy) == 0 && len(c.file) == 0 {
-		return nil, fmt.Errorf("admin tokens file %s holds no credential and SECKILL_ADMIN_TOKEN is not set", path)
+		return nil, errors.New("neither SECKILL_ADMIN_TOKENS_FILE nor SECKILL_ADMIN_TOKEN is set")
 	}
 	return c, nil
 }
@@ -165,6 +169,10 @@ func (c *Credentials) read(stamp fileStamp) error {
 	creds, err := Parse(bytes.NewReader(raw))
 	if err != nil {
 		return fmt.Errorf("admin tokens file %s: %w", c.path, err)
+	}
+	if len(creds) == 0 && len(c.legacy) == 0 {
+		// Most likely cut short while being written; applied, it would lock every operator out.
+		return fmt.Errorf("admin tokens file %s holds no credential and SECKILL_ADMIN_TOKEN is not set", c.path)
 	}
 	for _, f := range creds {
 		for _, l := range c.legacy {
@@ -205,6 +213,16 @@ func (c *Credentials) AcceptPrevious(token string) error {
 func (c *Credentials) current() []Credential {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.refresh()
+	out := c.file
+	if len(c.legacy) > 0 {
+		out = append(out[:len(out):len(out)], c.legacy...)
+	}
+	return out
+}
+
+// refresh re-reads the file if its stamp changed. Callers hold mu.
+func (c *Credentials) refresh() {
 	if c.path != "" {
 		st, err := os.Stat(c.path)
 		var stamp fileStamp
@@ -218,16 +236,15 @@ func (c *Credentials) current() []Credential {
 				c.stamp = stamp
 				err = fmt.Errorf("admin tokens file: %w", err)
 			}
-			if err != nil && c.onReloadError != nil {
-				c.onReloadError(fmt.Errorf("%w (keeping the %d credentials read before)", err, len(c.file)))
+			c.failed = err != nil
+			if err != nil {
+				c.failures++
+				if c.onReloadError != nil {
+					c.onReloadError(fmt.Errorf("%w (keeping the %d credentials read before)", err, len(c.file)))
+				}
 			}
 		}
 	}
-	out := c.file
-	if len(c.legacy) > 0 {
-		out = append(out[:len(out):len(out)], c.legacy...)
-	}
-	return out
 }
 
 // Authenticate returns the name of the credential whose token is token. The token's hash

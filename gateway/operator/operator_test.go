@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func line(name, token string) string {
@@ -209,5 +211,80 @@ func TestLoadRefuses(t *testing.T) {
 	var pathErr *os.PathError
 	if _, err := Load(filepath.Join(dir, "nope"), "x", nil); !errors.As(err, &pathErr) {
 		t.Fatalf("missing file error %v is not a path error", err)
+	}
+}
+
+// A reload is held to the rules of the start: a file that leaves no credential at all (an
+// emptied file, a half-written one cut before its first line) is refused like one that does
+// not parse, the last good set stays in force, and both show in the metrics the alert
+// SeckillGatewayAdminTokensReloadFailing watches, read on the scrape itself (an admin
+// request is not needed to notice the file changed).
+func TestReloadFailsClosed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	t0 := time.Now().Add(-time.Hour)
+	writeFile(t, path, line("alice", "alice-token-0123456789"), t0)
+	var reported []error
+	c, err := Load(path, "", func(err error) { reported = append(reported, err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	c.Register(reg)
+	metric := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				m := mf.GetMetric()[0]
+				if m.GetGauge() != nil {
+					return m.GetGauge().GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	const ok, failures = "seckill_gateway_admin_tokens_reload_ok", "seckill_gateway_admin_tokens_reload_failures_total"
+	if metric(ok) != 1 || metric(failures) != 0 {
+		t.Fatalf("after a good load: ok %v, failures %v", metric(ok), metric(failures))
+	}
+	writeFile(t, path, "", t0.Add(time.Second))
+	// The scrape sees the change first: no admin request has come.
+	if metric(ok) != 0 || metric(failures) != 1 {
+		t.Fatalf("after the file was emptied: ok %v, failures %v, want 0 and 1", metric(ok), metric(failures))
+	}
+	if name, _ := c.Authenticate("alice-token-0123456789"); name != "alice" {
+		t.Fatalf("an emptied file took effect: alice's token names %q, want the last good set", name)
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "holds no credential") {
+		t.Fatalf("reported %v, want the emptied file once", reported)
+	}
+	writeFile(t, path, "alice sha256:0123\n", t0.Add(2*time.Second))
+	c.Authenticate("alice-token-0123456789")
+	if metric(ok) != 0 || metric(failures) != 2 || len(reported) != 2 {
+		t.Fatalf("after an unparsable file: ok %v, failures %v, reported %v", metric(ok), metric(failures), reported)
+	}
+	writeFile(t, path, line("bob", "bob-token-0123456789"), t0.Add(3*time.Second))
+	if metric(ok) != 1 || metric(failures) != 2 {
+		t.Fatalf("after a good file again: ok %v, failures %v", metric(ok), metric(failures))
+	}
+	if name, _ := c.Authenticate("bob-token-0123456789"); name != "bob" {
+		t.Fatalf("bob's token names %q after the good file", name)
+	}
+
+	// Beside the legacy token an emptied file is a valid one (start accepts it too): the file's
+	// operators are gone, admin stays.
+	writeFile(t, path, line("alice", "alice-token-0123456789"), t0)
+	l, err := Load(path, "legacy-admin-token-0123456789", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "", t0.Add(time.Second))
+	if name, _ := l.Authenticate("alice-token-0123456789"); name != "" {
+		t.Fatalf("alice's removed token still names %q", name)
 	}
 }

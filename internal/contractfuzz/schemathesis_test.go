@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,14 +27,42 @@ import (
 var (
 	schemathesis = flag.String("schemathesis", "", "the Schemathesis CLI to run (make test passes the lint venv's); "+
 		"empty: the test is skipped")
-	seed     = flag.Int("seed", 21, "Schemathesis' random seed (--seed): a failure reproduces with the same seed")
-	examples = flag.Int("examples", 25, "test cases per API operation and phase (--max-examples)")
+	seed = flag.Int("seed", 0, "Schemathesis' random seed (--seed); 0: a fresh one each run, printed with the command "+
+		"that replays it (a failure reproduces with the same seed)")
+	examples = flag.Int("examples", defaultExamples, "test cases per API operation and phase (--max-examples)")
 )
+
+const defaultExamples = 25
+
+// runSeed is the seed of this run: the one given, or else a fresh one from draw. A fixed
+// default would replay the same cases every run and never look further (it never drew the
+// 0000-00-00T00:00:00Z the admin document once admitted and the gateway refuses).
+func runSeed(given int, draw func() uint32) int {
+	if given != 0 {
+		return given
+	}
+	// Never 0, which would mean "draw one" again when replayed.
+	return int(draw()%(1<<31-1)) + 1
+}
+
+// replay is the command that runs the fuzzer again with seed and examples, the make target
+// first and then the go test command it runs (for a stack already up).
+func replay(seed, examples int) string {
+	mk, flags := fmt.Sprintf("make contract-fuzz SEED=%d", seed), fmt.Sprintf("-seed %d", seed)
+	if examples != defaultExamples {
+		mk += fmt.Sprintf(" EXAMPLES=%d", examples)
+		flags += fmt.Sprintf(" -examples %d", examples)
+	}
+	return mk + " (or, with the stack up: set -a && source .state/env && set +a && go test -count=1 -timeout 15m " +
+		"-run '^TestContractFuzz$' ./internal/contractfuzz -schemathesis ~/.cache/seckill/lint-venv/bin/schemathesis " + flags + ")"
+}
 
 // TestContractFuzz runs Schemathesis with every check against both listeners of a real
 // gateway that has an activity to show: an open session with stock in Redis, upcoming
-// sessions (one preheated), a closed one, and exception cases. Any failure fails the test;
-// Schemathesis prints how to reproduce it (the seed and a curl command).
+// sessions (one preheated), a closed one, and exception cases. Any failure fails the test.
+// Each run draws a fresh seed unless -seed names one; the seed and the command that replays
+// the run are printed at the start and again with a failure (Schemathesis adds a curl
+// command per failing case).
 func TestContractFuzz(t *testing.T) {
 	if *schemathesis == "" {
 		t.Skip("no -schemathesis: make test runs this test as its own step with the lint venv's Schemathesis")
@@ -42,6 +71,8 @@ func TestContractFuzz(t *testing.T) {
 	if err != nil {
 		t.Fatalf("schemathesis %q: %v (make lint installs it into its venv)", *schemathesis, err)
 	}
+	seed := runSeed(*seed, rand.Uint32)
+	t.Logf("schemathesis seed %d; replay: %s", seed, replay(seed, *examples))
 	g := startGateway(t)
 	known := g.seed(t)
 	cookie := g.consoleLogin(t)
@@ -70,7 +101,7 @@ func TestContractFuzz(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"--config-file", config, "--no-color", "run", filepath.Join(root, "docs", "api", run.doc),
-				"--url", run.url, "--checks", "all", "--seed", fmt.Sprint(*seed), "--max-examples", fmt.Sprint(*examples),
+				"--url", run.url, "--checks", "all", "--seed", fmt.Sprint(seed), "--max-examples", fmt.Sprint(*examples),
 				"--workers", "1", "--request-timeout", "10", "--generation-database", "none"}
 			if run.rateLimit != "" {
 				args = append(args, "--rate-limit", run.rateLimit)
@@ -85,7 +116,8 @@ func TestContractFuzz(t *testing.T) {
 			err := cmd.Run()
 			t.Logf("schemathesis %s (%s, %s):\n%s", run.doc, run.name, time.Since(start).Round(time.Second), out.String())
 			if err != nil {
-				t.Fatalf("schemathesis against %s (%s) found failures or could not run: %v", run.doc, run.name, err)
+				t.Fatalf("schemathesis against %s (%s) found failures or could not run: %v (seed %d; replay: %s)",
+					run.doc, run.name, err, seed, replay(seed, *examples))
 			}
 		})
 	}
