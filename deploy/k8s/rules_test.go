@@ -29,6 +29,12 @@ const accessLabel = "seckill.io/access"
 
 var accessValues = []string{"operator", "monitoring"}
 
+// ingressLabel, ingressValue mark the ingress controller (or the proxy in front of the
+// gateway): its namespace and its pods both carry them, set by the operator
+// (docs/kubernetes.md); base/networkpolicy.yaml admits the gateway's public port from these
+// pods only.
+const ingressLabel, ingressValue = "seckill.io/ingress", "true"
+
 // stepLabel marks what `kubectl apply -k OVERLAY -l seckill.io/step=migrate` applies before
 // the services (docs/kubernetes.md): the migration Job and everything it needs to start.
 const stepLabel, stepMigrate = "seckill.io/step", "migrate"
@@ -609,6 +615,17 @@ func (c *checker) networkPolicy(d *appsv1.Deployment, ctr corev1.Container, inte
 		for i, rule := range np.Spec.Ingress {
 			if open != 0 && admitsPort(rule, ctr, open) {
 				openAdmitted = true
+				// The public port is for the ingress only: any other pod that reaches it
+				// directly skips what the ingress enforces (TLS, the user header's stripping,
+				// X-Forwarded-For), and one in a proxy's address range could name its user.
+				if len(rule.From) == 0 {
+					c.fail("NetworkPolicy %s rule %d: admits the public port %d of %s from anywhere, want the ingress only", np.Name, i, open, d.Name)
+				}
+				for _, peer := range rule.From {
+					if err := ingressPeer(peer); err != nil {
+						c.fail("NetworkPolicy %s rule %d: admits the public port %d of %s from %v", np.Name, i, open, d.Name, err)
+					}
+				}
 			}
 			if !admitsPort(rule, ctr, internal) {
 				continue
@@ -682,6 +699,34 @@ func accessPeer(peer networkingv1.NetworkPolicyPeer) error {
 		}
 	}
 	return fmt.Errorf("pods not required to carry %s in %v (selector %q)", accessLabel, accessValues, sel.String())
+}
+
+// ingressPeer accepts only pods carrying the ingress label in namespaces carrying it: both
+// selectors present, each requiring the label (a peer's selectors are ANDed).
+func ingressPeer(peer networkingv1.NetworkPolicyPeer) error {
+	switch {
+	case peer.IPBlock != nil:
+		return errors.New("an ipBlock")
+	case peer.NamespaceSelector == nil:
+		return fmt.Errorf("pods of the gateway's own namespace (no namespaceSelector requiring %s=%s)", ingressLabel, ingressValue)
+	case peer.PodSelector == nil:
+		return fmt.Errorf("every pod of the selected namespaces (no podSelector requiring %s=%s)", ingressLabel, ingressValue)
+	}
+	for what, ls := range map[string]*metav1.LabelSelector{"namespaceSelector": peer.NamespaceSelector, "podSelector": peer.PodSelector} {
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return err
+		}
+		reqs, _ := sel.Requirements()
+		if !slices.ContainsFunc(reqs, func(r labels.Requirement) bool {
+			vals := r.Values().UnsortedList()
+			return r.Key() == ingressLabel && (r.Operator() == selection.Equals || r.Operator() == selection.In || r.Operator() == selection.DoubleEquals) &&
+				len(vals) == 1 && vals[0] == ingressValue
+		}) {
+			return fmt.Errorf("a %s not requiring %s=%s (%q)", what, ingressLabel, ingressValue, sel.String())
+		}
+	}
+	return nil
 }
 
 // migrationStep: the documented first step (apply only what carries the step label, wait

@@ -173,10 +173,15 @@ type Gateway struct {
 	JWTAudience           string
 
 	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
-	// verified user id; on requests from a TrustedProxies peer the gateway then skips JWT
+	// verified user id; on requests from a UserHeaderProxies peer the gateway then skips JWT
 	// checks (any other peer needs its bearer token). Off by default; requires
-	// TrustedProxies, and the proxy must strip the header from client requests.
+	// UserHeaderProxies, and the proxy must strip the header from client requests.
 	TrustUserHeader string
+	// UserHeaderProxies are the auth proxies whose TrustUserHeader names the user. A list of
+	// its own, apart from TrustedProxies: a load balancer trusted to append the client's
+	// address to X-Forwarded-For usually passes the client's other headers on as sent, and
+	// would let any client name any user. Empty (the default): the header is never believed.
+	UserHeaderProxies []netip.Prefix
 
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client: a
 	// request from one of them is rate limited per the address it forwarded for, any other
@@ -252,6 +257,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		ConsoleLoginRate:  r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
 		AdminHosts:        r.hosts("SECKILL_ADMIN_HOSTS"),
 		TrustedProxies:    r.prefixes("SECKILL_TRUSTED_PROXIES"),
+		UserHeaderProxies: r.prefixes("SECKILL_USER_HEADER_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		RatePerUser:       float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
 		BurstPerUser:      r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
@@ -274,11 +280,23 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
 	}
-	// The user header is believed only from a trusted proxy: with none named it would either
+	// The user header is believed only from its own proxies: with none named it would either
 	// be believed from anyone (anyone who reaches the gateway grabs as any user) or never.
-	if g.TrustUserHeader != "" && len(g.TrustedProxies) == 0 {
-		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_TRUSTED_PROXIES is empty: "+
-			"name the auth proxy that sets %s in SECKILL_TRUSTED_PROXIES (the header is believed only from it)", g.TrustUserHeader))
+	// A deployment from before the two lists were split named its auth proxy in
+	// SECKILL_TRUSTED_PROXIES: it is refused, naming the new variable, rather than either
+	// trusting every X-Forwarded-For proxy with the user (the hole the split closes) or
+	// answering every user 401 from a gateway that started "fine".
+	switch {
+	case g.TrustUserHeader != "" && len(g.UserHeaderProxies) == 0 && len(g.TrustedProxies) > 0:
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_USER_HEADER_PROXIES is empty: "+
+			"SECKILL_TRUSTED_PROXIES now serves X-Forwarded-For only; name the auth proxy that sets %s in SECKILL_USER_HEADER_PROXIES "+
+			"(the header is believed only from it)", g.TrustUserHeader))
+	case g.TrustUserHeader != "" && len(g.UserHeaderProxies) == 0:
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_USER_HEADER_PROXIES is empty: "+
+			"name the auth proxy that sets %s in SECKILL_USER_HEADER_PROXIES (the header is believed only from it)", g.TrustUserHeader))
+	case g.TrustUserHeader == "" && len(g.UserHeaderProxies) > 0:
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_USER_HEADER_PROXIES is set but SECKILL_TRUST_USER_HEADER is empty: "+
+			"name the header the auth proxy sets, or unset SECKILL_USER_HEADER_PROXIES"))
 	}
 	return g, r.err()
 }
