@@ -16,7 +16,7 @@ var shapes = map[string]shape{
 	"single-node": {minGateways: 1, consumers: [2]int{1, 1}, reconcilers: 1},
 	// Production: three gateways at least, one consumer per grab partition at most, the two
 	// reconcilers of the lease, spread over nodes.
-	"production": {minGateways: 3, consumers: [2]int{2, 0}, reconcilers: 2, spread: true},
+	"production": {minGateways: 3, consumers: [2]int{2, 0}, reconcilers: 2, spread: true, secure: true},
 }
 
 // TestOverlays renders every overlay from the tree on disk and checks the rules.
@@ -143,6 +143,8 @@ func TestRefusesBrokenOverlays(t *testing.T) {
 			"", "every pod of the selected namespaces"},
 		{"public port open to an address block", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-gateway}\n    patch: |-\n      - {op: add, path: /spec/ingress/0/from/-, value: {ipBlock: {cidr: 0.0.0.0/0}}}\n",
 			"", "public port 8080 of seckill-gateway from an ipBlock"},
+		{"production overlay in plaintext", config("SECKILL_KAFKA_TLS=false"), "", `SECKILL_KAFKA_TLS="false", want true`},
+		{"production overlay with the development setting", config("SECKILL_INSECURE_DEV=true"), "", "the development setting has no place in this overlay"},
 		{"no network policy", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-reconciler}\n    patch: |-\n      $patch: delete\n      apiVersion: networking.k8s.io/v1\n      kind: NetworkPolicy\n      metadata: {name: seckill-reconciler}\n",
 			"", "no NetworkPolicy restricts ingress"},
 		{"one Service for both gateway ports", "resources: [../production]\npatches:\n  - target: {kind: Service, name: seckill-gateway}\n    patch: |-\n      - {op: add, path: /spec/ports/-, value: {name: admin, port: 8081, targetPort: admin}}\n",

@@ -49,6 +49,9 @@ type shape struct {
 	consumers   [2]int // [min, max]; max 0: the grab topic's partition count
 	reconcilers int
 	spread      bool // every Deployment spreads its replicas over nodes
+	// secure: TLS to Redis, Kafka and MySQL is on in the overlay's own settings, and the
+	// development setting that lets pkg/config accept plaintext credentials is not set.
+	secure bool
 }
 
 // role is what a container runs, from its command line: gateway, consumer, reconciler or
@@ -119,6 +122,9 @@ func check(m *manifests, want shape) []error {
 		return []error{err}
 	}
 	c.configMaps(known)
+	if want.secure {
+		c.transport()
+	}
 	if len(m.secrets) > 0 {
 		c.fail("the manifests carry %d Secret object(s) (%s): credentials never live in the repository; the installation creates its Secrets", len(m.secrets), m.secrets[0].Name)
 	}
@@ -142,6 +148,37 @@ type checker struct {
 
 func (c *checker) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// transport: secure by default means TLS to every server, verified (pkg/config refuses
+// unverified TLS without the development setting), and that setting absent: a production
+// overlay must not start with passwords on the network in plaintext, nor be one line away
+// from it.
+func (c *checker) transport() {
+	for _, cm := range c.m.configMaps {
+		if _, ok := cm.Data["SECKILL_REDIS_ADDR"]; !ok {
+			continue
+		}
+		for _, k := range []string{"SECKILL_REDIS_TLS", "SECKILL_KAFKA_TLS", "SECKILL_MYSQL_TLS"} {
+			if on, err := strconv.ParseBool(cm.Data[k]); err != nil || !on {
+				c.fail("ConfigMap %s: %s=%q, want true (the production overlay is secure by default)", cm.Name, k, cm.Data[k])
+			}
+		}
+	}
+	for _, cm := range c.m.configMaps {
+		if v, ok := cm.Data[config.InsecureDevVar]; ok {
+			c.fail("ConfigMap %s: %s=%q: the development setting has no place in this overlay", cm.Name, config.InsecureDevVar, v)
+		}
+	}
+	for _, d := range c.m.deployments {
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			for _, e := range ctr.Env {
+				if e.Name == config.InsecureDevVar {
+					c.fail("Deployment %s container %s: sets %s: the development setting has no place in this overlay", d.Name, ctr.Name, config.InsecureDevVar)
+				}
+			}
+		}
+	}
 }
 
 func (c *checker) configMaps(known map[string]bool) {

@@ -99,6 +99,7 @@ func readCommon(r *reader) Common {
 		}
 	}
 	c.Kafka = r.kafkaSecurity()
+	r.checkTransport(c)
 	if err := c.Topics.Validate(); err != nil {
 		r.errs = append(r.errs, err)
 	}
@@ -106,14 +107,24 @@ func readCommon(r *reader) Common {
 }
 
 func (r *reader) kafkaSecurity() event.Security {
-	sec, err := event.NewSecurity(event.SecurityConfig{
+	sc := event.SecurityConfig{
 		Mechanism: r.str("SECKILL_KAFKA_SASL_MECHANISM", "none"),
 		Username:  r.str("SECKILL_KAFKA_USERNAME", ""),
 		Password:  r.secretValue("SECKILL_KAFKA_PASSWORD", "SECKILL_KAFKA_PASSWORD_FILE"),
 		TLS:       r.tlsClient(tlsVars{On: "SECKILL_KAFKA_TLS", CAFile: "SECKILL_KAFKA_CA_FILE", CertFile: "SECKILL_KAFKA_CERT_FILE", KeyFile: "SECKILL_KAFKA_KEY_FILE", ServerName: "SECKILL_KAFKA_TLS_SERVER_NAME"}),
-	})
+	}
+	sec, err := event.NewSecurity(sc)
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_KAFKA_SASL_MECHANISM, SECKILL_KAFKA_USERNAME, SECKILL_KAFKA_PASSWORD: %w", err))
+		return sec
+	}
+	// SASL over plaintext: PLAIN sends the password as is, and even SCRAM's session (every
+	// grab event) is then readable and alterable on the way (transport.go).
+	if sec.Principal() != "User:ANONYMOUS" && sc.TLS == nil && !r.insecureDev() {
+		if brokers := r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers); !onThisHost(brokers) {
+			r.errs = append(r.errs, plaintextRefused("SECKILL_KAFKA_SASL_MECHANISM="+strings.ToLower(strings.TrimSpace(sc.Mechanism))+" credentials",
+				"Kafka "+strings.Join(brokers, ","), "set SECKILL_KAFKA_TLS=true (with SECKILL_KAFKA_CA_FILE)"))
+		}
 	}
 	return sec
 }
@@ -391,6 +402,10 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	if c.MySQLReplicaDSN != "" {
 		if err := store.CheckDSN(c.MySQLReplicaDSN, c.MySQLTLS != nil); err != nil {
 			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err))
+		} else if !r.insecureDev() {
+			if err := checkMySQLTransport("SECKILL_MYSQL_REPLICA_DSN", c.MySQLReplicaDSN, "", c.MySQLTLS != nil); err != nil {
+				r.errs = append(r.errs, err)
+			}
 		}
 	}
 	if c.RepublishBound < c.StaleAfter {

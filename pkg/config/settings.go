@@ -48,6 +48,7 @@ func Settings() []Setting {
 		{"SECKILL_KAFKA_CERT_FILE", false, "(empty)", nil, "client certificate for Kafka (mutual TLS)"},
 		{"SECKILL_KAFKA_KEY_FILE", false, "(empty)", nil, "client key for Kafka"},
 		{"SECKILL_KAFKA_TLS_SERVER_NAME", false, "(empty: each broker's host)", nil, "name the brokers' certificates carry"},
+		{InsecureDevVar, false, "false", nil, "development stacks only: accept credentials over plaintext to another host and unverified TLS (tls=skip-verify), which the services otherwise refuse at start"},
 		{"SECKILL_TOPIC_PREFIX", false, "(empty)", nil, "prefix for topic names (<prefix>.seckill.grab)"},
 		{"SECKILL_GRAB_PARTITIONS", false, "6", nil, "partitions of the grab topic; the reconciler refuses a topic with another count"},
 		{"SECKILL_LOG_LEVEL", false, "info", nil, "debug, info, warn or error (JSON logs)"},
