@@ -182,6 +182,9 @@ type Gateway struct {
 	JWTSecretPreviousFile string
 	JWTIssuer             string
 	JWTAudience           string
+	// JWTMaxLifetime caps a user token's validity (exp minus iat or nbf): the verifier refuses
+	// longer ones and gateway token will not mint them.
+	JWTMaxLifetime time.Duration
 
 	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
 	// verified user id; on requests from a UserHeaderProxies peer the gateway then skips JWT
@@ -260,6 +263,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		JWTSecretPreviousFile: strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_PREVIOUS_FILE")),
 		JWTIssuer:             r.str("SECKILL_JWT_ISSUER", "seckill"),
 		JWTAudience:           r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
+		JWTMaxLifetime:        r.duration("SECKILL_JWT_MAX_LIFETIME", 2*time.Hour, time.Minute, 24*time.Hour),
 
 		TrustUserHeader:   r.getenv("SECKILL_TRUST_USER_HEADER"),
 		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),

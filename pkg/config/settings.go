@@ -65,6 +65,7 @@ func Settings() []Setting {
 		{"SECKILL_JWT_SECRET_PREVIOUS", true, "(empty: none), >= 32 bytes when set", gw, "the secret being rotated out: its tokens are accepted too while set; as _FILE, re-read every second, absent or empty file = none"},
 		{"SECKILL_JWT_ISSUER", false, "seckill", gw, "required iss of user tokens"},
 		{"SECKILL_JWT_AUDIENCE", false, "seckill-gateway", gw, "required aud of user tokens"},
+		{"SECKILL_JWT_MAX_LIFETIME", false, "2h", gw, "longest validity of a user token (exp minus iat or nbf) accepted or minted by gateway token (1m to 24h)"},
 		{"SECKILL_TRUST_USER_HEADER", false, "(empty: off)", gw, "header with a user id set by a trusted auth proxy (needs SECKILL_USER_HEADER_PROXIES)"},
 		{"SECKILL_USER_HEADER_PROXIES", false, "(empty: never)", gw, "comma-separated CIDR prefixes or addresses of the auth proxies whose SECKILL_TRUST_USER_HEADER is believed (not SECKILL_TRUSTED_PROXIES)"},
 		{"SECKILL_MAX_INFLIGHT", false, "4096", gw, "requests served at once; beyond it, fast 503"},
