@@ -34,9 +34,10 @@ func (c *clientIPs) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// peerTrusted reports whether r came straight from a trusted proxy: only then are headers
-// the proxy sets on its clients' behalf (X-Forwarded-For, the trusted user header) its
-// words rather than the client's.
+// peerTrusted reports whether r came straight from a trusted proxy: only then is a header
+// the proxy sets on its clients' behalf its words rather than the client's. The gateway
+// keeps one list per header (X-Forwarded-For, the trusted user header): a proxy is trusted
+// with what it overwrites, not with everything it passes on.
 func (c *clientIPs) peerTrusted(r *http.Request) bool {
 	if c == nil {
 		return false

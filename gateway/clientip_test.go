@@ -131,14 +131,20 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two lists: the X-Forwarded-For proxies (10.0.0.0/8) and the auth proxy that sets the
+	// user header (10.9.9.9). Being trusted to name the client's address is not being
+	// trusted to name the user: a load balancer in 10/8 forwards clients' headers as sent.
 	a := &grabAPI{verifier: verifier, userHeader: "X-User-Id", metrics: newMetrics(prometheus.NewRegistry()),
-		clients: newClientIPs([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})}
+		clients:     newClientIPs([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}),
+		userProxies: newClientIPs([]netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")})}
 	for _, tc := range []struct {
 		name, peer, header, bearer string
 		want                       string // "" = 401
 	}{
-		{"the proxy names the user", "10.0.0.7:4000", "alice", "", "alice"},
-		{"the proxy without the header", "10.0.0.7:4000", "", "", ""},
+		{"the auth proxy names the user", "10.9.9.9:4000", "alice", "", "alice"},
+		{"the auth proxy without the header", "10.9.9.9:4000", "", "", ""},
+		{"an X-Forwarded-For proxy passing a client's header on", "10.0.0.7:4000", "alice", "", ""},
+		{"an X-Forwarded-For proxy passing a client's token on", "10.0.0.7:4000", "alice", bob, "bob"},
 		{"a direct client naming a user", "198.51.100.7:4000", "alice", "", ""},
 		{"a direct client naming a user beside its own token", "198.51.100.7:4000", "alice", bob, "bob"},
 		{"a direct client with its token", "198.51.100.7:4000", "", bob, "bob"},

@@ -48,7 +48,7 @@ type grabAPI struct {
 	gate       reserver
 	orders     orderFinder
 	verifier   userVerifier
-	userHeader string // upstream header with the user id, believed from clients' trusted proxies; "" = JWT only
+	userHeader string // upstream header with the user id, believed from userProxies only; "" = JWT only
 	schedule   openChecker
 	soldOut    *soldOutFlags
 	perUser    *keyedLimiter
@@ -57,6 +57,11 @@ type grabAPI struct {
 	events     publisher
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
+
+	// userProxies are the auth proxies whose userHeader is believed (SECKILL_USER_HEADER_PROXIES),
+	// a list apart from clients': an X-Forwarded-For proxy passes its clients' headers on.
+	userProxies *clientIPs
+
 	// buckets routes grabs and polls of prizes with stock buckets to the user's home
 	// bucket (nil: every prize is treated as having none).
 	buckets *bucketRouter
@@ -147,10 +152,11 @@ func tooMany(w http.ResponseWriter, wait time.Duration) {
 }
 
 // user returns the verified caller, or writes 401. The trusted user header counts only on
-// a request from a trusted proxy (config refuses the header without one): from any other
-// peer it is the client's own claim, and the bearer token decides.
+// a request from one of its auth proxies (config refuses the header without one): from any
+// other peer, an X-Forwarded-For proxy included, it is the client's own claim, and the
+// bearer token decides.
 func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if a.userHeader != "" && a.clients.peerTrusted(r) {
+	if a.userHeader != "" && a.userProxies.peerTrusted(r) {
 		// Exactly one value: with a second copy (sent by the client, or merged into one
 		// comma-separated line by a proxy) "the user" would be whichever copy came first.
 		if vals := r.Header.Values(a.userHeader); len(vals) == 1 && !strings.Contains(vals[0], ",") &&

@@ -444,7 +444,7 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
 	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
 		a.userHeader = "X-User-Id"
-		a.clients = newClientIPs([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the proxy
+		a.userProxies = newClientIPs([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the auth proxy
 	})
 	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA)
 	for _, tc := range []struct {

@@ -120,6 +120,9 @@ func token(getenv func(string) string, args []string, stdout io.Writer) error {
 			return fmt.Errorf("ttl %q: want a positive duration such as 1h", args[1])
 		}
 	}
+	if ttl > cfg.JWTMaxLifetime {
+		return fmt.Errorf("ttl %s: longer than SECKILL_JWT_MAX_LIFETIME (%s), which the gateways would refuse", ttl, cfg.JWTMaxLifetime)
+	}
 	tok, err := auth.NewSigner([]byte(cfg.JWTSecret), cfg.JWTIssuer, cfg.JWTAudience).Token(args[0], time.Now(), ttl)
 	if err != nil {
 		return err
@@ -201,6 +204,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	verifier.SetMaxLifetime(cfg.JWTMaxLifetime)
 	// During a rotation the previous secret's tokens are accepted too (docs/operators.md,
 	// Rotating secrets); the gateway signs nothing.
 	if err := verifier.SetSecrets([]byte(cfg.JWTSecret), []byte(cfg.JWTSecretPrevious)); err != nil {
@@ -241,8 +245,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		schedule: schedule, soldOut: soldOut,
 		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
-		clients: clients,
-		events:  grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
+		clients: clients, userProxies: newClientIPs(cfg.UserHeaderProxies),
+		events: grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 		replica: replica, replicaWait: cfg.ReplicaWait,
 		buckets: newBucketRouter(gate, schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
@@ -324,9 +328,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"kafka_brokers", cfg.KafkaBrokers, "grab_topic", cfg.Topics.Grab.Name, "kafka_acks", "all",
 		"kafka_batch_timeout", grabs.BatchTimeout.String(), "kafka_writers", len(grabWriters), "produce_timeout", cfg.ProduceTimeout.String(),
 		"replica_wait", replicaWaitLabel(replica, cfg.ReplicaWait),
-		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "jwt_previous_secret", cfg.JWTSecretPrevious != "",
+		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "jwt_previous_secret", cfg.JWTSecretPrevious != "", "jwt_max_lifetime", cfg.JWTMaxLifetime.String(),
 		"jwt_secret_reloaded", jwtFiles != nil, "trust_user_header", cfg.TrustUserHeader,
-		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies),
+		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies), "user_header_proxies", fmt.Sprint(cfg.UserHeaderProxies),
 		"max_inflight", cfg.MaxInflight, "rate_per_user", cfg.RatePerUser, "burst_per_user", cfg.BurstPerUser,
 		"rate_per_ip", cfg.RatePerIP, "burst_per_ip", cfg.BurstPerIP, "soldout_recheck", cfg.SoldOutRecheck.String(),
 		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String())

@@ -16,7 +16,7 @@ var shapes = map[string]shape{
 	"single-node": {minGateways: 1, consumers: [2]int{1, 1}, reconcilers: 1},
 	// Production: three gateways at least, one consumer per grab partition at most, the two
 	// reconcilers of the lease, spread over nodes.
-	"production": {minGateways: 3, consumers: [2]int{2, 0}, reconcilers: 2, spread: true},
+	"production": {minGateways: 3, consumers: [2]int{2, 0}, reconcilers: 2, spread: true, secure: true},
 }
 
 // TestOverlays renders every overlay from the tree on disk and checks the rules.
@@ -137,6 +137,14 @@ func TestRefusesBrokenOverlays(t *testing.T) {
 			"", "admits port 8081 of seckill-gateway from anywhere"},
 		{"admin port open to another namespace", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-gateway}\n    patch: |-\n      - {op: add, path: /spec/ingress/1/from/-, value: {namespaceSelector: {}}}\n",
 			"", "other namespaces"},
+		{"public port open to every pod", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-gateway}\n    patch: |-\n      - {op: remove, path: /spec/ingress/0/from}\n",
+			"", "admits the public port 8080 of seckill-gateway from anywhere"},
+		{"public port open to any pod of the ingress namespace", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-gateway}\n    patch: |-\n      - {op: remove, path: /spec/ingress/0/from/0/podSelector}\n",
+			"", "every pod of the selected namespaces"},
+		{"public port open to an address block", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-gateway}\n    patch: |-\n      - {op: add, path: /spec/ingress/0/from/-, value: {ipBlock: {cidr: 0.0.0.0/0}}}\n",
+			"", "public port 8080 of seckill-gateway from an ipBlock"},
+		{"production overlay in plaintext", config("SECKILL_KAFKA_TLS=false"), "", `SECKILL_KAFKA_TLS="false", want true`},
+		{"production overlay with the development setting", config("SECKILL_INSECURE_DEV=true"), "", "the development setting has no place in this overlay"},
 		{"no network policy", "resources: [../production]\npatches:\n  - target: {kind: NetworkPolicy, name: seckill-reconciler}\n    patch: |-\n      $patch: delete\n      apiVersion: networking.k8s.io/v1\n      kind: NetworkPolicy\n      metadata: {name: seckill-reconciler}\n",
 			"", "no NetworkPolicy restricts ingress"},
 		{"one Service for both gateway ports", "resources: [../production]\npatches:\n  - target: {kind: Service, name: seckill-gateway}\n    patch: |-\n      - {op: add, path: /spec/ports/-, value: {name: admin, port: 8081, targetPort: admin}}\n",

@@ -29,6 +29,12 @@ const accessLabel = "seckill.io/access"
 
 var accessValues = []string{"operator", "monitoring"}
 
+// ingressLabel, ingressValue mark the ingress controller (or the proxy in front of the
+// gateway): its namespace and its pods both carry them, set by the operator
+// (docs/kubernetes.md); base/networkpolicy.yaml admits the gateway's public port from these
+// pods only.
+const ingressLabel, ingressValue = "seckill.io/ingress", "true"
+
 // stepLabel marks what `kubectl apply -k OVERLAY -l seckill.io/step=migrate` applies before
 // the services (docs/kubernetes.md): the migration Job and everything it needs to start.
 const stepLabel, stepMigrate = "seckill.io/step", "migrate"
@@ -43,6 +49,9 @@ type shape struct {
 	consumers   [2]int // [min, max]; max 0: the grab topic's partition count
 	reconcilers int
 	spread      bool // every Deployment spreads its replicas over nodes
+	// secure: TLS to Redis, Kafka and MySQL is on in the overlay's own settings, and the
+	// development setting that lets pkg/config accept plaintext credentials is not set.
+	secure bool
 }
 
 // role is what a container runs, from its command line: gateway, consumer, reconciler or
@@ -113,6 +122,9 @@ func check(m *manifests, want shape) []error {
 		return []error{err}
 	}
 	c.configMaps(known)
+	if want.secure {
+		c.transport()
+	}
 	if len(m.secrets) > 0 {
 		c.fail("the manifests carry %d Secret object(s) (%s): credentials never live in the repository; the installation creates its Secrets", len(m.secrets), m.secrets[0].Name)
 	}
@@ -169,6 +181,37 @@ type checker struct {
 
 func (c *checker) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// transport: secure by default means TLS to every server, verified (pkg/config refuses
+// unverified TLS without the development setting), and that setting absent: a production
+// overlay must not start with passwords on the network in plaintext, nor be one line away
+// from it.
+func (c *checker) transport() {
+	for _, cm := range c.m.configMaps {
+		if _, ok := cm.Data["SECKILL_REDIS_ADDR"]; !ok {
+			continue
+		}
+		for _, k := range []string{"SECKILL_REDIS_TLS", "SECKILL_KAFKA_TLS", "SECKILL_MYSQL_TLS"} {
+			if on, err := strconv.ParseBool(cm.Data[k]); err != nil || !on {
+				c.fail("ConfigMap %s: %s=%q, want true (the production overlay is secure by default)", cm.Name, k, cm.Data[k])
+			}
+		}
+	}
+	for _, cm := range c.m.configMaps {
+		if v, ok := cm.Data[config.InsecureDevVar]; ok {
+			c.fail("ConfigMap %s: %s=%q: the development setting has no place in this overlay", cm.Name, config.InsecureDevVar, v)
+		}
+	}
+	for _, d := range c.m.deployments {
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			for _, e := range ctr.Env {
+				if e.Name == config.InsecureDevVar {
+					c.fail("Deployment %s container %s: sets %s: the development setting has no place in this overlay", d.Name, ctr.Name, config.InsecureDevVar)
+				}
+			}
+		}
+	}
 }
 
 func (c *checker) configMaps(known map[string]bool) {
@@ -642,6 +685,17 @@ func (c *checker) networkPolicy(d *appsv1.Deployment, ctr corev1.Container, inte
 		for i, rule := range np.Spec.Ingress {
 			if open != 0 && admitsPort(rule, ctr, open) {
 				openAdmitted = true
+				// The public port is for the ingress only: any other pod that reaches it
+				// directly skips what the ingress enforces (TLS, the user header's stripping,
+				// X-Forwarded-For), and one in a proxy's address range could name its user.
+				if len(rule.From) == 0 {
+					c.fail("NetworkPolicy %s rule %d: admits the public port %d of %s from anywhere, want the ingress only", np.Name, i, open, d.Name)
+				}
+				for _, peer := range rule.From {
+					if err := ingressPeer(peer); err != nil {
+						c.fail("NetworkPolicy %s rule %d: admits the public port %d of %s from %v", np.Name, i, open, d.Name, err)
+					}
+				}
 			}
 			if !admitsPort(rule, ctr, internal) {
 				continue
@@ -715,6 +769,34 @@ func accessPeer(peer networkingv1.NetworkPolicyPeer) error {
 		}
 	}
 	return fmt.Errorf("pods not required to carry %s in %v (selector %q)", accessLabel, accessValues, sel.String())
+}
+
+// ingressPeer accepts only pods carrying the ingress label in namespaces carrying it: both
+// selectors present, each requiring the label (a peer's selectors are ANDed).
+func ingressPeer(peer networkingv1.NetworkPolicyPeer) error {
+	switch {
+	case peer.IPBlock != nil:
+		return errors.New("an ipBlock")
+	case peer.NamespaceSelector == nil:
+		return fmt.Errorf("pods of the gateway's own namespace (no namespaceSelector requiring %s=%s)", ingressLabel, ingressValue)
+	case peer.PodSelector == nil:
+		return fmt.Errorf("every pod of the selected namespaces (no podSelector requiring %s=%s)", ingressLabel, ingressValue)
+	}
+	for what, ls := range map[string]*metav1.LabelSelector{"namespaceSelector": peer.NamespaceSelector, "podSelector": peer.PodSelector} {
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return err
+		}
+		reqs, _ := sel.Requirements()
+		if !slices.ContainsFunc(reqs, func(r labels.Requirement) bool {
+			vals := r.Values().UnsortedList()
+			return r.Key() == ingressLabel && (r.Operator() == selection.Equals || r.Operator() == selection.In || r.Operator() == selection.DoubleEquals) &&
+				len(vals) == 1 && vals[0] == ingressValue
+		}) {
+			return fmt.Errorf("a %s not requiring %s=%s (%q)", what, ingressLabel, ingressValue, sel.String())
+		}
+	}
+	return nil
 }
 
 // migrationStep: the documented first step (apply only what carries the step label, wait

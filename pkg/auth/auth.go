@@ -28,6 +28,8 @@ type Verifier struct {
 	issuer, audience string
 	now              func() time.Time
 	cache            *tokenCache
+	// maxLifetime caps how long a token may be valid (SetMaxLifetime; 0: no cap).
+	maxLifetime time.Duration
 	// previousUsed counts tokens verified with the previous secret (not cache hits): when
 	// it stops moving, nothing presents the old tokens any more and the previous secret can go.
 	previousUsed atomic.Uint64
@@ -67,6 +69,12 @@ func (v *Verifier) SetSecrets(current, previous []byte) error {
 	v.keys.Store(k)
 	return nil
 }
+
+// SetMaxLifetime caps the lifetime of the tokens accepted: exp minus the later of iat and
+// nbf (without either, minus now) may exceed max by the clock leeway at most. A stolen token
+// is then worth at most max, whatever its issuer wrote. 0 lifts the cap. Call it before the
+// verifier is shared.
+func (v *Verifier) SetMaxLifetime(max time.Duration) { v.maxLifetime = max }
 
 // HasPrevious reports whether a previous secret is accepted.
 func (v *Verifier) HasPrevious() bool { return v.keys.Load().previous != nil }
@@ -115,7 +123,11 @@ func (v *Verifier) verify(tok string, k *keyPair) (claims, error) {
 		}
 		previous = true
 	}
-	if err := t.claims.validate(v.now(), v.issuer); err != nil {
+	now := v.now()
+	if err := t.claims.validate(now, v.issuer); err != nil {
+		return claims{}, err
+	}
+	if err := t.claims.lifetimeWithin(now, v.maxLifetime); err != nil {
 		return claims{}, err
 	}
 	if previous {

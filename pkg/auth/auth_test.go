@@ -188,3 +188,44 @@ func TestRotationWithPreviousSecret(t *testing.T) {
 	}
 	accepts("after refused changes", newTok, true)
 }
+
+// A token valid for longer than the cap is refused, however its issuer signed it: counted
+// from the later of iat and nbf, or from now without either.
+func TestMaxLifetime(t *testing.T) {
+	v, err := NewVerifier(secret, "seckill", "seckill-gateway", func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.SetMaxLifetime(time.Hour)
+	claims := func(kv ...any) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": "alice", "iss": "seckill", "aud": "seckill-gateway"}
+		for i := 0; i < len(kv); i += 2 {
+			c[kv[i].(string)] = kv[i+1]
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    jwt.MapClaims
+		ok   bool
+	}{
+		{"one hour from iat", claims("iat", now.Unix(), "exp", now.Add(time.Hour).Unix()), true},
+		{"one hour and the leeway", claims("iat", now.Unix(), "exp", now.Add(time.Hour+leeway).Unix()), true},
+		{"two hours from iat", claims("iat", now.Unix(), "exp", now.Add(2*time.Hour).Unix()), false},
+		{"a year from iat", claims("iat", now.Unix(), "exp", now.Add(365*24*time.Hour).Unix()), false},
+		{"issued long ago, one hour from nbf", claims("iat", now.Add(-10*time.Hour).Unix(), "nbf", now.Unix(), "exp", now.Add(time.Hour).Unix()), true},
+		{"two hours from nbf", claims("nbf", now.Unix(), "exp", now.Add(2*time.Hour).Unix()), false},
+		{"no iat or nbf, exp within the cap", claims("exp", now.Add(30*time.Minute).Unix()), true},
+		{"no iat or nbf, exp beyond the cap", claims("exp", now.Add(3*time.Hour).Unix()), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.User(sign(t, jwt.SigningMethodHS256, secret, tc.c))
+			if tc.ok != (err == nil) {
+				t.Fatalf("err %v, want ok=%v", err, tc.ok)
+			}
+			if !tc.ok && !strings.Contains(err.Error(), "exceeds the maximum 1h0m0s") {
+				t.Fatalf("err %v, want it to name the cap", err)
+			}
+		})
+	}
+}

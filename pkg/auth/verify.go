@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash"
 	"math"
 	"slices"
@@ -169,6 +170,26 @@ func (c *claims) validate(now time.Time, issuer string) error {
 		if c.iss != issuer {
 			return errors.New("token has invalid issuer")
 		}
+	}
+	return nil
+}
+
+// lifetimeWithin checks that the token is valid for at most max (0: no cap), counted from
+// the later of iat and nbf, or from now when it has neither (so a token without them is
+// refused until its expiry is within max).
+func (c *claims) lifetimeWithin(now time.Time, max time.Duration) error {
+	if max <= 0 {
+		return nil
+	}
+	start := now
+	if c.hasIat || c.hasNbf {
+		start = c.iat
+		if c.hasNbf && (!c.hasIat || c.nbf.After(c.iat)) {
+			start = c.nbf
+		}
+	}
+	if life := c.exp.Sub(start); life > max+leeway {
+		return fmt.Errorf("token lifetime %s exceeds the maximum %s", life, max)
 	}
 	return nil
 }

@@ -99,6 +99,7 @@ func readCommon(r *reader) Common {
 		}
 	}
 	c.Kafka = r.kafkaSecurity()
+	r.checkTransport(c)
 	if err := c.Topics.Validate(); err != nil {
 		r.errs = append(r.errs, err)
 	}
@@ -106,14 +107,24 @@ func readCommon(r *reader) Common {
 }
 
 func (r *reader) kafkaSecurity() event.Security {
-	sec, err := event.NewSecurity(event.SecurityConfig{
+	sc := event.SecurityConfig{
 		Mechanism: r.str("SECKILL_KAFKA_SASL_MECHANISM", "none"),
 		Username:  r.str("SECKILL_KAFKA_USERNAME", ""),
 		Password:  r.secretValue("SECKILL_KAFKA_PASSWORD", "SECKILL_KAFKA_PASSWORD_FILE"),
 		TLS:       r.tlsClient(tlsVars{On: "SECKILL_KAFKA_TLS", CAFile: "SECKILL_KAFKA_CA_FILE", CertFile: "SECKILL_KAFKA_CERT_FILE", KeyFile: "SECKILL_KAFKA_KEY_FILE", ServerName: "SECKILL_KAFKA_TLS_SERVER_NAME"}),
-	})
+	}
+	sec, err := event.NewSecurity(sc)
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_KAFKA_SASL_MECHANISM, SECKILL_KAFKA_USERNAME, SECKILL_KAFKA_PASSWORD: %w", err))
+		return sec
+	}
+	// SASL over plaintext: PLAIN sends the password as is, and even SCRAM's session (every
+	// grab event) is then readable and alterable on the way (transport.go).
+	if sec.Principal() != "User:ANONYMOUS" && sc.TLS == nil && !r.insecureDev() {
+		if brokers := r.list("SECKILL_KAFKA_BROKERS", DefaultKafkaBrokers); !onThisHost(brokers) {
+			r.errs = append(r.errs, plaintextRefused("SECKILL_KAFKA_SASL_MECHANISM="+strings.ToLower(strings.TrimSpace(sc.Mechanism))+" credentials",
+				"Kafka "+strings.Join(brokers, ","), "set SECKILL_KAFKA_TLS=true (with SECKILL_KAFKA_CA_FILE)"))
+		}
 	}
 	return sec
 }
@@ -171,12 +182,20 @@ type Gateway struct {
 	JWTSecretPreviousFile string
 	JWTIssuer             string
 	JWTAudience           string
+	// JWTMaxLifetime caps a user token's validity (exp minus iat or nbf): the verifier refuses
+	// longer ones and gateway token will not mint them.
+	JWTMaxLifetime time.Duration
 
 	// TrustUserHeader, when set, names a header an upstream auth proxy fills with the
-	// verified user id; on requests from a TrustedProxies peer the gateway then skips JWT
+	// verified user id; on requests from a UserHeaderProxies peer the gateway then skips JWT
 	// checks (any other peer needs its bearer token). Off by default; requires
-	// TrustedProxies, and the proxy must strip the header from client requests.
+	// UserHeaderProxies, and the proxy must strip the header from client requests.
 	TrustUserHeader string
+	// UserHeaderProxies are the auth proxies whose TrustUserHeader names the user. A list of
+	// its own, apart from TrustedProxies: a load balancer trusted to append the client's
+	// address to X-Forwarded-For usually passes the client's other headers on as sent, and
+	// would let any client name any user. Empty (the default): the header is never believed.
+	UserHeaderProxies []netip.Prefix
 
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client: a
 	// request from one of them is rate limited per the address it forwarded for, any other
@@ -244,6 +263,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		JWTSecretPreviousFile: strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_PREVIOUS_FILE")),
 		JWTIssuer:             r.str("SECKILL_JWT_ISSUER", "seckill"),
 		JWTAudience:           r.str("SECKILL_JWT_AUDIENCE", "seckill-gateway"),
+		JWTMaxLifetime:        r.duration("SECKILL_JWT_MAX_LIFETIME", 2*time.Hour, time.Minute, 24*time.Hour),
 
 		TrustUserHeader:   r.getenv("SECKILL_TRUST_USER_HEADER"),
 		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
@@ -252,6 +272,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		ConsoleLoginRate:  r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
 		AdminHosts:        r.hosts("SECKILL_ADMIN_HOSTS"),
 		TrustedProxies:    r.prefixes("SECKILL_TRUSTED_PROXIES"),
+		UserHeaderProxies: r.prefixes("SECKILL_USER_HEADER_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		RatePerUser:       float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
 		BurstPerUser:      r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
@@ -274,11 +295,23 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))
 	}
-	// The user header is believed only from a trusted proxy: with none named it would either
+	// The user header is believed only from its own proxies: with none named it would either
 	// be believed from anyone (anyone who reaches the gateway grabs as any user) or never.
-	if g.TrustUserHeader != "" && len(g.TrustedProxies) == 0 {
-		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_TRUSTED_PROXIES is empty: "+
-			"name the auth proxy that sets %s in SECKILL_TRUSTED_PROXIES (the header is believed only from it)", g.TrustUserHeader))
+	// A deployment from before the two lists were split named its auth proxy in
+	// SECKILL_TRUSTED_PROXIES: it is refused, naming the new variable, rather than either
+	// trusting every X-Forwarded-For proxy with the user (the hole the split closes) or
+	// answering every user 401 from a gateway that started "fine".
+	switch {
+	case g.TrustUserHeader != "" && len(g.UserHeaderProxies) == 0 && len(g.TrustedProxies) > 0:
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_USER_HEADER_PROXIES is empty: "+
+			"SECKILL_TRUSTED_PROXIES now serves X-Forwarded-For only; name the auth proxy that sets %s in SECKILL_USER_HEADER_PROXIES "+
+			"(the header is believed only from it)", g.TrustUserHeader))
+	case g.TrustUserHeader != "" && len(g.UserHeaderProxies) == 0:
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_TRUST_USER_HEADER is set but SECKILL_USER_HEADER_PROXIES is empty: "+
+			"name the auth proxy that sets %s in SECKILL_USER_HEADER_PROXIES (the header is believed only from it)", g.TrustUserHeader))
+	case g.TrustUserHeader == "" && len(g.UserHeaderProxies) > 0:
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_USER_HEADER_PROXIES is set but SECKILL_TRUST_USER_HEADER is empty: "+
+			"name the header the auth proxy sets, or unset SECKILL_USER_HEADER_PROXIES"))
 	}
 	return g, r.err()
 }
@@ -377,6 +410,10 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	if c.MySQLReplicaDSN != "" {
 		if err := store.CheckDSN(c.MySQLReplicaDSN, c.MySQLTLS != nil); err != nil {
 			r.errs = append(r.errs, fmt.Errorf("SECKILL_MYSQL_REPLICA_DSN: %w", err))
+		} else if !r.insecureDev() {
+			if err := checkMySQLTransport("SECKILL_MYSQL_REPLICA_DSN", c.MySQLReplicaDSN, "", c.MySQLTLS != nil); err != nil {
+				r.errs = append(r.errs, err)
+			}
 		}
 	}
 	if c.RepublishBound < c.StaleAfter {

@@ -52,9 +52,19 @@ func TestLoadGateway(t *testing.T) {
 		{"trusted proxies", with("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.2,::1"), ""},
 		{"bad trusted proxy", with("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local"), `"proxy.local" is neither`},
 		// A user header believed from any peer lets anyone who reaches the gateway name the user.
-		{"user header without trusted proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id"),
-			"SECKILL_TRUST_USER_HEADER is set but SECKILL_TRUSTED_PROXIES is empty"},
-		{"user header from trusted proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_TRUSTED_PROXIES", "10.0.0.5"), ""},
+		{"user header without its proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id"),
+			"SECKILL_TRUST_USER_HEADER is set but SECKILL_USER_HEADER_PROXIES is empty"},
+		// The migration: a deployment that named its auth proxy in SECKILL_TRUSTED_PROXIES is
+		// refused, naming the new variable, rather than trusting every X-Forwarded-For proxy
+		// with the user header (or silently answering its users 401).
+		{"user header from the X-Forwarded-For proxies only", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_TRUSTED_PROXIES", "10.0.0.5"),
+			"name the auth proxy that sets X-User-Id in SECKILL_USER_HEADER_PROXIES"},
+		{"user header from its proxies", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_USER_HEADER_PROXIES", "10.0.0.5"), ""},
+		{"user header and both lists", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_USER_HEADER_PROXIES", "10.0.0.5",
+			"SECKILL_TRUSTED_PROXIES", "10.0.0.0/8"), ""},
+		{"user header proxies without the header", with("SECKILL_USER_HEADER_PROXIES", "10.0.0.5"),
+			"SECKILL_USER_HEADER_PROXIES is set but SECKILL_TRUST_USER_HEADER is empty"},
+		{"bad user header proxy", with("SECKILL_TRUST_USER_HEADER", "X-User-Id", "SECKILL_USER_HEADER_PROXIES", "auth.local"), `"auth.local" is neither`},
 		{"bucket units", with("SECKILL_BUCKET_UNITS", "500", "SECKILL_BUCKET_MAX", "8"), ""},
 		{"negative bucket units", with("SECKILL_BUCKET_UNITS", "-1"), "SECKILL_BUCKET_UNITS"},
 		{"bucket cap 0", with("SECKILL_BUCKET_MAX", "0"), "SECKILL_BUCKET_MAX"},

@@ -60,7 +60,7 @@ func TestSecretsFromFiles(t *testing.T) {
 			func(g Gateway) string { return want(g.MySQL().Password, content) }, nil},
 		{"mysql dsn from a file", env("SECKILL_MYSQL_DSN_FILE", writeFile(t, DefaultMySQLDSN+"\r\n")),
 			func(g Gateway) string { return want(g.MySQLDSN, DefaultMySQLDSN) }, nil},
-		{"migrate password from a file", env("SECKILL_MYSQL_MIGRATE_DSN", "ddl@tcp(h:1)/d?parseTime=true", "SECKILL_MYSQL_MIGRATE_PASSWORD_FILE", file),
+		{"migrate password from a file", env("SECKILL_MYSQL_MIGRATE_DSN", "ddl@tcp(127.0.0.1:1)/d?parseTime=true", "SECKILL_MYSQL_MIGRATE_PASSWORD_FILE", file),
 			func(g Gateway) string { return want(g.MySQLMigrate().Password, content) }, nil},
 		{"kafka password from a file", env("SECKILL_KAFKA_SASL_MECHANISM", "scram-sha-512", "SECKILL_KAFKA_USERNAME", "gateway", "SECKILL_KAFKA_PASSWORD_FILE", file),
 			func(g Gateway) string { return want(g.Kafka.Principal(), "User:gateway") }, nil},
