@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -50,8 +51,27 @@ func LoadAPI(tb testing.TB, name string) *API {
 	return a
 }
 
+// rfc3339 makes kin-openapi check format date-time as RFC 3339 writes it. Its own check is
+// an expression that takes only upper-case "T" and "Z", stricter than RFC 3339 (section 5.6
+// allows "t" and "z") and than the gateway, so the documents could not say "date-time" and
+// still describe what the gateway takes. The format registry is kin-openapi's package
+// state; this sets it once, before any document is loaded.
+var rfc3339 sync.Once
+
+func defineRFC3339() {
+	rfc3339.Do(func() {
+		openapi3.DefineStringFormatValidator("date-time", openapi3.NewCallbackValidator(func(v string) error {
+			if _, err := time.Parse(time.RFC3339Nano, strings.ToUpper(v)); err != nil {
+				return fmt.Errorf("not an RFC 3339 date-time: %w", err)
+			}
+			return nil
+		}))
+	})
+}
+
 // NewAPI parses and validates an OpenAPI 3.1 document (YAML or JSON).
 func NewAPI(raw []byte) (*API, error) {
+	defineRFC3339()
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(raw)
 	if err != nil {
