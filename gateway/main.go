@@ -314,7 +314,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		topics: cfg.Topics, now: time.Now, fail: adm.fail}
 	adm.handle(adminMux, "GET /admin/v1/overview", live.serve)
 	(&prizePage{catalog: catalog, gate: gate, now: time.Now, fail: adm.fail}).register(adm, adminMux)
-	adminMux.Handle("GET /metrics", adm.authorized(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	adm.handle(adminMux, "GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
+	// Every admin route has its row in the route table, and every row its handler.
+	if err := adm.Complete(); err != nil {
+		return err
+	}
 
 	log.Info("gateway starting", "gateway_id", id,
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,

@@ -59,7 +59,7 @@ func Settings() []Setting {
 		{"SECKILL_ADMIN_ADDR", false, "127.0.0.1:8081", gw, "admin API and metrics, on their own listener"},
 		{"SECKILL_ADMIN_TOKEN", true, "(empty), >= 16 bytes when set", gw, "shared admin bearer credential; this or SECKILL_ADMIN_TOKENS_FILE is required"},
 		{"SECKILL_ADMIN_TOKEN_PREVIOUS", true, "(empty: none), >= 16 bytes when set", gw, "the shared admin token being rotated out, accepted as admin too while set"},
-		{"SECKILL_ADMIN_TOKENS_FILE", false, "(empty: none)", gw, "file of per-operator admin credentials, `name sha256:<hex>` a line"},
+		{"SECKILL_ADMIN_TOKENS_FILE", false, "(empty: none)", gw, "file of per-operator admin credentials, `name sha256:<hex> [role]` a line (role: scrape, viewer, operator, admin; none: admin)"},
 		{"SECKILL_JWT_SECRET", true, "required, >= 32 bytes", gw, "HS256 key for user tokens; as _FILE, re-read every second"},
 		{"SECKILL_JWT_SECRET_PREVIOUS", true, "(empty: none), >= 32 bytes when set", gw, "the secret being rotated out: its tokens are accepted too while set; as _FILE, re-read every second, absent or empty file = none"},
 		{"SECKILL_JWT_ISSUER", false, "seckill", gw, "required iss of user tokens"},
