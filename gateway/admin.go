@@ -7,10 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -73,6 +77,10 @@ type admin struct {
 	// table does not name them (Complete reports both).
 	mounted  map[string]bool
 	unlisted []string
+	// lockout throttles failed bearer authentications per client (nil: never), and
+	// authFailures counts refused credentials by reason (nil: not counted).
+	lockout      *lockout.Lockout
+	authFailures *prometheus.CounterVec
 }
 
 // bucketSettings decide a new prize's number of stock buckets (docs/design.md):
@@ -172,7 +180,7 @@ func routes() []route {
 func (a *admin) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
 	for _, rt := range routes() {
 		if rt.pattern == pattern {
-			mux.Handle(pattern, a.authorized(rt.role, h))
+			mux.Handle(pattern, a.authorized(rt, h))
 			a.mounted[pattern] = true
 			return
 		}
@@ -216,18 +224,43 @@ func (a *admin) register(mux *http.ServeMux) {
 
 // authorized lets a request through with "Authorization: Bearer <token>" of an operator's
 // credential (compared in constant time with every credential's), or with a valid operator
-// console session, when that credential's role allows need (else 403: who you are is known,
+// console session, when that credential's role allows rt's (else 403: who you are is known,
 // what you asked is not yours to do); either way the actor of the audit logs is the
 // credential's name, and X-Admin-Actor is ignored (a name the caller types would let one
 // token act as another operator, or as the reconciler).
-func (a *admin) authorized(need operator.Role, next http.Handler) http.Handler {
+//
+// Every refusal is logged and counted (refused). A client whose bearer tokens were wrong
+// too often within the lockout's window is answered 429 before its token is looked at, so
+// guessing costs the guesser the window and the gateway a map lookup.
+func (a *admin) authorized(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		remote := a.remote(r)
 		raw, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		name, ok := "", false
-		if bearer {
-			name, ok = a.tokens.Authenticate(raw)
-		} else if a.console != nil {
+		switch {
+		case bearer:
+			if blocked, wait := a.lockout.Blocked(ipBucket(remote)); blocked {
+				a.count("throttled")
+				secs := int((wait + time.Second - 1) / time.Second)
+				w.Header().Set("Retry-After", strconv.Itoa(secs))
+				jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited",
+					fmt.Sprintf("too many wrong admin tokens from this address; retry after %ds", secs))
+				return
+			}
+			if name, ok = a.tokens.Authenticate(raw); !ok {
+				a.refused(r, rt, remote, "invalid_token", "")
+				if a.lockout.Fail(ipBucket(remote)) {
+					a.log.Warn("admin authentication throttled", "remote_addr", remote, "route", rt.pattern,
+						"reason", "invalid_token")
+				}
+			}
+		case a.console != nil:
 			name, ok = a.console.Verify(r)
+			if !ok {
+				a.refused(r, rt, remote, "missing", "")
+			}
+		default:
+			a.refused(r, rt, remote, "missing", "")
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
@@ -235,14 +268,33 @@ func (a *admin) authorized(need operator.Role, next http.Handler) http.Handler {
 			return
 		}
 		// Looked up on every request: a role lowered in the tokens file holds at once.
-		if role := a.tokens.Role(name); !role.Allows(need) {
+		if role := a.tokens.Role(name); !role.Allows(rt.role) {
+			a.refused(r, rt, remote, "forbidden", name)
 			jsonapi.WriteError(w, http.StatusForbidden, "forbidden",
-				fmt.Sprintf("credential %s has role %s; this route needs %s", name, role, need))
+				fmt.Sprintf("credential %s has role %s; this route needs %s", name, role, rt.role))
 			return
 		}
-		c := caller{name: name, remote: a.remote(r)}
+		c := caller{name: name, remote: remote}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// refused logs and counts a refused credential: the client, the route and why, never what
+// was presented (a wrong token is often a mistyped right one); actor names the credential a
+// forbidden request was made with.
+func (a *admin) refused(r *http.Request, rt route, remote, reason, actor string) {
+	a.count(reason)
+	attrs := []slog.Attr{slog.String("remote_addr", remote), slog.String("route", rt.pattern), slog.String("reason", reason)}
+	if actor != "" {
+		attrs = append(attrs, slog.String("actor", actor), slog.String("role_needed", rt.role.String()))
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelWarn, "admin authentication refused", attrs...)
+}
+
+func (a *admin) count(reason string) {
+	if a.authFailures != nil {
+		a.authFailures.WithLabelValues(reason).Inc()
+	}
 }
 
 // caller is who made an admin request: the credential's name and the client's address.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
@@ -281,6 +282,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
 	adm.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
+	// Wrong bearer tokens per client (an IPv6 /64 is one), a table of at most 10,000 clients.
+	adm.lockout = lockout.New(cfg.AdminAuthFailures, cfg.AdminAuthWindow, 10_000, time.Now)
+	adm.authFailures = m.adminAuthFailures
 	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin
 	// token (the session, in that credential's name, kept in an HttpOnly cookie), whose every

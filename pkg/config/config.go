@@ -223,6 +223,10 @@ type Gateway struct {
 	ConsoleSecret string
 	// ConsoleLoginRate is how many console sign-ins a remote address may try per minute.
 	ConsoleLoginRate int
+	// AdminAuthFailures wrong admin bearer tokens a client may present within
+	// AdminAuthWindow before it is answered 429 until the window ends (0: no limit).
+	AdminAuthFailures int
+	AdminAuthWindow   time.Duration
 	// AdminHosts are the Host names (optionally host:port) the admin listener answers
 	// besides IP addresses and localhost: any other Host is refused (DNS rebinding).
 	AdminHosts []string
@@ -251,6 +255,8 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		ConsoleSecret:     r.optionalSecret("SECKILL_CONSOLE_SECRET", "SECKILL_CONSOLE_SECRET_FILE", 32),
 		ConsoleLoginRate:  r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
 		AdminHosts:        r.hosts("SECKILL_ADMIN_HOSTS"),
+		AdminAuthFailures: r.integer("SECKILL_ADMIN_AUTH_FAILURES", 10, 0, 1_000_000),
+		AdminAuthWindow:   r.duration("SECKILL_ADMIN_AUTH_WINDOW", 5*time.Minute, time.Second, 24*time.Hour),
 		TrustedProxies:    r.prefixes("SECKILL_TRUSTED_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 		RatePerUser:       float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),

@@ -105,6 +105,8 @@ func Settings() []Setting {
 		{"SECKILL_MYSQL_REPLICA_DSN", true, "(empty: no replica gauges)", recon, "a MySQL replica whose lag and threads the reconciler exports (nothing reads from it); its user needs SLAVE MONITOR"},
 		{"SECKILL_CONSOLE_SESSION", false, "12h", gw, "how long an operator console sign-in lasts"},
 		{"SECKILL_CONSOLE_SECRET", true, "(empty: derived from SECKILL_ADMIN_TOKEN), >= 32 bytes when set", gw, "key of the console's session cookies"},
+		{"SECKILL_ADMIN_AUTH_FAILURES", false, "10", gw, "wrong admin bearer tokens a client may present per SECKILL_ADMIN_AUTH_WINDOW; beyond it 429 until the window ends (0: no limit)"},
+		{"SECKILL_ADMIN_AUTH_WINDOW", false, "5m", gw, "the window of SECKILL_ADMIN_AUTH_FAILURES, from a client's first wrong token"},
 		{"SECKILL_CONSOLE_LOGIN_RATE", false, "10", gw, "console sign-in attempts per minute per remote address"},
 		{"SECKILL_ADMIN_HOSTS", false, "(empty)", gw, "comma-separated Host names the admin listener answers besides IPs and localhost"},
 	}
