@@ -28,6 +28,7 @@ import (
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
+	"github.com/seckill-pipeline/seckill/gateway/sessionstore"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -293,7 +294,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Now: time.Now,
+	// Sessions live in Redis, which every gateway shares: a sign-in holds on any replica, and a
+	// sign-out (or an idle timeout) ends it on all of them.
+	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Idle: cfg.ConsoleIdle,
+		Sessions: sessionstore.New(rdb), Now: time.Now,
 		Logins: ipBuckets{newKeyedLimiter(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
 		Remote: clients.of, Log: log})
 	con.Register(adminMux)
