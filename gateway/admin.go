@@ -7,10 +7,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/lockout"
+	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -48,14 +53,16 @@ type consoleSessions interface {
 	Verify(r *http.Request) (actor string, ok bool)
 }
 
-// operatorTokens names the operator whose admin token a bearer credential is: an
-// *operator.Credentials.
+// operatorTokens names the operator whose admin token a bearer credential is, and what that
+// operator may do: an *operator.Credentials.
 type operatorTokens interface {
 	Authenticate(token string) (name string, ok bool)
+	Role(name string) operator.Role
 }
 
 // admin serves the operator API. Every route requires an operator's admin bearer token, or a
-// signed-in operator console session (checked again on every call).
+// signed-in operator console session (checked again on every call), whose credential's role
+// allows the route (routes).
 type admin struct {
 	catalog   adminCatalog
 	gate      adminGate
@@ -66,6 +73,14 @@ type admin struct {
 	remote    func(*http.Request) string // the client's address, for the audit
 	buckets   bucketSettings
 	log       *slog.Logger
+	// mounted are the patterns handle mounted, unlisted those it refused because the route
+	// table does not name them (Complete reports both).
+	mounted  map[string]bool
+	unlisted []string
+	// lockout throttles failed bearer authentications per client (nil: never), and
+	// authFailures counts refused credentials by reason (nil: not counted).
+	lockout      *lockout.Lockout
+	authFailures *prometheus.CounterVec
 }
 
 // bucketSettings decide a new prize's number of stock buckets (docs/design.md):
@@ -110,12 +125,83 @@ const adminBodyLimit = 64 << 10
 
 func newAdmin(c adminCatalog, g adminGate, p sessionPreheater, tokens operatorTokens, remote func(*http.Request) string,
 	onChange func(), log *slog.Logger) *admin {
-	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, tokens: tokens, remote: remote, log: log}
+	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, tokens: tokens, remote: remote, log: log,
+		mounted: map[string]bool{}}
 }
 
-// handle mounts one more admin route behind the same credential check.
+// route is one row of the admin route table: a ServeMux pattern ("METHOD /path") and the
+// least role that may call it.
+type route struct {
+	pattern string
+	role    operator.Role
+}
+
+// routes is the admin listener's route table: every route behind a credential and the least
+// role that may call it. The server mounts its handlers only through it (handle refuses a
+// pattern it does not name, Complete a row nothing mounted), and TestAdminRoutesByRole walks
+// every row with every role, so what runs, what is tested and what is documented are one
+// list. The console's page, sign-in and probes are not in it: they need no credential.
+func routes() []route {
+	const (
+		scrape   = operator.RoleScrape
+		viewer   = operator.RoleViewer
+		op       = operator.RoleOperator
+		adminish = operator.RoleAdmin
+	)
+	return []route{
+		{"GET /metrics", scrape},
+
+		{"GET /admin/v1/activities", viewer},
+		{"GET /admin/v1/activities/{id}", viewer},
+		{"GET /admin/v1/sessions/{id}", viewer},
+		{"GET /admin/v1/sessions/{id}/audit", viewer},
+		{"GET /admin/v1/sessions/{id}/prizes/{prize}", viewer},
+		{"GET /admin/v1/overview", viewer},
+		{"GET /admin/v1/exceptions", viewer},
+		{"GET /admin/v1/exceptions/{id}", viewer},
+		{"GET /admin/v1/reconciler/reports", viewer},
+
+		{"POST /admin/v1/activities", op},
+		{"POST /admin/v1/sessions/{id}/preheat", op},
+		{"POST /admin/v1/sessions/{id}/close", op},
+		{"PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", op},
+		{"POST /admin/v1/exceptions/{id}/{action}", op},
+
+		// Profiles show the process's insides (and a CPU profile costs the sale a little).
+		{"GET /debug/pprof/", adminish},
+		{"GET /debug/pprof/profile", adminish},
+		{"GET /debug/pprof/trace", adminish},
+		{"GET /debug/pprof/symbol", adminish},
+	}
+}
+
+// handle mounts one more admin route behind the credential check, with the role the route
+// table gives it; a pattern the table does not name is not mounted (Complete reports it).
 func (a *admin) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
-	mux.Handle(pattern, a.authorized(h))
+	for _, rt := range routes() {
+		if rt.pattern == pattern {
+			mux.Handle(pattern, a.authorized(rt, h))
+			a.mounted[pattern] = true
+			return
+		}
+	}
+	a.unlisted = append(a.unlisted, pattern)
+}
+
+// Complete reports a route mounted outside the route table or a row of the table nothing
+// mounted: the gateway refuses to start with either, so no route goes unchecked or
+// undocumented.
+func (a *admin) Complete() error {
+	var errs []error
+	for _, p := range a.unlisted {
+		errs = append(errs, fmt.Errorf("admin route %q is not in the route table", p))
+	}
+	for _, rt := range routes() {
+		if !a.mounted[rt.pattern] {
+			errs = append(errs, fmt.Errorf("admin route table row %q has no handler", rt.pattern))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // register mounts the admin routes on mux behind the credential check.
@@ -129,7 +215,7 @@ func (a *admin) register(mux *http.ServeMux) {
 	route("POST /admin/v1/sessions/{id}/close", a.closeSession)
 	route("PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", a.adjustStock)
 	route("GET /admin/v1/sessions/{id}/audit", a.sessionAudit)
-	// Profiles for diagnosing a slow sale, behind the same credential.
+	// Profiles for diagnosing a slow sale, for admins only (routes).
 	route("GET /debug/pprof/", pprof.Index)
 	route("GET /debug/pprof/profile", pprof.Profile)
 	route("GET /debug/pprof/trace", pprof.Trace)
@@ -138,26 +224,77 @@ func (a *admin) register(mux *http.ServeMux) {
 
 // authorized lets a request through with "Authorization: Bearer <token>" of an operator's
 // credential (compared in constant time with every credential's), or with a valid operator
-// console session; either way the actor of the audit logs is the credential's name, and
-// X-Admin-Actor is ignored (a name the caller types would let one token act as another
-// operator, or as the reconciler).
-func (a *admin) authorized(next http.Handler) http.Handler {
+// console session, when that credential's role allows rt's (else 403: who you are is known,
+// what you asked is not yours to do); either way the actor of the audit logs is the
+// credential's name, and X-Admin-Actor is ignored (a name the caller types would let one
+// token act as another operator, or as the reconciler).
+//
+// Every refusal is logged and counted (refused). A client whose bearer tokens were wrong
+// too often within the lockout's window is answered 429 before its token is looked at, so
+// guessing costs the guesser the window and the gateway a map lookup.
+func (a *admin) authorized(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		remote := a.remote(r)
 		raw, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		name, ok := "", false
-		if bearer {
-			name, ok = a.tokens.Authenticate(raw)
-		} else if a.console != nil {
+		switch {
+		case bearer:
+			if blocked, wait := a.lockout.Blocked(ipBucket(remote)); blocked {
+				a.count("throttled")
+				secs := int((wait + time.Second - 1) / time.Second)
+				w.Header().Set("Retry-After", strconv.Itoa(secs))
+				jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited",
+					fmt.Sprintf("too many wrong admin tokens from this address; retry after %ds", secs))
+				return
+			}
+			if name, ok = a.tokens.Authenticate(raw); !ok {
+				a.refused(r, rt, remote, "invalid_token", "")
+				if a.lockout.Fail(ipBucket(remote)) {
+					a.log.Warn("admin authentication throttled", "remote_addr", remote, "route", rt.pattern,
+						"reason", "invalid_token")
+				}
+			}
+		case a.console != nil:
 			name, ok = a.console.Verify(r)
+			if !ok {
+				a.refused(r, rt, remote, "missing", "")
+			}
+		default:
+			a.refused(r, rt, remote, "missing", "")
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
 			jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "admin bearer token required")
 			return
 		}
-		c := caller{name: name, remote: a.remote(r)}
+		// Looked up on every request: a role lowered in the tokens file holds at once.
+		if role := a.tokens.Role(name); !role.Allows(rt.role) {
+			a.refused(r, rt, remote, "forbidden", name)
+			jsonapi.WriteError(w, http.StatusForbidden, "forbidden",
+				fmt.Sprintf("credential %s has role %s; this route needs %s", name, role, rt.role))
+			return
+		}
+		c := caller{name: name, remote: remote}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// refused logs and counts a refused credential: the client, the route and why, never what
+// was presented (a wrong token is often a mistyped right one); actor names the credential a
+// forbidden request was made with.
+func (a *admin) refused(r *http.Request, rt route, remote, reason, actor string) {
+	a.count(reason)
+	attrs := []slog.Attr{slog.String("remote_addr", remote), slog.String("route", rt.pattern), slog.String("reason", reason)}
+	if actor != "" {
+		attrs = append(attrs, slog.String("actor", actor), slog.String("role_needed", rt.role.String()))
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelWarn, "admin authentication refused", attrs...)
+}
+
+func (a *admin) count(reason string) {
+	if a.authFailures != nil {
+		a.authFailures.WithLabelValues(reason).Inc()
+	}
 }
 
 // caller is who made an admin request: the credential's name and the client's address.

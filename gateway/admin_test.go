@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -27,6 +28,16 @@ type tokenNames map[string]string
 func (t tokenNames) Authenticate(token string) (string, bool) {
 	name, ok := t[token]
 	return name, ok
+}
+
+// Role: every test credential is an admin (TestAdminRoutesByRole tests the roles).
+func (t tokenNames) Role(name string) operator.Role {
+	for _, n := range t {
+		if n == name {
+			return operator.RoleAdmin
+		}
+	}
+	return 0
 }
 
 type adminEnv struct {

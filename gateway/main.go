@@ -26,7 +26,9 @@ import (
 
 	"github.com/seckill-pipeline/seckill/gateway/console"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
+	"github.com/seckill-pipeline/seckill/gateway/sessionstore"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
@@ -286,6 +288,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	creds.Register(reg)
 	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
 	adm.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
+	// Wrong bearer tokens per client (an IPv6 /64 is one), a table of at most 10,000 clients.
+	adm.lockout = lockout.New(cfg.AdminAuthFailures, cfg.AdminAuthWindow, 10_000, time.Now)
+	adm.authFailures = m.adminAuthFailures
 	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin
 	// token (the session, in that credential's name, kept in an HttpOnly cookie), whose every
@@ -294,7 +299,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Now: time.Now,
+	// Sessions live in Redis, which every gateway shares: a sign-in holds on any replica, and a
+	// sign-out (or an idle timeout) ends it on all of them.
+	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Idle: cfg.ConsoleIdle,
+		Sessions: sessionstore.New(rdb), Now: time.Now,
 		Logins: ipBuckets{newKeyedLimiter(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
 		Remote: clients.of, Log: log})
 	con.Register(adminMux)
@@ -319,7 +327,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		topics: cfg.Topics, now: time.Now, fail: adm.fail}
 	adm.handle(adminMux, "GET /admin/v1/overview", live.serve)
 	(&prizePage{catalog: catalog, gate: gate, now: time.Now, fail: adm.fail}).register(adm, adminMux)
-	adminMux.Handle("GET /metrics", adm.authorized(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	adm.handle(adminMux, "GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
+	// Every admin route has its row in the route table, and every row its handler.
+	if err := adm.Complete(); err != nil {
+		return err
+	}
 
 	log.Info("gateway starting", "gateway_id", id,
 		"http_addr", cfg.HTTPAddr, "admin_addr", cfg.AdminAddr,

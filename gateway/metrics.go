@@ -26,6 +26,8 @@ type metrics struct {
 	scheduleLoaded prometheus.Gauge
 	caseActions    *prometheus.CounterVec
 	replicaWaits   *prometheus.CounterVec
+	// adminAuthFailures counts the admin listener's refused credentials by reason.
+	adminAuthFailures *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,9 +69,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		caseActions: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_exception_actions_total",
 			Help: "Operator actions on exception cases, by action (replay, resolve, dismiss), kind and result (done, refused)."},
 			[]string{"action", "kind", "result"}),
+		adminAuthFailures: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_admin_auth_failures_total",
+			Help: "Admin listener requests refused for their credential, by reason: missing, invalid_token, forbidden (the role does not allow the route), throttled (too many invalid tokens from the client)."},
+			[]string{"reason"}),
 		replicaWaits: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_gateway_replica_waits_total",
 			Help: "Waits for a Redis replica to hold a reservation after a failed produce, by result (confirmed: 202; timeout, gone, error: 503)."},
 			[]string{"result"}),
+	}
+	// Every reason from the start, so a rate over the first failures is not lost to a
+	// series that appeared with them.
+	for _, reason := range []string{"missing", "invalid_token", "forbidden", "throttled"} {
+		m.adminAuthFailures.WithLabelValues(reason)
 	}
 	return m
 }

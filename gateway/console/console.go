@@ -5,6 +5,7 @@
 package console
 
 import (
+	"context"
 	"crypto/sha256"
 	"log/slog"
 	"net"
@@ -35,6 +36,15 @@ type Credentials interface {
 	Hashes(name string) [][sha256.Size]byte
 }
 
+// Sessions keeps the sessions server-side (a *sessionstore.Redis): sign-out revokes one,
+// one unused for the idle timeout ends, none outlives its absolute end, and every gateway
+// sharing the store sees the same sessions.
+type Sessions interface {
+	Create(ctx context.Context, id string, now, end time.Time, idle time.Duration) error
+	Touch(ctx context.Context, id string, now time.Time, idle time.Duration) (bool, error)
+	Revoke(ctx context.Context, id string) error
+}
+
 // Limiter bounds sign-in attempts per remote address.
 type Limiter interface {
 	Allow(key string) (bool, time.Duration)
@@ -46,9 +56,12 @@ type Config struct {
 	// Secret keys the session cookies; every gateway serving the same operators needs the
 	// same one for a session to hold across them.
 	Secret []byte
-	TTL    time.Duration    // session lifetime (12h when not positive)
-	Now    func() time.Time // the clock
-	Logins Limiter          // sign-in attempts per remote address (nil: unlimited)
+	TTL    time.Duration // session's absolute lifetime (12h when not positive)
+	Idle   time.Duration // a session unused this long ends (30m when not positive)
+	// Sessions holds the sessions server-side (required).
+	Sessions Sessions
+	Now      func() time.Time // the clock
+	Logins   Limiter          // sign-in attempts per remote address (nil: unlimited)
 	// Remote names the client of a request for the sign-in limit and the log (nil: the
 	// peer's address).
 	Remote func(*http.Request) string
@@ -57,22 +70,27 @@ type Config struct {
 
 // Console serves the page and its sign-in, and checks console sessions for the admin API.
 type Console struct {
-	creds  Credentials
-	signer signer
-	ttl    time.Duration
-	now    func() time.Time
-	logins Limiter
-	remote func(*http.Request) string
-	log    *slog.Logger
-	assets map[string]asset
+	creds    Credentials
+	signer   signer
+	ttl      time.Duration
+	idle     time.Duration
+	sessions Sessions
+	now      func() time.Time
+	logins   Limiter
+	remote   func(*http.Request) string
+	log      *slog.Logger
+	assets   map[string]asset
 }
 
 // New returns the console for cfg.
 func New(cfg Config) *Console {
-	c := &Console{creds: cfg.Credentials, signer: newSigner(cfg.Secret), ttl: cfg.TTL, now: cfg.Now,
-		logins: cfg.Logins, remote: cfg.Remote, log: cfg.Log, assets: loadAssets()}
+	c := &Console{creds: cfg.Credentials, signer: newSigner(cfg.Secret), ttl: cfg.TTL, idle: cfg.Idle,
+		sessions: cfg.Sessions, now: cfg.Now, logins: cfg.Logins, remote: cfg.Remote, log: cfg.Log, assets: loadAssets()}
 	if c.ttl <= 0 {
 		c.ttl = 12 * time.Hour
+	}
+	if c.idle <= 0 {
+		c.idle = 30 * time.Minute
 	}
 	if c.remote == nil {
 		c.remote = peer
@@ -110,7 +128,8 @@ func (c *Console) Register(mux *http.ServeMux) {
 // "X-Seckill-Console: 1" (the CSRF guard: a cross-site page cannot set a custom header
 // without a CORS preflight, which we never grant), and returns the name of the credential
 // the session was signed in with. A session ends when that credential is removed or its
-// token changes.
+// token changes, when it is signed out, when it was not used for the idle timeout, and at
+// its absolute end; each accepted use restarts the idle timeout.
 func (c *Console) Verify(r *http.Request) (actor string, ok bool) {
 	if r.Header.Get(GuardHeader) != "1" {
 		return "", false
@@ -119,8 +138,18 @@ func (c *Console) Verify(r *http.Request) (actor string, ok bool) {
 	if err != nil {
 		return "", false
 	}
-	actor, err = c.signer.verify(cookie.Value, c.now(), c.creds.Hashes)
-	return actor, err == nil
+	now := c.now()
+	actor, id, err := c.signer.verify(cookie.Value, now, c.creds.Hashes)
+	if err != nil {
+		return "", false
+	}
+	live, err := c.sessions.Touch(r.Context(), id, now, c.idle)
+	if err != nil {
+		// Refused, not let through: a session that cannot be checked may be a revoked one.
+		c.log.Error("console session not checked", "actor", actor, "error", err.Error())
+		return "", false
+	}
+	return actor, live
 }
 
 type loginInput struct {
@@ -159,8 +188,18 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	// The session is bound to this token (a credential has two during a rotation).
 	hash := sha256.Sum256([]byte(in.Token))
+	id, err := newID()
+	now := c.now()
+	if err == nil {
+		err = c.sessions.Create(r.Context(), id, now, now.Add(c.ttl), c.idle)
+	}
+	if err != nil {
+		c.log.Error("console sign-in failed", "actor", name, "remote_addr", remote, "error", err.Error())
+		jsonapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log")
+		return
+	}
 	c.log.Info("console sign-in", "actor", name, "remote_addr", remote)
-	http.SetCookie(w, c.cookie(r, c.signer.sign(name, hash, c.now().Add(c.ttl)), int(c.ttl/time.Second)))
+	http.SetCookie(w, c.cookie(r, c.signer.sign(name, hash, now.Add(c.ttl), id), int(c.ttl/time.Second)))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -171,13 +210,24 @@ func (c *Console) allowLogin(remote string) (bool, time.Duration) {
 	return c.logins.Allow(remote)
 }
 
-// logout expires the cookie. It needs the guard header, like every call the session makes
-// (another site must not be able to sign an operator out), but no valid session: signing
-// out of an expired one must work too.
+// logout revokes the session server-side, so its cookie is refused from now on wherever it
+// was copied to, and expires the cookie. It needs the guard header, like every call the
+// session makes (another site must not be able to sign an operator out), but no valid
+// session: signing out of an expired one must work too.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(GuardHeader) != "1" {
 		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "sign-out needs the header "+GuardHeader+": 1")
 		return
+	}
+	if cookie, err := r.Cookie(CookieName); err == nil {
+		if id, ok := sessionID(cookie.Value); ok {
+			if err := c.sessions.Revoke(r.Context(), id); err != nil {
+				// Not signed out: saying so is better than a cookie that still works elsewhere.
+				c.log.Error("console sign-out failed", "remote_addr", c.remote(r), "error", err.Error())
+				jsonapi.WriteError(w, http.StatusInternalServerError, "internal", "sign-out failed; see the gateway log")
+				return
+			}
+		}
 	}
 	http.SetCookie(w, c.cookie(r, "", -1))
 	w.WriteHeader(http.StatusNoContent)

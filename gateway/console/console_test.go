@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -39,6 +41,42 @@ func (c creds) Hashes(name string) [][sha256.Size]byte {
 	return [][sha256.Size]byte{sha256.Sum256([]byte(tok))}
 }
 
+// memSessions is the server-side session store in memory: each session's absolute end and
+// when it was last used.
+type memSessions struct {
+	mu       sync.Mutex
+	end, use map[string]time.Time
+}
+
+func (m *memSessions) Create(_ context.Context, id string, now, end time.Time, _ time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.end == nil {
+		m.end, m.use = map[string]time.Time{}, map[string]time.Time{}
+	}
+	m.end[id], m.use[id] = end, now
+	return nil
+}
+
+func (m *memSessions) Touch(_ context.Context, id string, now time.Time, idle time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	end, ok := m.end[id]
+	if !ok || !now.Before(end) || now.Sub(m.use[id]) >= idle {
+		delete(m.end, id)
+		return false, nil
+	}
+	m.use[id] = now
+	return true, nil
+}
+
+func (m *memSessions) Revoke(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.end, id)
+	return nil
+}
+
 // clock is a settable now for session expiry.
 type clock struct{ t time.Time }
 
@@ -49,7 +87,7 @@ var testSecret = []byte("console-test-secret-0123456789-0123456789")
 func newTestConsoleWith(t *testing.T, cr creds, mutate func(*Config)) (*Console, *clock, http.Handler) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
-	cfg := Config{Credentials: cr, Secret: testSecret, TTL: time.Hour, Now: clk.now}
+	cfg := Config{Credentials: cr, Secret: testSecret, TTL: time.Hour, Now: clk.now, Sessions: &memSessions{}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -116,7 +154,7 @@ func TestLoginSetsASessionCookieScriptsCannotRead(t *testing.T) {
 	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.MaxAge != 3600 || ck.Secure {
 		t.Fatalf("cookie attributes: %+v", ck)
 	}
-	if !strings.HasPrefix(ck.Value, "v1.") || strings.Contains(ck.Value, testToken) {
+	if !strings.HasPrefix(ck.Value, "v2.") || strings.Contains(ck.Value, testToken) {
 		t.Fatalf("cookie value %q", ck.Value)
 	}
 	if actor, ok := c.Verify(guarded(ck)); !ok || actor != "alice" {
@@ -285,10 +323,14 @@ func (l *countingLimiter) Allow(key string) (bool, time.Duration) {
 }
 
 func TestVerifyRefuses(t *testing.T) {
-	c, clk, h := newTestConsole(t)
+	// An idle timeout beyond the lifetime: this test is about the cookie, the absolute end.
+	c, clk, h := newTestConsoleWith(t, creds{"alice": testToken, "bob": bobToken}, func(cfg *Config) { cfg.Idle = 2 * time.Hour })
 	ck := sessionCookie(t, login(t, h, `{"token":"`+testToken+`","name":"alice"}`, nil))
-	other := New(Config{Credentials: creds{"alice": testToken}, Secret: []byte("another-console-secret-0123456789-01234"), TTL: time.Hour, Now: clk.now})
-	rotated := New(Config{Credentials: creds{"alice": "alice-new-token-0123456789"}, Secret: testSecret, TTL: time.Hour, Now: clk.now})
+	other := New(Config{Credentials: creds{"alice": testToken}, Secret: []byte("another-console-secret-0123456789-01234"), TTL: time.Hour, Now: clk.now,
+		Sessions: c.sessions, Idle: 2 * time.Hour})
+	rotated := New(Config{Credentials: creds{"alice": "alice-new-token-0123456789"}, Secret: testSecret, TTL: time.Hour, Now: clk.now,
+		Sessions: c.sessions, Idle: 2 * time.Hour})
+	another := sessionCookie(t, login(t, h, `{"token":"`+testToken+`"}`, nil))
 	tampered := func(f func(parts []string)) *http.Cookie {
 		parts := strings.Split(ck.Value, ".")
 		f(parts)
@@ -318,7 +360,13 @@ func TestVerifyRefuses(t *testing.T) {
 		{"other actor, old signature", c, func() *http.Request {
 			return guarded(tampered(func(p []string) { p[2] = "Ym9i" })) // "bob"
 		}, 0},
-		{"other version", c, func() *http.Request { return guarded(tampered(func(p []string) { p[0] = "v2" })) }, 0},
+		{"other version", c, func() *http.Request { return guarded(tampered(func(p []string) { p[0] = "v1" })) }, 0},
+		{"v1 cookie without its session id, old signature", c, func() *http.Request {
+			return guarded(tampered(func(p []string) { p[0] = "v1"; copy(p[3:], p[4:]); p[4] = "" }))
+		}, 0},
+		{"another live session's id, old signature", c, func() *http.Request {
+			return guarded(tampered(func(p []string) { p[3] = strings.Split(another.Value, ".")[3] }))
+		}, 0},
 		{"truncated", c, func() *http.Request {
 			return guarded(&http.Cookie{Name: CookieName, Value: ck.Value[:len(ck.Value)-3]})
 		}, 0},

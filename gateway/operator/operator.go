@@ -1,7 +1,8 @@
 // Package operator names who acts on the admin API: each operator signs in with a credential
 // of their own (a named admin token), and the audit logs record that credential's name, never
-// a name the caller typed. The credentials are a file of "name sha256:<hex>" lines, re-read
-// when it changes, plus SECKILL_ADMIN_TOKEN as the credential "admin" for compatibility.
+// a name the caller typed. The credentials are a file of "name sha256:<hex> [role]" lines,
+// re-read when it changes, plus SECKILL_ADMIN_TOKEN as the credential "admin" for
+// compatibility. Each credential carries a Role, which bounds the admin routes it may call.
 package operator
 
 import (
@@ -40,24 +41,71 @@ func Reserved(name string) bool {
 	return false
 }
 
-// Credential is one operator's name and the SHA-256 of their token.
+// Role is what a credential may do on the admin listener. Each role may do what the ones
+// before it may: a scrape credential reads the metrics only; a viewer also reads the admin
+// API (catalog, audit, exceptions, overview); an operator also changes the sale (create,
+// preheat, close, adjust stock, act on exceptions); an admin also reads the profiles
+// (pprof). The zero Role is no credential and may do nothing.
+type Role int
+
+// The roles, least first.
+const (
+	RoleScrape Role = iota + 1
+	RoleViewer
+	RoleOperator
+	RoleAdmin
+)
+
+// DefaultRole is the role of a file line that names none: every credential could do
+// everything before roles existed, so a file written then keeps working unchanged.
+const DefaultRole = RoleAdmin
+
+var roleNames = map[Role]string{RoleScrape: "scrape", RoleViewer: "viewer", RoleOperator: "operator", RoleAdmin: "admin"}
+
+// String is the role's name as a credentials file and the route table spell it.
+func (r Role) String() string {
+	if n, ok := roleNames[r]; ok {
+		return n
+	}
+	return "none"
+}
+
+// ParseRole reads a role's name.
+func ParseRole(s string) (Role, bool) {
+	for r, n := range roleNames {
+		if n == s {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// Allows reports whether a credential of role r may call a route that needs need.
+func (r Role) Allows(need Role) bool {
+	return r != 0 && need != 0 && r >= need
+}
+
+// Credential is one operator's name, the SHA-256 of their token and their role.
 type Credential struct {
 	Name string
 	Hash [sha256.Size]byte
+	Role Role
 }
 
-// Parse reads a credentials file: one "name sha256:<64 hex digits>" per line; blank lines
-// and lines starting with '#' are skipped. A name is 1 to 64 printable ASCII characters
+// Parse reads a credentials file: one "name sha256:<64 hex digits> [role]" per line (role:
+// scrape, viewer, operator or admin; absent: DefaultRole); blank lines and lines starting
+// with '#' are skipped. A name is 1 to 64 printable ASCII characters
 // without spaces or '|' and not reserved; hashes are unique. A name may repeat, spelled the
 // same: while a token is rotated its old and new lines stand side by side and both act as
-// that name; spelled in another letter case it is refused (two actors a reader cannot tell
-// apart). Every bad line is reported, by number.
+// that name, and must carry the same role; spelled in another letter case it is refused (two
+// actors a reader cannot tell apart). Every bad line is reported, by number.
 func Parse(r io.Reader) ([]Credential, error) {
 	var out []Credential
 	var errs []error
 	type seen struct {
 		line int
 		name string
+		role Role
 	}
 	names, hashes := map[string]seen{}, map[[sha256.Size]byte]int{}
 	sc := bufio.NewScanner(r)
@@ -67,11 +115,19 @@ func Parse(r io.Reader) ([]Credential, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			errs = append(errs, fmt.Errorf("line %d: want \"name sha256:<hex>\"", n))
+		if len(fields) != 2 && len(fields) != 3 {
+			errs = append(errs, fmt.Errorf("line %d: want \"name sha256:<hex> [role]\"", n))
 			continue
 		}
-		name, digest := fields[0], fields[1]
+		name, digest, role := fields[0], fields[1], DefaultRole
+		if len(fields) == 3 {
+			r, ok := ParseRole(fields[2])
+			if !ok {
+				errs = append(errs, fmt.Errorf("line %d: role %q: want scrape, viewer, operator or admin", n, fields[2]))
+				continue
+			}
+			role = r
+		}
 		hexSum, ok := strings.CutPrefix(digest, "sha256:")
 		sum, err := hex.DecodeString(hexSum)
 		switch {
@@ -86,7 +142,7 @@ func Parse(r io.Reader) ([]Credential, error) {
 			errs = append(errs, fmt.Errorf("line %d (%s): want sha256: and 64 hex digits, e.g. from printf %%s \"$TOKEN\" | sha256sum", n, name))
 			continue
 		}
-		c := Credential{Name: name, Hash: [sha256.Size]byte(sum)}
+		c := Credential{Name: name, Hash: [sha256.Size]byte(sum), Role: role}
 		if c.Hash == sha256.Sum256(nil) {
 			errs = append(errs, fmt.Errorf("line %d (%s): the hash of an empty token (printf %%s \"$TOKEN\" with TOKEN unset?)", n, name))
 			continue
@@ -95,13 +151,18 @@ func Parse(r io.Reader) ([]Credential, error) {
 			errs = append(errs, fmt.Errorf("line %d: name %q again (line %d, as %q)", n, name, prev.line, prev.name))
 			continue
 		}
+		if prev, dup := names[strings.ToLower(name)]; dup && prev.role != role {
+			// A rotation must not change what the name may do, one token or the other.
+			errs = append(errs, fmt.Errorf("line %d: %s with role %s, but %s on line %d", n, name, role, prev.role, prev.line))
+			continue
+		}
 		if prev, dup := hashes[c.Hash]; dup {
 			// One token, two names: the actor of its requests would be ambiguous.
 			errs = append(errs, fmt.Errorf("line %d (%s): the same token as line %d", n, name, prev))
 			continue
 		}
 		if _, dup := names[strings.ToLower(name)]; !dup {
-			names[strings.ToLower(name)] = seen{n, name}
+			names[strings.ToLower(name)] = seen{n, name, role}
 		}
 		hashes[c.Hash] = n
 		out = append(out, c)
@@ -141,7 +202,7 @@ type fileStamp struct {
 func Load(path, legacyToken string, onReloadError func(error)) (*Credentials, error) {
 	c := &Credentials{path: path, onReloadError: onReloadError}
 	if legacyToken != "" {
-		c.legacy = []Credential{{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken))}}
+		c.legacy = []Credential{{Name: LegacyName, Hash: sha256.Sum256([]byte(legacyToken)), Role: RoleAdmin}}
 	}
 	if path != "" {
 		st, err := os.Stat(path)
@@ -195,7 +256,7 @@ func (c *Credentials) AcceptPrevious(token string) error {
 	if len(c.legacy) == 0 {
 		return fmt.Errorf("SECKILL_ADMIN_TOKEN_PREVIOUS is set without SECKILL_ADMIN_TOKEN")
 	}
-	cr := Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(token))}
+	cr := Credential{Name: LegacyName, Hash: sha256.Sum256([]byte(token)), Role: RoleAdmin}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range c.file {
@@ -274,4 +335,15 @@ func (c *Credentials) Hashes(name string) [][sha256.Size]byte {
 		}
 	}
 	return out
+}
+
+// Role returns the role of the named credential (0 once it is removed): looked up on every
+// request, so a role lowered in the file holds from the next request on, sessions included.
+func (c *Credentials) Role(name string) Role {
+	for _, cr := range c.current() {
+		if cr.Name == name {
+			return cr.Role
+		}
+	}
+	return 0
 }

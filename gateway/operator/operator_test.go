@@ -38,6 +38,10 @@ func TestParse(t *testing.T) {
 		{"the console's old default", line("console", "t1-0123456789abcdef"), "reserved"},
 		{"a name twice in two letter cases", line("alice", "t1-0123456789abcdef") + line("Alice", "t2-0123456789abcdef"), "line 2: name \"Alice\" again"},
 		{"an empty token", line("alice", ""), "empty token"},
+		{"four fields", "alice sha256:00 viewer extra\n", "line 1"},
+		{"an unknown role", strings.TrimSuffix(line("alice", "t1-0123456789abcdef"), "\n") + " root\n", `role "root"`},
+		{"a name with two roles", strings.TrimSuffix(line("alice", "t1-0123456789abcdef"), "\n") + " viewer\n" +
+			line("alice", "t2-0123456789abcdef"), "line 2: alice with role admin, but viewer on line 1"},
 		{"a token twice", line("alice", "t1-0123456789abcdef") + line("bob", "t1-0123456789abcdef"), "same token as line 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +53,44 @@ func TestParse(t *testing.T) {
 	// The error never repeats a token or a whole line (it could be a mistyped token).
 	if _, err := Parse(strings.NewReader("alice s3cr3t-token-value\n")); err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A line may name its role; one that names none is an admin, as every credential was before
+// roles existed, so older files keep working.
+func TestParseRoles(t *testing.T) {
+	withRole := func(name, token, role string) string {
+		return strings.TrimSuffix(line(name, token), "\n") + " " + role + "\n"
+	}
+	file := line("alice", "a-0123456789abcdef") + withRole("bob", "b-0123456789abcdef", "viewer") +
+		withRole("prom", "p-0123456789abcdef", "scrape") + withRole("carol", "c-0123456789abcdef", "operator") +
+		withRole("carol", "c2-0123456789abcdef", "operator")
+	creds, err := Parse(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Role{}
+	for _, c := range creds {
+		got[c.Name] = c.Role
+	}
+	want := map[string]Role{"alice": RoleAdmin, "bob": RoleViewer, "prom": RoleScrape, "carol": RoleOperator}
+	for name, r := range want {
+		if got[name] != r {
+			t.Errorf("%s: role %s, want %s", name, got[name], r)
+		}
+	}
+	for _, tc := range []struct {
+		have, need Role
+		ok         bool
+	}{
+		{RoleScrape, RoleScrape, true}, {RoleScrape, RoleViewer, false}, {RoleScrape, RoleAdmin, false},
+		{RoleViewer, RoleScrape, true}, {RoleViewer, RoleViewer, true}, {RoleViewer, RoleOperator, false},
+		{RoleOperator, RoleOperator, true}, {RoleOperator, RoleAdmin, false},
+		{RoleAdmin, RoleAdmin, true}, {0, RoleScrape, false}, {RoleAdmin, 0, false},
+	} {
+		if got := tc.have.Allows(tc.need); got != tc.ok {
+			t.Errorf("%s.Allows(%s) = %v, want %v", tc.have, tc.need, got, tc.ok)
+		}
 	}
 }
 

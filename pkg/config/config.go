@@ -234,14 +234,20 @@ type Gateway struct {
 
 	// ConsumerGroup is the order consumers' group, whose lag the operator console shows.
 	ConsumerGroup string
-	// ConsoleSession is how long an operator console sign-in lasts.
+	// ConsoleSession is how long an operator console sign-in lasts at most (its absolute
+	// lifetime); ConsoleIdle how long it lasts unused.
 	ConsoleSession time.Duration
+	ConsoleIdle    time.Duration
 	// ConsoleSecret keys the console's session cookies ("": derived from AdminToken, or
 	// random per process when there is none, so sessions end at a restart and hold on one
 	// gateway only).
 	ConsoleSecret string
 	// ConsoleLoginRate is how many console sign-ins a remote address may try per minute.
 	ConsoleLoginRate int
+	// AdminAuthFailures wrong admin bearer tokens a client may present within
+	// AdminAuthWindow before it is answered 429 until the window ends (0: no limit).
+	AdminAuthFailures int
+	AdminAuthWindow   time.Duration
 	// AdminHosts are the Host names (optionally host:port) the admin listener answers
 	// besides IP addresses and localhost: any other Host is refused (DNS rebinding).
 	AdminHosts []string
@@ -268,9 +274,12 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		TrustUserHeader:   r.getenv("SECKILL_TRUST_USER_HEADER"),
 		ConsumerGroup:     r.str("SECKILL_CONSUMER_GROUP", "seckill-orders"),
 		ConsoleSession:    r.duration("SECKILL_CONSOLE_SESSION", 12*time.Hour, time.Minute, 7*24*time.Hour),
+		ConsoleIdle:       r.duration("SECKILL_CONSOLE_IDLE", 30*time.Minute, time.Minute, 24*time.Hour),
 		ConsoleSecret:     r.optionalSecret("SECKILL_CONSOLE_SECRET", "SECKILL_CONSOLE_SECRET_FILE", 32),
 		ConsoleLoginRate:  r.integer("SECKILL_CONSOLE_LOGIN_RATE", 10, 1, 1_000_000),
 		AdminHosts:        r.hosts("SECKILL_ADMIN_HOSTS"),
+		AdminAuthFailures: r.integer("SECKILL_ADMIN_AUTH_FAILURES", 10, 0, 1_000_000),
+		AdminAuthWindow:   r.duration("SECKILL_ADMIN_AUTH_WINDOW", 5*time.Minute, time.Second, 24*time.Hour),
 		TrustedProxies:    r.prefixes("SECKILL_TRUSTED_PROXIES"),
 		UserHeaderProxies: r.prefixes("SECKILL_USER_HEADER_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
