@@ -100,5 +100,5 @@ func newJWTMetrics(reg prometheus.Registerer, v *auth.Verifier) prometheus.Count
 			return 0
 		})
 	return f.NewCounter(prometheus.CounterOpts{Name: "seckill_gateway_secret_reload_errors_total",
-		Help: "Re-reads of the JWT secret files that failed (the secrets read before stay in force)."})
+		Help: "Re-reads of the JWT secret or key set files that failed (the keys read before stay in force)."})
 }

@@ -1,5 +1,7 @@
-// Package auth issues and verifies the user tokens the gateway trusts: HS256 JWTs with a
-// required expiry, issuer and audience. The user id comes only from a verified token.
+// Package auth issues and verifies the user tokens the gateway trusts: JWTs with a required
+// expiry, issuer and audience, signed by an identity provider with a key of a JWKS (RS256,
+// ES256, EdDSA: the production path) or, for development, with an HS256 secret. The user id
+// comes only from a verified token.
 package auth
 
 import (
@@ -16,8 +18,9 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// method is the only accepted algorithm. Pinning it blocks "alg: none" and algorithm
-// confusion (an RS256 public key used as an HMAC secret).
+// method is the algorithm of an HMAC secret. A token is checked only with a key of the
+// algorithm it names, and an HS256 token only when a secret is set: "alg: none" and
+// algorithm confusion (an RS256 public key used as an HMAC secret) never verify.
 const method = "HS256"
 
 // Verifier checks user tokens. It holds the current secret and, during a rotation, the
@@ -35,10 +38,12 @@ type Verifier struct {
 	previousUsed atomic.Uint64
 }
 
-// keyPair is one generation of secrets; cached verdicts belong to the generation that made
-// them, so a secret taken away stops its tokens at once, cached or not.
+// keyPair is one generation of keys: the HMAC secrets (current nil: HS256 tokens are
+// refused) and the key set (nil: none). Cached verdicts belong to the generation that made
+// them, so a key taken away stops its tokens at once, cached or not.
 type keyPair struct {
 	current, previous *hmacKey
+	jwks              *KeySet
 }
 
 // minSecret is the shortest HS256 secret accepted (the hash's size).
@@ -66,8 +71,30 @@ func (v *Verifier) SetSecrets(current, previous []byte) error {
 	if len(previous) > 0 {
 		k.previous = newHMACKey(bytes.Clone(previous))
 	}
+	if old := v.keys.Load(); old != nil {
+		k.jwks = old.jwks
+	}
 	v.keys.Store(k)
 	return nil
+}
+
+// NewKeySetVerifier returns a Verifier for tokens signed with a key of ks by issuer for
+// audience; HS256 tokens are refused (no secret).
+func NewKeySetVerifier(ks *KeySet, issuer, audience string, now func() time.Time) (*Verifier, error) {
+	if ks == nil || ks.Len() == 0 {
+		return nil, errors.New("a key set with at least one key is required")
+	}
+	v := &Verifier{now: now, cache: newTokenCache(50_000), issuer: issuer, audience: audience}
+	v.keys.Store(&keyPair{jwks: ks})
+	return v, nil
+}
+
+// SetKeySet replaces the key set (nil: none; then a verifier without a secret refuses every
+// token). A key rotation is a new set holding the new key beside the old one for the
+// overlap. Tokens verified under the set before are verified again.
+func (v *Verifier) SetKeySet(ks *KeySet) {
+	old := v.keys.Load()
+	v.keys.Store(&keyPair{current: old.current, previous: old.previous, jwks: ks})
 }
 
 // SetMaxLifetime caps the lifetime of the tokens accepted: exp minus the later of iat and
@@ -78,6 +105,9 @@ func (v *Verifier) SetMaxLifetime(max time.Duration) { v.maxLifetime = max }
 
 // HasPrevious reports whether a previous secret is accepted.
 func (v *Verifier) HasPrevious() bool { return v.keys.Load().previous != nil }
+
+// HasSecret reports whether HS256 tokens are accepted (a secret is set).
+func (v *Verifier) HasSecret() bool { return v.keys.Load().current != nil }
 
 // PreviousVerified is the number of tokens verified with the previous secret so far.
 func (v *Verifier) PreviousVerified() uint64 { return v.previousUsed.Load() }
@@ -115,7 +145,17 @@ func (v *Verifier) verify(tok string, k *keyPair) (claims, error) {
 		return claims{}, err
 	}
 	previous := false
-	if !k.current.matches(t.input, t.sig) {
+	switch {
+	case t.alg != method:
+		if k.jwks == nil {
+			return claims{}, fmt.Errorf("%s tokens are not accepted (no key set)", t.alg)
+		}
+		if err := k.jwks.check(t.alg, t.kid, t.input, t.sig); err != nil {
+			return claims{}, err
+		}
+	case k.current == nil:
+		return claims{}, errors.New("HS256 tokens are not accepted (no secret; tokens come signed by a key of the key set)")
+	case !k.current.matches(t.input, t.sig):
 		// Only a signature that does not match the current secret is tried with the
 		// previous one; an expired or misaddressed token is refused as it is.
 		if k.previous == nil || !k.previous.matches(t.input, t.sig) {

@@ -80,9 +80,10 @@ func (s *hmacKey) matches(input string, sig []byte) bool {
 
 // token is a split, decoded token whose signature is still to be checked.
 type token struct {
-	input  string // header.payload, the signed text
-	sig    []byte
-	claims claims
+	input    string // header.payload, the signed text
+	sig      []byte
+	alg, kid string // from the header
+	claims   claims
 }
 
 // decodeToken splits and decodes tok, checking everything but the signature and the claims'
@@ -114,10 +115,11 @@ func decodeToken(tok string, buf []byte, issuer, audience string) (token, []byte
 	}
 	payload := rem[:pn]
 	rem = rem[pn:]
-	if !headerOK(header) {
+	alg, kid, ok := parseHeader(header)
+	if !ok {
 		return token{}, buf, errMalformed
 	}
-	t := token{input: tok[:len(h)+1+len(p)]}
+	t := token{input: tok[:len(h)+1+len(p)], alg: alg, kid: kid}
 	if t.claims, err = decodeClaims(payload, issuer, audience); err != nil {
 		return token{}, buf, err
 	}
@@ -129,18 +131,25 @@ func decodeToken(tok string, buf []byte, issuer, audience string) (token, []byte
 	return t, buf, nil
 }
 
-// headerOK reports whether a decoded header is a JSON object naming HS256 as its "alg".
-func headerOK(h []byte) bool {
+// parseHeader reads a decoded header's "alg" and "kid"; ok is false unless it is a JSON
+// object naming one of the accepted algorithms (which one a token may use is the key's to
+// say: see Verifier.verify).
+func parseHeader(h []byte) (alg, kid string, ok bool) {
 	switch string(h) {
 	case `{"alg":"HS256","typ":"JWT"}`, `{"typ":"JWT","alg":"HS256"}`, `{"alg":"HS256"}`:
-		return true
+		return method, "", true
 	}
 	var m map[string]any
 	if json.Unmarshal(h, &m) != nil {
-		return false
+		return "", "", false
 	}
-	alg, ok := m["alg"].(string)
-	return ok && alg == method
+	alg, _ = m["alg"].(string)
+	kid, _ = m["kid"].(string)
+	switch alg {
+	case method, "RS256", "ES256", "EdDSA":
+		return alg, kid, true
+	}
+	return "", "", false
 }
 
 // validate checks the claims' values at now.

@@ -180,8 +180,12 @@ type Gateway struct {
 	JWTSecretPrevious     string
 	JWTSecretFile         string
 	JWTSecretPreviousFile string
-	JWTIssuer             string
-	JWTAudience           string
+	// JWTJWKSFile is a JWKS file of the identity provider's public keys (RS256, ES256,
+	// EdDSA): the production path, re-read while the gateway runs. With it, JWTSecret is
+	// optional (development: HS256 tokens too).
+	JWTJWKSFile string
+	JWTIssuer   string
+	JWTAudience string
 	// JWTMaxLifetime caps a user token's validity (exp minus iat or nbf): the verifier refuses
 	// longer ones and gateway token will not mint them.
 	JWTMaxLifetime time.Duration
@@ -263,7 +267,8 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		AdminToken:            r.optionalSecret("SECKILL_ADMIN_TOKEN", "SECKILL_ADMIN_TOKEN_FILE", 16),
 		AdminTokensFile:       r.str("SECKILL_ADMIN_TOKENS_FILE", ""),
 		AdminTokenPrevious:    r.optionalSecret("SECKILL_ADMIN_TOKEN_PREVIOUS", "SECKILL_ADMIN_TOKEN_PREVIOUS_FILE", 16),
-		JWTSecret:             r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32),
+		JWTSecret:             jwtSecret(r),
+		JWTJWKSFile:           strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_FILE")),
 		JWTSecretPrevious:     r.previousSecret("SECKILL_JWT_SECRET_PREVIOUS", "SECKILL_JWT_SECRET_PREVIOUS_FILE", 32),
 		JWTSecretFile:         strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_FILE")),
 		JWTSecretPreviousFile: strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_PREVIOUS_FILE")),
@@ -323,6 +328,15 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 			"name the header the auth proxy sets, or unset SECKILL_USER_HEADER_PROXIES"))
 	}
 	return g, r.err()
+}
+
+// jwtSecret reads the HS256 secret: required without a key set (SECKILL_JWT_JWKS_FILE), so
+// a gateway never starts unable to verify any token; optional with one.
+func jwtSecret(r *reader) string {
+	if strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_FILE")) != "" {
+		return r.optionalSecret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32)
+	}
+	return r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32)
 }
 
 // Consumer configures the grab-event consumer group.
