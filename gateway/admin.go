@@ -348,6 +348,9 @@ func (in activityInput) domain() (seckill.Activity, error) {
 		// RFC 3339 (and the document's date-time) allow a lower-case t and z; Go's parser
 		// wants them upper-case, and nothing else in the form has a case.
 		t, err := time.Parse(time.RFC3339, strings.ToUpper(v))
+		if err == nil && !offsetInRange(v) {
+			err = errors.New("offset out of range")
+		}
 		if err != nil {
 			errs = append(errs, seckill.FieldError{Field: field, Message: "want an RFC 3339 time, e.g. 2026-11-29T10:00:00Z"})
 		}
@@ -743,4 +746,15 @@ func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
 		jsonapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log")
 	}
+}
+
+// offsetInRange reports whether an RFC 3339 time's numeric offset, if it has one, names a
+// real one: hours 00 to 23, minutes 00 to 59. Go's parser takes "+24:00" and "+23:60",
+// which RFC 3339 (time-numoffset) and the admin document refuse.
+func offsetInRange(v string) bool {
+	if len(v) < 6 || (v[len(v)-6] != '+' && v[len(v)-6] != '-') || v[len(v)-3] != ':' {
+		return true // "Z", or no offset Go's parser would have taken
+	}
+	h, m := v[len(v)-5:len(v)-3], v[len(v)-2:]
+	return h <= "23" && m <= "59"
 }

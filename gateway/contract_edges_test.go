@@ -76,6 +76,14 @@ func TestAdminContractEdges(t *testing.T) {
 				m["window_start"] = strings.ToLower(start.Format(time.RFC3339))
 				m["window_end"] = strings.ToLower(start.Add(time.Hour).Format(time.RFC3339))
 			}), status: 201}},
+		{"offset +24:00 (Go's parser takes it; RFC 3339 does not)", contractCall{method: "POST", path: "/admin/v1/activities", token: tok,
+			body: activity(func(m map[string]any) {
+				m["window_start"] = start.Format("2006-01-02T15:04:05") + "+24:00"
+			}), status: 400, code: "invalid_input", docRefuses: true}},
+		{"offset -05:60", contractCall{method: "POST", path: "/admin/v1/activities", token: tok,
+			body: activity(func(m map[string]any) {
+				m["window_end"] = start.Add(time.Hour).Format("2006-01-02T15:04:05") + "-05:60"
+			}), status: 400, code: "invalid_input", docRefuses: true}},
 		{"integral numbers with a fraction or an exponent", contractCall{method: "POST", path: "/admin/v1/activities", token: tok,
 			body: activity(func(m map[string]any) {
 				m["per_user_limit"] = json.RawMessage("2.0")
