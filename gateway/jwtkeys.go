@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -22,17 +24,18 @@ import (
 const jwtReloadEvery = time.Second
 
 // newVerifier builds the user-token verifier cfg describes: the identity provider's key set
-// (SECKILL_JWT_JWKS_FILE, the production path), the HS256 secrets (development), or both.
-// The gateway signs nothing.
-func newVerifier(cfg config.Gateway) (*auth.Verifier, error) {
+// (from keys, the production path), the HS256 secrets (development), or both. It returns
+// the key set document it read too (nil: none). The gateway signs nothing.
+func newVerifier(ctx context.Context, cfg config.Gateway, keys *keySetSource) (*auth.Verifier, []byte, error) {
 	var ks *auth.KeySet
-	if cfg.JWTJWKSFile != "" {
-		doc, err := os.ReadFile(cfg.JWTJWKSFile)
-		if err != nil {
-			return nil, fmt.Errorf("SECKILL_JWT_JWKS_FILE: %w", err)
+	var doc []byte
+	if keys != nil {
+		var err error
+		if doc, err = keys.load(ctx, time.Now()); err != nil {
+			return nil, nil, err
 		}
 		if ks, err = auth.ParseKeySet(doc); err != nil {
-			return nil, fmt.Errorf("SECKILL_JWT_JWKS_FILE=%s: %w", cfg.JWTJWKSFile, err)
+			return nil, nil, fmt.Errorf("%s: %w", keys, err)
 		}
 	}
 	var v *auth.Verifier
@@ -51,10 +54,91 @@ func newVerifier(cfg config.Gateway) (*auth.Verifier, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v.SetMaxLifetime(cfg.JWTMaxLifetime)
-	return v, nil
+	return v, doc, nil
+}
+
+// keySetSource is where the identity provider's key set comes from: a file (a mounted
+// Secret), read every jwtReloadEvery, or the provider's URL, fetched every refresh, and
+// again jwksRetry after a failed fetch.
+type keySetSource struct {
+	file, url string
+	refresh   time.Duration
+	client    *http.Client
+	next      time.Time // when the URL is fetched again
+}
+
+// The URL's limits: a fetch that hangs must not hold the reload loop, and a document is a
+// few keys (a provider's set is a few KiB).
+const (
+	jwksTimeout  = 10 * time.Second
+	jwksMaxBytes = 1 << 20
+	jwksRetry    = 30 * time.Second
+)
+
+// newKeySetSource returns cfg's key set source, nil for none.
+func newKeySetSource(cfg config.Gateway) *keySetSource {
+	switch {
+	case cfg.JWTJWKSFile != "":
+		return &keySetSource{file: cfg.JWTJWKSFile}
+	case cfg.JWTJWKSURL != "":
+		return &keySetSource{url: cfg.JWTJWKSURL, refresh: cfg.JWTJWKSRefresh, client: &http.Client{Timeout: jwksTimeout}}
+	}
+	return nil
+}
+
+func (k *keySetSource) String() string {
+	if k.file != "" {
+		return "SECKILL_JWT_JWKS_FILE=" + k.file
+	}
+	return "SECKILL_JWT_JWKS_URL=" + k.url
+}
+
+// load returns the key set document, or nil (and no error) when the URL is not due yet.
+func (k *keySetSource) load(ctx context.Context, now time.Time) ([]byte, error) {
+	if k.file != "" {
+		doc, err := os.ReadFile(k.file)
+		if err != nil {
+			return nil, fmt.Errorf("SECKILL_JWT_JWKS_FILE: %w", err)
+		}
+		return doc, nil
+	}
+	if now.Before(k.next) {
+		return nil, nil
+	}
+	doc, err := k.fetch(ctx)
+	if err != nil {
+		k.next = now.Add(min(jwksRetry, k.refresh))
+		return nil, fmt.Errorf("%s: %w", k, err)
+	}
+	k.next = now.Add(k.refresh)
+	return doc, nil
+}
+
+func (k *keySetSource) fetch(ctx context.Context) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	doc, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if len(doc) > jwksMaxBytes {
+		return nil, fmt.Errorf("a key set of more than %d bytes", jwksMaxBytes)
+	}
+	return doc, nil
 }
 
 // jwtSecrets keeps the verifier's keys in step with their files (SECKILL_JWT_SECRET_FILE,
@@ -67,30 +151,27 @@ func newVerifier(cfg config.Gateway) (*auth.Verifier, error) {
 // counted once per change of the problem); a previous file that is absent or empty means
 // no previous secret.
 type jwtSecrets struct {
-	currentFile, previousFile, jwksFile string
-	verifier                            *auth.Verifier
-	log                                 *slog.Logger
-	failures                            prometheus.Counter
+	currentFile, previousFile string
+	keys                      *keySetSource // nil: no key set
+	verifier                  *auth.Verifier
+	log                       *slog.Logger
+	failures                  prometheus.Counter
 
 	current, previous []byte // the values in force
 	jwks              []byte // the key set document in force
 	lastErr           string
 }
 
-// newJWTSecrets returns the reloader of cfg's key files (nil when none is a file) and
-// registers the rotation's metrics. jwks is the key set document the verifier was built
-// with (nil: none).
-func newJWTSecrets(cfg config.Gateway, v *auth.Verifier, reg prometheus.Registerer, log *slog.Logger) *jwtSecrets {
+// newJWTSecrets returns the reloader of cfg's secret files and key set (nil when there is
+// nothing to reload) and registers the rotation's metrics. jwks is the key set document the
+// verifier was built with (nil: none).
+func newJWTSecrets(cfg config.Gateway, v *auth.Verifier, keys *keySetSource, jwks []byte, reg prometheus.Registerer, log *slog.Logger) *jwtSecrets {
 	failures := newJWTMetrics(reg, v)
-	if cfg.JWTSecretFile == "" && cfg.JWTSecretPreviousFile == "" && cfg.JWTJWKSFile == "" {
+	if cfg.JWTSecretFile == "" && cfg.JWTSecretPreviousFile == "" && keys == nil {
 		return nil
 	}
-	s := &jwtSecrets{currentFile: cfg.JWTSecretFile, previousFile: cfg.JWTSecretPreviousFile, jwksFile: cfg.JWTJWKSFile,
+	return &jwtSecrets{currentFile: cfg.JWTSecretFile, previousFile: cfg.JWTSecretPreviousFile, keys: keys, jwks: jwks,
 		verifier: v, log: log, failures: failures, current: []byte(cfg.JWTSecret), previous: []byte(cfg.JWTSecretPrevious)}
-	if s.jwksFile != "" {
-		s.jwks, _ = os.ReadFile(s.jwksFile) // newVerifier read and parsed it a moment ago
-	}
-	return s
 }
 
 // Run re-reads the files every jwtReloadEvery until ctx ends.
@@ -102,16 +183,17 @@ func (s *jwtSecrets) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.reload()
+			s.reload(ctx)
 		}
 	}
 }
 
-// reload reads the files once and hands changed keys to the verifier.
-func (s *jwtSecrets) reload() {
+// reload reads the files (and the key set's URL when due) once and hands changed keys to
+// the verifier.
+func (s *jwtSecrets) reload(ctx context.Context) {
 	err := s.reloadSecrets()
 	if err == nil {
-		err = s.reloadKeySet()
+		err = s.reloadKeySet(ctx)
 	}
 	if err == nil {
 		s.lastErr = ""
@@ -142,20 +224,17 @@ func (s *jwtSecrets) reloadSecrets() error {
 }
 
 // reloadKeySet hands a changed key set to the verifier.
-func (s *jwtSecrets) reloadKeySet() error {
-	if s.jwksFile == "" {
+func (s *jwtSecrets) reloadKeySet(ctx context.Context) error {
+	if s.keys == nil {
 		return nil
 	}
-	doc, err := os.ReadFile(s.jwksFile)
-	if err != nil {
-		return fmt.Errorf("SECKILL_JWT_JWKS_FILE: %w", err)
-	}
-	if bytes.Equal(doc, s.jwks) {
-		return nil
+	doc, err := s.keys.load(ctx, time.Now())
+	if err != nil || doc == nil || bytes.Equal(doc, s.jwks) {
+		return err
 	}
 	ks, err := auth.ParseKeySet(doc)
 	if err != nil {
-		return fmt.Errorf("SECKILL_JWT_JWKS_FILE=%s: %w", s.jwksFile, err)
+		return fmt.Errorf("%s: %w", s.keys, err)
 	}
 	s.verifier.SetKeySet(ks)
 	s.jwks = doc

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestJWTSecretFilesReload(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
-	s := newJWTSecrets(config.Gateway{JWTSecret: a, JWTSecretFile: cur, JWTSecretPreviousFile: prev}, v, reg,
+	s := newJWTSecrets(config.Gateway{JWTSecret: a, JWTSecretFile: cur, JWTSecretPreviousFile: prev}, v, nil, nil, reg,
 		slog.New(slog.NewJSONHandler(&logs, nil)))
 	tokenOf := func(secret string) string {
 		tok, err := auth.NewSigner([]byte(secret), "seckill", "seckill-gateway").Token("alice", time.Now(), time.Minute)
@@ -52,11 +53,11 @@ func TestJWTSecretFilesReload(t *testing.T) {
 		}
 	}
 
-	s.reload() // nothing changed
+	s.reload(context.Background()) // nothing changed
 	accepts("start", a, true)
 	write(prev, a)
 	write(cur, b)
-	s.reload()
+	s.reload(context.Background())
 	accepts("overlap", a, true)
 	accepts("overlap", b, true)
 	for _, bad := range []func(){
@@ -64,8 +65,8 @@ func TestJWTSecretFilesReload(t *testing.T) {
 		func() { os.Remove(cur) },
 	} {
 		bad()
-		s.reload()
-		s.reload() // the same problem again: reported once
+		s.reload(context.Background())
+		s.reload(context.Background()) // the same problem again: reported once
 		accepts("after a bad current file", a, true)
 		accepts("after a bad current file", b, true)
 	}
@@ -77,13 +78,13 @@ func TestJWTSecretFilesReload(t *testing.T) {
 	}
 	write(cur, b)
 	write(prev, "")
-	s.reload()
+	s.reload(context.Background())
 	accepts("previous emptied", a, false)
 	accepts("previous emptied", b, true)
 	if err := os.Remove(prev); err != nil {
 		t.Fatal(err)
 	}
-	s.reload()
+	s.reload(context.Background())
 	accepts("previous removed", b, true)
 	if n := testutil.ToFloat64(s.failures); n != 2 {
 		t.Fatalf("a removed previous file counted as an error: %v", n)

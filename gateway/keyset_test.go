@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,64 +22,91 @@ import (
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
-// A gateway that verifies the identity provider's public keys (SECKILL_JWT_JWKS_FILE) and
-// holds no secret: a token of a key in the set is a user, an HS256 token is not, and a key
-// rotation in the file takes effect while it runs (a key taken out stops its tokens, cached
-// or not; a bad file keeps the last good set). A key set that does not parse stops the
-// start, named.
+// A gateway that verifies the identity provider's public keys, from a file
+// (SECKILL_JWT_JWKS_FILE) or the provider's URL (SECKILL_JWT_JWKS_URL), and holds no
+// secret: a token of a key in the set is a user, an HS256 token is not, and a key rotation
+// takes effect while it runs (a key taken out stops its tokens, cached or not; a bad
+// document or a failed fetch keeps the last good set). A key set that cannot be read stops
+// the start, named.
 func TestKeySetTokensAndRotation(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "jwks.json")
 	keyA, keyB := newECKey(t), newECKey(t)
-	writeJWKS(t, file, map[string]*ecdsa.PrivateKey{"a": keyA})
-	pub, _ := startGateway(t, map[string]string{"SECKILL_JWT_SECRET": "", "SECKILL_JWT_JWKS_FILE": file})
-	poll := func(token string) int {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, "http://"+pub+"/api/v1/grabs/1-1-someone-key-0001", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	tokA, tokB := esToken(t, keyA, "a"), esToken(t, keyB, "b")
-	hs, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claimsFor("mallory")).SignedString([]byte("test-jwt-secret-0123456789-0123456789"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 404: the user was verified and has no such grab; 401: the token was refused.
-	if got := poll(tokA); got != http.StatusNotFound {
-		t.Fatalf("token of key a: %d, want 404 (verified)", got)
-	}
-	for name, tok := range map[string]string{"key b, not in the set": tokB, "HS256": hs} {
-		if got := poll(tok); got != http.StatusUnauthorized {
-			t.Fatalf("%s: %d, want 401", name, got)
-		}
-	}
-	writeJWKS(t, file, map[string]*ecdsa.PrivateKey{"b": keyB})
-	waitStatus(t, poll, tokA, http.StatusUnauthorized)
-	waitStatus(t, poll, tokB, http.StatusNotFound)
-	if err := os.WriteFile(file, []byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2500 * time.Millisecond) // two reloads
-	if got := poll(tokB); got != http.StatusNotFound {
-		t.Fatalf("after a bad key set file, key b's token: %d, want 404 (the last good set kept)", got)
+	for _, source := range []string{"file", "url"} {
+		t.Run(source, func(t *testing.T) {
+			var publish func(doc []byte)
+			vars := map[string]string{"SECKILL_JWT_SECRET": ""}
+			if source == "file" {
+				file := filepath.Join(t.TempDir(), "jwks.json")
+				publish = func(doc []byte) { renameInto(t, file, doc) }
+				vars["SECKILL_JWT_JWKS_FILE"] = file
+			} else {
+				var served atomic.Value
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					doc := served.Load().([]byte)
+					if string(doc) == "500" {
+						http.Error(w, "provider down", http.StatusInternalServerError)
+						return
+					}
+					w.Write(doc)
+				}))
+				t.Cleanup(srv.Close)
+				publish = func(doc []byte) { served.Store(doc) }
+				vars["SECKILL_JWT_JWKS_URL"], vars["SECKILL_JWT_JWKS_REFRESH"] = srv.URL+"/.well-known/jwks.json", "1s"
+			}
+			publish(jwksOf(t, map[string]*ecdsa.PrivateKey{"a": keyA}))
+			pub, _ := startGateway(t, vars)
+			poll := func(token string) int {
+				t.Helper()
+				req, _ := http.NewRequest(http.MethodGet, "http://"+pub+"/api/v1/grabs/1-1-someone-key-0001", nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			tokA, tokB := esToken(t, keyA, "a"), esToken(t, keyB, "b")
+			hs, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claimsFor("mallory")).SignedString([]byte("test-jwt-secret-0123456789-0123456789"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 404: the user was verified and has no such grab; 401: the token was refused.
+			if got := poll(tokA); got != http.StatusNotFound {
+				t.Fatalf("token of key a: %d, want 404 (verified)", got)
+			}
+			for name, tok := range map[string]string{"key b, not in the set": tokB, "HS256": hs} {
+				if got := poll(tok); got != http.StatusUnauthorized {
+					t.Fatalf("%s: %d, want 401", name, got)
+				}
+			}
+			publish(jwksOf(t, map[string]*ecdsa.PrivateKey{"b": keyB}))
+			waitStatus(t, poll, tokA, http.StatusUnauthorized)
+			waitStatus(t, poll, tokB, http.StatusNotFound)
+			for _, bad := range []string{`{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`, "500"} {
+				publish([]byte(bad))
+				time.Sleep(2500 * time.Millisecond) // two reloads
+				if got := poll(tokB); got != http.StatusNotFound {
+					t.Fatalf("after %q, key b's token: %d, want 404 (the last good set kept)", bad, got)
+				}
+			}
+		})
 	}
 
-	bad := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(bad, []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = run(ctx, stacktest.Getenv(map[string]string{"SECKILL_ADMIN_TOKEN": testAdminToken, "SECKILL_JWT_JWKS_FILE": bad,
-		"SECKILL_GATEWAY_ADDR": stacktest.FreeAddr(t), "SECKILL_ADMIN_ADDR": stacktest.FreeAddr(t)}), io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_JWKS_FILE") {
-		t.Fatalf("start with an unreadable key set: %v, want an error naming SECKILL_JWT_JWKS_FILE", err)
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	renameInto(t, bad, []byte("{"))
+	for name, vars := range map[string]map[string]string{
+		"a file that is not a key set": {"SECKILL_JWT_JWKS_FILE": bad},
+		"a URL that does not answer":   {"SECKILL_JWT_JWKS_URL": "http://" + stacktest.FreeAddr(t) + "/jwks.json"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		vars["SECKILL_ADMIN_TOKEN"] = testAdminToken
+		vars["SECKILL_GATEWAY_ADDR"], vars["SECKILL_ADMIN_ADDR"] = stacktest.FreeAddr(t), stacktest.FreeAddr(t)
+		err := run(ctx, stacktest.Getenv(vars), io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_JWKS_") {
+			t.Errorf("start with %s: %v, want an error naming the key set's variable", name, err)
+		}
 	}
 }
 
@@ -90,8 +119,8 @@ func newECKey(t *testing.T) *ecdsa.PrivateKey {
 	return k
 }
 
-// writeJWKS writes the public keys as a JWKS, renamed into place as a mounted Secret changes.
-func writeJWKS(t *testing.T, path string, keys map[string]*ecdsa.PrivateKey) {
+// jwksOf is the public JWKS of keys.
+func jwksOf(t *testing.T, keys map[string]*ecdsa.PrivateKey) []byte {
 	t.Helper()
 	var set jose.JSONWebKeySet
 	for kid, k := range keys {
@@ -101,7 +130,13 @@ func writeJWKS(t *testing.T, path string, keys map[string]*ecdsa.PrivateKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path+".new", b, 0o600); err != nil {
+	return b
+}
+
+// renameInto writes body to path by a rename, as a mounted Secret changes.
+func renameInto(t *testing.T, path string, body []byte) {
+	t.Helper()
+	if err := os.WriteFile(path+".new", body, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(path+".new", path); err != nil {

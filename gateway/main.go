@@ -202,13 +202,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		event.Need{Op: event.OpDescribe, Group: cfg.ConsumerGroup}); err != nil {
 		return err
 	}
-	verifier, err := newVerifier(cfg)
+	keys := newKeySetSource(cfg)
+	verifier, jwks, err := newVerifier(ctx, cfg, keys)
 	if err != nil {
 		return err
 	}
 	if cfg.JWTSecret != "" {
-		log.Warn("user tokens verified with an HS256 secret: this gateway can mint any user's token; in production verify the identity provider's public keys (SECKILL_JWT_JWKS_FILE) and set no secret",
-			"jwks", cfg.JWTJWKSFile != "")
+		log.Warn("user tokens verified with an HS256 secret: this gateway can mint any user's token; in production verify the identity provider's public keys (SECKILL_JWT_JWKS_FILE or _URL) and set no secret",
+			"jwks", keys != nil)
 	}
 
 	catalog := store.NewCatalog(db, time.Now)
@@ -223,7 +224,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
-	jwtFiles := newJWTSecrets(cfg, verifier, reg, log)
+	jwtFiles := newJWTSecrets(cfg, verifier, keys, jwks, reg, log)
 	checks := map[string]ops.Check{
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		"kafka": kafkaAdmin.Ping,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -184,8 +185,13 @@ type Gateway struct {
 	// EdDSA): the production path, re-read while the gateway runs. With it, JWTSecret is
 	// optional (development: HS256 tokens too).
 	JWTJWKSFile string
-	JWTIssuer   string
-	JWTAudience string
+	// JWTJWKSURL is where the identity provider publishes the same document (https, or
+	// http to this host's loopback), fetched at start and every JWTJWKSRefresh; one of the
+	// file and the URL at most.
+	JWTJWKSURL     string
+	JWTJWKSRefresh time.Duration
+	JWTIssuer      string
+	JWTAudience    string
 	// JWTMaxLifetime caps a user token's validity (exp minus iat or nbf): the verifier refuses
 	// longer ones and gateway token will not mint them.
 	JWTMaxLifetime time.Duration
@@ -269,6 +275,8 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		AdminTokenPrevious:    r.optionalSecret("SECKILL_ADMIN_TOKEN_PREVIOUS", "SECKILL_ADMIN_TOKEN_PREVIOUS_FILE", 16),
 		JWTSecret:             jwtSecret(r),
 		JWTJWKSFile:           strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_FILE")),
+		JWTJWKSURL:            jwksURL(r),
+		JWTJWKSRefresh:        r.duration("SECKILL_JWT_JWKS_REFRESH", 5*time.Minute, time.Second, 24*time.Hour),
 		JWTSecretPrevious:     r.previousSecret("SECKILL_JWT_SECRET_PREVIOUS", "SECKILL_JWT_SECRET_PREVIOUS_FILE", 32),
 		JWTSecretFile:         strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_FILE")),
 		JWTSecretPreviousFile: strings.TrimSpace(r.getenv("SECKILL_JWT_SECRET_PREVIOUS_FILE")),
@@ -330,13 +338,38 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 	return g, r.err()
 }
 
-// jwtSecret reads the HS256 secret: required without a key set (SECKILL_JWT_JWKS_FILE), so
-// a gateway never starts unable to verify any token; optional with one.
+// jwtSecret reads the HS256 secret: required without a key set (SECKILL_JWT_JWKS_FILE or
+// _URL), so a gateway never starts unable to verify any token; optional with one.
 func jwtSecret(r *reader) string {
-	if strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_FILE")) != "" {
+	if strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_FILE")) != "" || strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_URL")) != "" {
 		return r.optionalSecret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32)
 	}
 	return r.secret("SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", 32)
+}
+
+// jwksURL reads SECKILL_JWT_JWKS_URL: https, or http to this host's loopback (or on a
+// development stack): a key set fetched in plaintext across a network is one an attacker
+// in the path chooses, and with it every user's token.
+func jwksURL(r *reader) string {
+	raw := strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_URL"))
+	if raw == "" {
+		return ""
+	}
+	if strings.TrimSpace(r.getenv("SECKILL_JWT_JWKS_FILE")) != "" {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_JWT_JWKS_FILE and SECKILL_JWT_JWKS_URL are both set: set one"))
+		return ""
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_JWT_JWKS_URL=%q: want an https:// URL", raw))
+		return ""
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()) && !r.insecureDev():
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_JWT_JWKS_URL=%q: the key set would be fetched in plaintext from another host "+
+			"(whoever is in the path could choose the keys): use https, or set %s=1 on a development stack", raw, InsecureDevVar))
+		return ""
+	}
+	return raw
 }
 
 // Consumer configures the grab-event consumer group.

@@ -62,6 +62,8 @@ func Settings() []Setting {
 		{"SECKILL_ADMIN_TOKEN_PREVIOUS", true, "(empty: none), >= 16 bytes when set", gw, "the shared admin token being rotated out, accepted as admin too while set"},
 		{"SECKILL_ADMIN_TOKENS_FILE", false, "(empty: none)", gw, "file of per-operator admin credentials, `name sha256:<hex> [role]` a line (role: scrape, viewer, operator, admin; none: admin)"},
 		{"SECKILL_JWT_SECRET", true, "required without SECKILL_JWT_JWKS_FILE, >= 32 bytes", gw, "HS256 key for user tokens (development: a gateway holding it can mint any user's token); as _FILE, re-read every second"},
+		{"SECKILL_JWT_JWKS_URL", false, "(empty: none)", gw, "where the identity provider publishes its JWKS (https, or http to this host's loopback): fetched at start (the gateway does not start without it) and every SECKILL_JWT_JWKS_REFRESH; a failed fetch keeps the last good set; not with SECKILL_JWT_JWKS_FILE"},
+		{"SECKILL_JWT_JWKS_REFRESH", false, "5m", gw, "how often SECKILL_JWT_JWKS_URL is fetched again (1s to 24h); a failed fetch is tried again after 30 s"},
 		{"SECKILL_JWT_JWKS_FILE", false, "(empty: none)", gw, "JWKS file of the identity provider's public keys (RS256, ES256, EdDSA; each with a kid): the production path; re-read every second, a bad file keeps the last good set"},
 		{"SECKILL_JWT_SECRET_PREVIOUS", true, "(empty: none), >= 32 bytes when set", gw, "the secret being rotated out: its tokens are accepted too while set; as _FILE, re-read every second, absent or empty file = none"},
 		{"SECKILL_JWT_ISSUER", false, "seckill", gw, "required iss of user tokens"},
