@@ -38,6 +38,7 @@ type bench struct {
 	// (each repetition has a fresh session, so the same users grab afresh).
 	secret string
 	signer *auth.Signer
+	es256  *es256Tokens // the production path's tokens, for the ES256 ceiling
 	signed []string
 
 	binlogOn bool // MariaDB currently runs with the binary log (persistence.go)
@@ -132,7 +133,11 @@ func newBench(out io.Writer, quick, binlog bool, reps int) (*bench, error) {
 		return nil, err
 	}
 	secret := hex.EncodeToString(raw)
-	return &bench{out: out, quick: quick, binlog: binlog, reps: reps, bin: bin, secret: secret,
+	es256, err := newES256Tokens(bin)
+	if err != nil {
+		return nil, err
+	}
+	return &bench{out: out, quick: quick, binlog: binlog, reps: reps, bin: bin, secret: secret, es256: es256,
 		signer: auth.NewSigner([]byte(secret), "seckill", "seckill-gateway"),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048}}}, nil
 }
@@ -340,7 +345,7 @@ func (b *bench) startStrategyServer(ctx context.Context, dsn string) (*harness.P
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := harness.Start("strategies", self, map[string]string{"SECKILL_JWT_SECRET": b.secret},
+	p, err := harness.Start("strategies", self, map[string]string{"SECKILL_JWT_SECRET": b.secret, "SECKILL_BENCH_JWKS_FILE": b.es256.jwks},
 		"-serve", "strategies", "-addr", addr, "-dsn", dsn, "-redis", envOr("SECKILL_REDIS_ADDR", config.DefaultRedisAddr))
 	if err != nil {
 		return nil, "", err

@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *serve == "strategies" {
-		return serveStrategies(ctx, *addr, *dsn, *redisAddr, os.Getenv("SECKILL_JWT_SECRET"))
+		return serveStrategies(ctx, *addr, *dsn, *redisAddr, os.Getenv("SECKILL_JWT_SECRET"), os.Getenv("SECKILL_BENCH_JWKS_FILE"))
 	}
 	if *render != "" {
 		js, err := os.ReadFile(filepath.Join(*render, "results.json"))

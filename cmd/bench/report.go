@@ -202,6 +202,7 @@ const (
 	keyRedisCeiling = "ceiling_redis"
 	keyTrivial      = "ceiling_trivial"
 	keyJWT          = "ceiling_jwt"
+	keyJWTES256     = "ceiling_jwt_es256"
 	keyGatewayMax   = "gateway_max"
 	keyPipeline     = "strategy_a_pipeline"
 	keyLock         = "strategy_b_redis_lock"
@@ -235,6 +236,7 @@ func ratioDefs() []ratioDef {
 	defs := []ratioDef{
 		{keyGatewayMax, "gateway_over_trivial_handler", figure{row: keyGatewayMax}, figure{row: keyTrivial}},
 		{keyGatewayMax, "gateway_over_jwt_handler", figure{row: keyGatewayMax}, figure{row: keyJWT}},
+		{keyJWTES256, "es256_over_hs256_handler", figure{row: keyJWTES256}, figure{row: keyJWT}},
 		{keyGatewayMax, "gateway_over_redis_ceiling", figure{row: keyGatewayMax}, figure{row: keyRedisCeiling}},
 		{keyPipeline, "pipeline_over_redis_lock", figure{row: keyPipeline}, figure{row: keyLock}},
 		{keyPipeline, "pipeline_over_db_optimistic", figure{row: keyPipeline}, figure{row: keyOptimistic}},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,13 +67,27 @@ const (
 var unlock = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // serveStrategies serves the strategy server. Without a database (dsn "") it serves only
-// the ceilings: /trivial and /jwt.
-func serveStrategies(ctx context.Context, addr, dsn, redisAddr, secret string) error {
+// the ceilings: /trivial, /jwt and, with a key set file (jwks), /jwt-es256.
+func serveStrategies(ctx context.Context, addr, dsn, redisAddr, secret, jwks string) error {
 	verifier, err := auth.NewVerifier([]byte(secret), "seckill", "seckill-gateway", time.Now)
 	if err != nil {
 		return err
 	}
 	s := &strategyServer{verifier: verifier}
+	var keySet *auth.Verifier
+	if jwks != "" {
+		doc, err := os.ReadFile(jwks)
+		if err != nil {
+			return err
+		}
+		ks, err := auth.ParseKeySet(doc)
+		if err != nil {
+			return err
+		}
+		if keySet, err = auth.NewKeySetVerifier(ks, "seckill", "seckill-gateway", time.Now); err != nil {
+			return err
+		}
+	}
 	mux := http.NewServeMux()
 	trivial := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -82,6 +97,10 @@ func serveStrategies(ctx context.Context, addr, dsn, redisAddr, secret string) e
 	mux.HandleFunc("POST /trivial", trivial)
 	// The same HS256 check as the gateway (issuer, audience, expiry), then the trivial answer.
 	mux.HandleFunc("POST /jwt", s.authed(func(w http.ResponseWriter, r *http.Request, _ string) { trivial(w, r) }))
+	// The production path's check instead: ES256 against the identity provider's key set.
+	if keySet != nil {
+		mux.HandleFunc("POST /jwt-es256", authedBy(keySet, func(w http.ResponseWriter, r *http.Request, _ string) { trivial(w, r) }))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
 	if dsn != "" {
 		if err := s.open(ctx, dsn, redisAddr); err != nil {
@@ -126,9 +145,14 @@ func (s *strategyServer) open(ctx context.Context, dsn, redisAddr string) error 
 }
 
 func (s *strategyServer) authed(h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
+	return authedBy(s.verifier, h)
+}
+
+// authedBy calls h with the user of the request's bearer token as v verifies it, or answers 401.
+func authedBy(v *auth.Verifier, h func(w http.ResponseWriter, r *http.Request, user string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		user, err := s.verifier.User(tok)
+		user, err := v.User(tok)
 		if err != nil {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
