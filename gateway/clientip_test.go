@@ -9,57 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 )
-
-func TestClientIPs(t *testing.T) {
-	proxies := newClientIPs([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.2/32"),
-		netip.MustParsePrefix("2001:db8:ffff::/48")})
-	tests := []struct {
-		name    string
-		clients *clientIPs
-		peer    string
-		xff     []string // header lines, in order
-		want    string
-	}{
-		{"no trusted proxies: the peer, header ignored", nil, "198.51.100.7:5000", []string{"203.0.113.1"}, "198.51.100.7"},
-		{"untrusted peer: header ignored", proxies, "198.51.100.7:5000", []string{"203.0.113.1"}, "198.51.100.7"},
-		{"trusted peer: the address it forwarded for", proxies, "127.0.0.2:5000", []string{"203.0.113.1"}, "203.0.113.1"},
-		{"trusted peer without the header: the peer", proxies, "127.0.0.2:5000", nil, "127.0.0.2"},
-		{"client-written entries left of the proxy's are not read", proxies, "127.0.0.2:5000",
-			[]string{"192.0.2.66, 203.0.113.1"}, "203.0.113.1"},
-		{"a spoofed header line before the proxy's own line", proxies, "127.0.0.2:5000",
-			[]string{"192.0.2.66", "203.0.113.1"}, "203.0.113.1"},
-		{"a chain of trusted proxies is skipped", proxies, "10.0.0.1:5000",
-			[]string{"203.0.113.1, 10.0.0.9", "127.0.0.2"}, "203.0.113.1"},
-		{"the right-most untrusted address, not the left-most", proxies, "10.0.0.1:5000",
-			[]string{"192.0.2.66, 203.0.113.1, 10.0.0.9"}, "203.0.113.1"},
-		{"every hop trusted: the left-most", proxies, "10.0.0.1:5000", []string{"10.0.0.8, 10.0.0.9"}, "10.0.0.8"},
-		{"garbage passed on by a trusted proxy: that proxy's bucket", proxies, "127.0.0.2:5000",
-			[]string{"203.0.113.1, 10.0.0.9, unknown"}, "127.0.0.2"},
-		{"garbage further left stops at the last address read", proxies, "127.0.0.2:5000",
-			[]string{"evil, 10.0.0.9"}, "10.0.0.9"},
-		{"an entry with a port", proxies, "127.0.0.2:5000", []string{"203.0.113.1:4711"}, "203.0.113.1"},
-		{"IPv6 in brackets with a port", proxies, "127.0.0.2:5000", []string{"[2001:db8::1]:4711"}, "2001:db8::1"},
-		{"IPv6 in brackets", proxies, "127.0.0.2:5000", []string{"[2001:db8::1]"}, "2001:db8::1"},
-		{"IPv4-mapped IPv6 is IPv4", proxies, "127.0.0.2:5000", []string{"::ffff:203.0.113.1"}, "203.0.113.1"},
-		{"an IPv6 trusted peer", proxies, "[2001:db8:ffff::5]:443", []string{"203.0.113.1"}, "203.0.113.1"},
-		{"an IPv4-mapped trusted peer", proxies, "[::ffff:10.1.1.1]:443", []string{"203.0.113.1"}, "203.0.113.1"},
-		{"an unparseable peer is used as it is", proxies, "@unix", []string{"203.0.113.1"}, "@unix"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/", nil)
-			r.RemoteAddr = tc.peer
-			for _, v := range tc.xff {
-				r.Header.Add("X-Forwarded-For", v)
-			}
-			if got := tc.clients.of(r); got != tc.want {
-				t.Fatalf("client of peer %s with X-Forwarded-For %q = %q, want %q", tc.peer, tc.xff, got, tc.want)
-			}
-		})
-	}
-}
 
 // Through the real gateway: the per-IP bucket is the forwarded client's only when the peer
 // is a trusted proxy (here the test itself, on 127.0.0.1); otherwise every request from
@@ -135,8 +87,8 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 	// user header (10.9.9.9). Being trusted to name the client's address is not being
 	// trusted to name the user: a load balancer in 10/8 forwards clients' headers as sent.
 	a := &grabAPI{verifier: verifier, userHeader: "X-User-Id", metrics: newMetrics(prometheus.NewRegistry()),
-		clients:     newClientIPs([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}),
-		userProxies: newClientIPs([]netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")})}
+		clients:     clientip.New([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}),
+		userProxies: clientip.New([]netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")})}
 	for _, tc := range []struct {
 		name, peer, header, bearer string
 		want                       string // "" = 401

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -53,14 +53,14 @@ type grabAPI struct {
 	soldOut    *soldOutFlags
 	perUser    *keyedLimiter
 	perIP      *keyedLimiter
-	clients    *clientIPs // whose address a per-IP bucket is (X-Forwarded-For from trusted proxies)
+	clients    *clientip.Proxies // whose address a per-IP bucket is (X-Forwarded-For from trusted proxies)
 	events     publisher
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
 
 	// userProxies are the auth proxies whose userHeader is believed (SECKILL_USER_HEADER_PROXIES),
 	// a list apart from clients': an X-Forwarded-For proxy passes its clients' headers on.
-	userProxies *clientIPs
+	userProxies *clientip.Proxies
 
 	// buckets routes grabs and polls of prizes with stock buckets to the user's home
 	// bucket (nil: every prize is treated as having none).
@@ -114,7 +114,7 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 			a.metrics.inflight.Dec()
 			a.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
-		if ok, wait := a.perIP.Allow(ipBucket(a.clients.of(r))); !ok {
+		if ok, wait := a.perIP.Allow(clientip.Bucket(a.clients.Of(r))); !ok {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
 			tooMany(w, wait)
 			return
@@ -137,14 +137,6 @@ func (s *statusRecorder) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 func tooMany(w http.ResponseWriter, wait time.Duration) {
 	secs := int(wait/time.Second) + 1
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -156,7 +148,7 @@ func tooMany(w http.ResponseWriter, wait time.Duration) {
 // other peer, an X-Forwarded-For proxy included, it is the client's own claim, and the
 // bearer token decides.
 func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if a.userHeader != "" && a.userProxies.peerTrusted(r) {
+	if a.userHeader != "" && a.userProxies.PeerTrusted(r) {
 		// Exactly one value: with a second copy (sent by the client, or merged into one
 		// comma-separated line by a proxy) "the user" would be whichever copy came first.
 		if vals := r.Header.Values(a.userHeader); len(vals) == 1 && !strings.Contains(vals[0], ",") &&
@@ -187,10 +179,10 @@ func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
 	var in grabInput
 	var verr seckill.ValidationError
 	var err error
-	if in.SessionID, err = parseID(r.PathValue("session")); err != nil {
+	if in.SessionID, err = jsonapi.ParseID(r.PathValue("session")); err != nil {
 		verr = append(verr, seckill.FieldError{Field: "session", Message: err.Error()})
 	}
-	if in.PrizeID, err = parseID(r.PathValue("prize")); err != nil {
+	if in.PrizeID, err = jsonapi.ParseID(r.PathValue("prize")); err != nil {
 		verr = append(verr, seckill.FieldError{Field: "prize", Message: err.Error()})
 	}
 	if vals := r.Header.Values("Idempotency-Key"); len(vals) > 1 {
@@ -207,21 +199,11 @@ func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
 	}
 	if r.ContentLength != 0 {
 		var empty struct{}
-		if err := decodeStrict(w, r, grabBodyLimit, &empty); err != nil {
+		if err := jsonapi.DecodeStrict(w, r, grabBodyLimit, &empty); err != nil {
 			return in, err
 		}
 	}
 	return in, nil
-}
-
-// parseID accepts a positive integer in canonical form only ("7", not "07" or "+7"), so
-// one grab always gets one request id string.
-func parseID(s string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || strconv.FormatInt(n, 10) != s {
-		return 0, errors.New("must be a positive integer")
-	}
-	return n, nil
 }
 
 func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
@@ -237,7 +219,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	in, err := parseGrab(w, r)
 	if err != nil {
 		a.metrics.grabs.WithLabelValues("bad_request").Inc()
-		badInput(w, err)
+		jsonapi.BadInput(w, err)
 		return
 	}
 	now := a.now()
@@ -358,7 +340,7 @@ func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g se
 	}
 	a.metrics.grabs.WithLabelValues("rebalancing").Inc()
 	w.Header().Set("Retry-After", "1")
-	jsonapi.Write(w, http.StatusServiceUnavailable, apiError{Code: "rebalancing", RequestID: g.RequestID,
+	jsonapi.Write(w, http.StatusServiceUnavailable, jsonapi.Error{Code: "rebalancing", RequestID: g.RequestID,
 		Message: "this prize's units are being moved to where they are asked for; retry shortly"})
 	return false
 }
@@ -396,7 +378,7 @@ func (a *grabAPI) unknownOutcome(w http.ResponseWriter, rid string, err error) {
 	a.metrics.grabs.WithLabelValues("unavailable").Inc()
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Location", statusPath(rid))
-	jsonapi.Write(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", RequestID: rid,
+	jsonapi.Write(w, http.StatusServiceUnavailable, jsonapi.Error{Code: "unavailable", RequestID: rid,
 		Message: "outcome not known yet; poll the request id, or retry with the same Idempotency-Key"})
 }
 
@@ -453,7 +435,7 @@ func (a *grabAPI) notReplicated(w http.ResponseWriter, rid string) {
 	a.metrics.grabs.WithLabelValues("not_replicated").Inc()
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Location", statusPath(rid))
-	jsonapi.Write(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", RequestID: rid,
+	jsonapi.Write(w, http.StatusServiceUnavailable, jsonapi.Error{Code: "unavailable", RequestID: rid,
 		Message: "admitted but not yet safe against a Redis failover; poll the request id, or retry with the same Idempotency-Key"})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -444,7 +445,7 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
 	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
 		a.userHeader = "X-User-Id"
-		a.userProxies = newClientIPs([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the auth proxy
+		a.userProxies = clientip.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the auth proxy
 	})
 	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA)
 	for _, tc := range []struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 
@@ -97,26 +96,6 @@ func (l *keyedLimiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.keys)
-}
-
-// ipBucket names the per-IP bucket of a client address: an IPv4 address is its own bucket,
-// an IPv6 address shares its /64 (what one subscriber, or one host's privacy addresses,
-// get: keyed by the full address, a single client would have 2^64 buckets). IPv4-mapped
-// IPv6 counts as IPv4; something that is not an address is used as it is.
-func ipBucket(addr string) string {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return addr
-	}
-	a = a.Unmap()
-	if a.Is4() {
-		if a.Zone() == "" && len(addr) <= len("255.255.255.255") {
-			return addr // already canonical: no allocation on the hot path
-		}
-		return a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64)
-	return p.String()
 }
 
 // soldOutFlags remembers, per session×prize, that Redis said "sold out", so the crowd after

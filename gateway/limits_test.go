@@ -43,23 +43,6 @@ func TestPerIPLimitKeysIPv6ByItsSlash64(t *testing.T) {
 	}
 }
 
-func TestIPBucket(t *testing.T) {
-	for in, want := range map[string]string{
-		"192.0.2.1":                     "192.0.2.1",
-		"2001:db8:1:2:3:4:5:6":          "2001:db8:1:2::/64",
-		"2001:DB8:1:2::9":               "2001:db8:1:2::/64",
-		"::ffff:192.0.2.1":              "192.0.2.1",
-		"fe80::1%eth0":                  "fe80::/64",
-		"@unix":                         "@unix",
-		"":                              "",
-		"2001:db8:ffff:ffff:ffff:1:2:3": "2001:db8:ffff:ffff::/64",
-	} {
-		if got := ipBucket(in); got != want {
-			t.Errorf("ipBucket(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // A full key table evicts the least recently used key, not every key: a client that
 // cycles through fresh addresses (or users) cannot reset the bucket of a client it wants
 // to unblock, and the table never holds more than maxKeys.

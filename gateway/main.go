@@ -24,6 +24,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill-pipeline/seckill/gateway/admin"
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/console"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/lockout"
@@ -236,7 +238,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	clients := newClientIPs(cfg.TrustedProxies)
+	clients := clientip.New(cfg.TrustedProxies)
 	replica, err := replicaWaitFor(ctx, rdb, gate, cfg.ReplicaWait, log)
 	if err != nil {
 		return err
@@ -246,7 +248,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		schedule: schedule, soldOut: soldOut,
 		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
-		clients: clients, userProxies: newClientIPs(cfg.UserHeaderProxies),
+		clients: clients, userProxies: clientip.New(cfg.UserHeaderProxies),
 		events: grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 		replica: replica, replicaWait: cfg.ReplicaWait,
@@ -285,12 +287,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	creds.Register(reg)
-	adm := newAdmin(catalog, gate, preheater, creds, clients.of, onChange, log)
-	adm.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
-	// Wrong bearer tokens per client (an IPv6 /64 is one), a table of at most 10,000 clients.
-	adm.lockout = lockout.New(cfg.AdminAuthFailures, cfg.AdminAuthWindow, 10_000, time.Now)
-	adm.authFailures = m.adminAuthFailures
-	adm.register(adminMux)
 	// The operator console: a page on the admin listener, signed in with an operator's admin
 	// token (the session, in that credential's name, kept in an HttpOnly cookie), whose every
 	// API call is checked like a bearer call.
@@ -303,9 +299,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Idle: cfg.ConsoleIdle,
 		Sessions: sessionstore.New(rdb), Now: time.Now,
 		Logins: ipBuckets{newKeyedLimiter(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
-		Remote: clients.of, Log: log})
+		Remote: clients.Of, Log: log})
 	con.Register(adminMux)
-	adm.console = con
 	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name, event.WithSecurity(cfg.Kafka))
 	if err != nil {
 		return err
@@ -313,22 +308,23 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer compensation.Close()
 	cases := store.NewExceptions(db)
 	replayer := exception.NewReplayer(store.NewOrders(db), catalog, gate, cfg.Topics, grabs, compensation)
-	wb := &workbench{cases: cases, orders: store.NewOrders(db), runs: store.NewRunReports(db), replay: replayer.Replay,
-		fail: adm.fail, now: time.Now, onActed: func(action, kind string, refused bool) {
+	adm := admin.New(admin.Config{Catalog: catalog, Gate: gate, Preheater: preheater, Tokens: creds, Console: con,
+		Remote: clients.Of, OnChange: onChange, BucketUnits: cfg.BucketUnits, BucketMax: cfg.BucketMax,
+		// Wrong bearer tokens per client (an IPv6 /64 is one), a table of at most 10,000 clients.
+		Lockout:      lockout.New(cfg.AdminAuthFailures, cfg.AdminAuthWindow, 10_000, time.Now),
+		AuthFailures: m.adminAuthFailures,
+		Cases:        cases, Orders: store.NewOrders(db), Runs: store.NewRunReports(db), Replay: replayer.Replay,
+		OnCaseAction: func(action, kind string, refused bool) {
 			result := "done"
 			if refused {
 				result = "refused"
 			}
 			m.caseActions.WithLabelValues(action, kind, result).Inc()
-		}}
-	wb.register(adm, adminMux)
-	live := &overview{catalog: catalog, gate: gate, kafka: kafkaAdmin, cases: cases, group: cfg.ConsumerGroup,
-		topics: cfg.Topics, now: time.Now, fail: adm.fail}
-	adm.handle(adminMux, "GET /admin/v1/overview", live.serve)
-	(&prizePage{catalog: catalog, gate: gate, now: time.Now, fail: adm.fail}).register(adm, adminMux)
-	adm.handle(adminMux, "GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
+		},
+		Kafka: kafkaAdmin, Group: cfg.ConsumerGroup, Topics: cfg.Topics,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), Now: time.Now, Log: log})
 	// Every admin route has its row in the route table, and every row its handler.
-	if err := adm.Complete(); err != nil {
+	if err := adm.Register(adminMux); err != nil {
 		return err
 	}
 
@@ -365,7 +361,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, jsonErrors(public)), cfg.ShutdownTimeout)
+		return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, jsonapi.Errors(public)), cfg.ShutdownTimeout)
 	})
 	g.Go(func() error {
 		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminListener(adminMux, newAdminHosts(cfg.AdminAddr, cfg.AdminHosts))),
@@ -390,13 +386,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 // answer (errors, redirects and refusals included), then the Host check, then mux with JSON
 // errors for unknown routes.
 func adminListener(mux *http.ServeMux, hosts *adminHosts) http.Handler {
-	return console.Secured(hosts.guard(jsonErrors(mux)))
+	return console.Secured(hosts.guard(jsonapi.Errors(mux)))
 }
 
 // ipBuckets limits per client the way the per-IP grab limit does (an IPv6 /64 is one client).
 type ipBuckets struct{ l *keyedLimiter }
 
-func (b ipBuckets) Allow(addr string) (bool, time.Duration) { return b.l.Allow(ipBucket(addr)) }
+func (b ipBuckets) Allow(addr string) (bool, time.Duration) { return b.l.Allow(clientip.Bucket(addr)) }
 
 // consoleSecret keys the console's session cookies: SECKILL_CONSOLE_SECRET; else derived
 // from SECKILL_ADMIN_TOKEN (as before named credentials, so sessions survive restarts and

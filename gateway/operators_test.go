@@ -163,7 +163,7 @@ func TestOperatorsActUnderTheirOwnNames(t *testing.T) {
 
 	// The session audit of a catalog change names the credential and the address too.
 	start := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
-	resp, act := adminCall{method: "POST", path: "/admin/v1/activities", token: aliceToken, body: activityJSON(start, nil),
+	resp, act := adminCall{method: "POST", path: "/admin/v1/activities", token: aliceToken, body: fmt.Sprintf(`{"name": "test sale", "window_start": %q, "window_end": %q, "interval": "30m", "session_length": "10m", "prizes": [{"name": "phone", "stock": 5}]}`, start.Format(time.RFC3339), start.Add(time.Hour).Format(time.RFC3339)),
 		header: map[string]string{"X-Admin-Actor": "system"}}.do(t, base)
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %v", resp.StatusCode, act)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 )
@@ -22,7 +23,7 @@ type readiness struct {
 	ttl     time.Duration
 	timeout time.Duration // for one round of checks
 	limit   *keyedLimiter
-	clients *clientIPs // whose address the limit is keyed by
+	clients *clientip.Proxies // whose address the limit is keyed by
 	now     func() time.Time
 	log     *slog.Logger
 
@@ -32,12 +33,12 @@ type readiness struct {
 	failing   []string // names of the failing checks, sorted; empty when ready
 }
 
-func newReadiness(checks map[string]ops.Check, limit *keyedLimiter, clients *clientIPs, now func() time.Time, log *slog.Logger) *readiness {
+func newReadiness(checks map[string]ops.Check, limit *keyedLimiter, clients *clientip.Proxies, now func() time.Time, log *slog.Logger) *readiness {
 	return &readiness{checks: checks, ttl: time.Second, timeout: 2 * time.Second, limit: limit, clients: clients, now: now, log: log}
 }
 
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := rd.limit.Allow(ipBucket(rd.clients.of(r))); !ok {
+	if ok, wait := rd.limit.Allow(clientip.Bucket(rd.clients.Of(r))); !ok {
 		tooMany(w, wait)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,3 +220,5 @@ func header(m kafka.Message, key string) string {
 	}
 	return ""
 }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

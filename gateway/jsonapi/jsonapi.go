@@ -1,5 +1,7 @@
-// Package jsonapi writes the gateway's JSON answers: every listener, the operator console's
-// sign-in included, answers errors in one shape, so a client reads every error one way.
+// Package jsonapi is the gateway's JSON on the wire: every listener, the operator console's
+// sign-in included, answers errors in one shape, so a client reads every error one way, and
+// the APIs read request bodies and ids one strict way (one object, no unknown field, canonical
+// numbers).
 package jsonapi
 
 import (

@@ -1,4 +1,8 @@
-package main
+// Package admin is the gateway's admin listener's API: activities, sessions and their stock,
+// the exceptions workbench, the live overview and the profiles, every route behind an
+// operator's credential whose role the route table (Routes) allows. The gateway mounts it
+// with Register; the table is what the server mounts from and the tests walk.
+package admin
 
 import (
 	"context"
@@ -13,9 +17,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
+	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -60,10 +66,10 @@ type operatorTokens interface {
 	Role(name string) operator.Role
 }
 
-// admin serves the operator API. Every route requires an operator's admin bearer token, or a
+// API serves the operator API. Every route requires an operator's admin bearer token, or a
 // signed-in operator console session (checked again on every call), whose credential's role
-// allows the route (routes).
-type admin struct {
+// allows the route (Routes).
+type API struct {
 	catalog   adminCatalog
 	gate      adminGate
 	preheater sessionPreheater
@@ -74,13 +80,102 @@ type admin struct {
 	buckets   bucketSettings
 	log       *slog.Logger
 	// mounted are the patterns handle mounted, unlisted those it refused because the route
-	// table does not name them (Complete reports both).
+	// table does not name them (complete reports both).
 	mounted  map[string]bool
 	unlisted []string
 	// lockout throttles failed bearer authentications per client (nil: never), and
 	// authFailures counts refused credentials by reason (nil: not counted).
 	lockout      *lockout.Lockout
 	authFailures *prometheus.CounterVec
+	// The other handlers on the admin listener, mounted by Register through handle.
+	workbench *workbench
+	overview  *overview
+	prizePage *prizePage
+	metrics   http.Handler
+}
+
+// catalog is what the admin API, the overview and the prize's page read and change in the
+// system of record: a *store.Catalog.
+type catalog interface {
+	adminCatalog
+	overviewCatalog
+	prizePageCatalog
+}
+
+// gate is what they read of the Redis gate: a *stock.Gate.
+type gate interface {
+	adminGate
+	prizePageGate
+}
+
+// cases is what the workbench and the overview read and change of the exception cases: a
+// *store.Exceptions.
+type cases interface {
+	caseStore
+	openCaseCounter
+}
+
+// Config is what the admin listener's API is made of.
+type Config struct {
+	Catalog   catalog
+	Gate      gate
+	Preheater sessionPreheater
+	// Tokens are the operators' credentials; Console their console sign-ins (nil: bearer
+	// tokens only).
+	Tokens  operatorTokens
+	Console consoleSessions
+	// Remote names the client of a request, for the audit and the lockout.
+	Remote func(*http.Request) string
+	// OnChange refreshes the gateway's schedule cache after a create, close or adjust.
+	OnChange func()
+	// BucketUnits and BucketMax decide a new prize's stock buckets (SECKILL_BUCKET_UNITS,
+	// SECKILL_BUCKET_MAX).
+	BucketUnits, BucketMax int
+	// Lockout throttles wrong bearer tokens per client (nil: never); AuthFailures counts
+	// refused credentials by reason (nil: not counted).
+	Lockout      *lockout.Lockout
+	AuthFailures *prometheus.CounterVec
+	// The exceptions workbench's cases, orders and reconciler reports; Replay produces a
+	// case's events again; OnCaseAction counts an operator's action on a case.
+	Cases        cases
+	Orders       orderReader
+	Runs         runReader
+	Replay       store.Replay
+	OnCaseAction func(action, kind string, refused bool)
+	// The overview's Kafka, the consumer group whose lag it shows and the topics.
+	Kafka  overviewKafka
+	Group  string
+	Topics event.Topics
+	// Metrics serves GET /metrics (the scrape credential's one route).
+	Metrics http.Handler
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// New returns the admin API of cfg; Register mounts it.
+func New(cfg Config) *API {
+	a := newAdmin(cfg.Catalog, cfg.Gate, cfg.Preheater, cfg.Tokens, cfg.Remote, cfg.OnChange, cfg.Log)
+	a.buckets = bucketSettings{units: cfg.BucketUnits, max: cfg.BucketMax}
+	a.lockout, a.authFailures, a.console = cfg.Lockout, cfg.AuthFailures, cfg.Console
+	a.workbench = &workbench{cases: cfg.Cases, orders: cfg.Orders, runs: cfg.Runs, replay: cfg.Replay,
+		fail: a.fail, now: cfg.Now, onActed: cfg.OnCaseAction}
+	a.overview = &overview{catalog: cfg.Catalog, gate: cfg.Gate, kafka: cfg.Kafka, cases: cfg.Cases, group: cfg.Group,
+		topics: cfg.Topics, now: cfg.Now, fail: a.fail}
+	a.prizePage = &prizePage{catalog: cfg.Catalog, gate: cfg.Gate, now: cfg.Now, fail: a.fail}
+	a.metrics = cfg.Metrics
+	return a
+}
+
+// Register mounts every admin route on mux behind the credential check, and reports a route
+// mounted outside the route table or a row of the table nothing mounted: the gateway refuses
+// to start with either, so no route goes unchecked or undocumented.
+func (a *API) Register(mux *http.ServeMux) error {
+	a.register(mux)
+	a.workbench.register(a, mux)
+	a.handle(mux, "GET /admin/v1/overview", a.overview.serve)
+	a.prizePage.register(a, mux)
+	a.handle(mux, "GET /metrics", a.metrics.ServeHTTP)
+	return a.complete()
 }
 
 // bucketSettings decide a new prize's number of stock buckets (docs/design.md):
@@ -124,31 +219,31 @@ func (s bucketSettings) apply(a *seckill.Activity) error {
 const adminBodyLimit = 64 << 10
 
 func newAdmin(c adminCatalog, g adminGate, p sessionPreheater, tokens operatorTokens, remote func(*http.Request) string,
-	onChange func(), log *slog.Logger) *admin {
-	return &admin{catalog: c, gate: g, preheater: p, onChange: onChange, tokens: tokens, remote: remote, log: log,
+	onChange func(), log *slog.Logger) *API {
+	return &API{catalog: c, gate: g, preheater: p, onChange: onChange, tokens: tokens, remote: remote, log: log,
 		mounted: map[string]bool{}}
 }
 
-// route is one row of the admin route table: a ServeMux pattern ("METHOD /path") and the
+// Route is one row of the admin route table: a ServeMux pattern ("METHOD /path") and the
 // least role that may call it.
-type route struct {
-	pattern string
-	role    operator.Role
+type Route struct {
+	Pattern string
+	Role    operator.Role
 }
 
-// routes is the admin listener's route table: every route behind a credential and the least
+// Routes is the admin listener's route table: every route behind a credential and the least
 // role that may call it. The server mounts its handlers only through it (handle refuses a
-// pattern it does not name, Complete a row nothing mounted), and TestAdminRoutesByRole walks
+// pattern it does not name, Register a row nothing mounted), and TestAdminRoutesByRole walks
 // every row with every role, so what runs, what is tested and what is documented are one
 // list. The console's page, sign-in and probes are not in it: they need no credential.
-func routes() []route {
+func Routes() []Route {
 	const (
 		scrape   = operator.RoleScrape
 		viewer   = operator.RoleViewer
 		op       = operator.RoleOperator
 		adminish = operator.RoleAdmin
 	)
-	return []route{
+	return []Route{
 		{"GET /metrics", scrape},
 
 		{"GET /admin/v1/activities", viewer},
@@ -176,10 +271,10 @@ func routes() []route {
 }
 
 // handle mounts one more admin route behind the credential check, with the role the route
-// table gives it; a pattern the table does not name is not mounted (Complete reports it).
-func (a *admin) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
-	for _, rt := range routes() {
-		if rt.pattern == pattern {
+// table gives it; a pattern the table does not name is not mounted (complete reports it).
+func (a *API) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
+	for _, rt := range Routes() {
+		if rt.Pattern == pattern {
 			mux.Handle(pattern, a.authorized(rt, h))
 			a.mounted[pattern] = true
 			return
@@ -188,24 +283,23 @@ func (a *admin) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
 	a.unlisted = append(a.unlisted, pattern)
 }
 
-// Complete reports a route mounted outside the route table or a row of the table nothing
-// mounted: the gateway refuses to start with either, so no route goes unchecked or
-// undocumented.
-func (a *admin) Complete() error {
+// complete reports a route mounted outside the route table or a row of the table nothing
+// mounted.
+func (a *API) complete() error {
 	var errs []error
 	for _, p := range a.unlisted {
 		errs = append(errs, fmt.Errorf("admin route %q is not in the route table", p))
 	}
-	for _, rt := range routes() {
-		if !a.mounted[rt.pattern] {
-			errs = append(errs, fmt.Errorf("admin route table row %q has no handler", rt.pattern))
+	for _, rt := range Routes() {
+		if !a.mounted[rt.Pattern] {
+			errs = append(errs, fmt.Errorf("admin route table row %q has no handler", rt.Pattern))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // register mounts the admin routes on mux behind the credential check.
-func (a *admin) register(mux *http.ServeMux) {
+func (a *API) register(mux *http.ServeMux) {
 	route := func(pattern string, h http.HandlerFunc) { a.handle(mux, pattern, h) }
 	route("POST /admin/v1/activities", a.createActivity)
 	route("GET /admin/v1/activities", a.listActivities)
@@ -215,7 +309,7 @@ func (a *admin) register(mux *http.ServeMux) {
 	route("POST /admin/v1/sessions/{id}/close", a.closeSession)
 	route("PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", a.adjustStock)
 	route("GET /admin/v1/sessions/{id}/audit", a.sessionAudit)
-	// Profiles for diagnosing a slow sale, for admins only (routes).
+	// Profiles for diagnosing a slow sale, for admins only (Routes).
 	route("GET /debug/pprof/", pprof.Index)
 	route("GET /debug/pprof/profile", pprof.Profile)
 	route("GET /debug/pprof/trace", pprof.Trace)
@@ -232,14 +326,14 @@ func (a *admin) register(mux *http.ServeMux) {
 // Every refusal is logged and counted (refused). A client whose bearer tokens were wrong
 // too often within the lockout's window is answered 429 before its token is looked at, so
 // guessing costs the guesser the window and the gateway a map lookup.
-func (a *admin) authorized(rt route, next http.Handler) http.Handler {
+func (a *API) authorized(rt Route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		remote := a.remote(r)
 		raw, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		name, ok := "", false
 		switch {
 		case bearer:
-			if blocked, wait := a.lockout.Blocked(ipBucket(remote)); blocked {
+			if blocked, wait := a.lockout.Blocked(clientip.Bucket(remote)); blocked {
 				a.count("throttled")
 				secs := int((wait + time.Second - 1) / time.Second)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -249,8 +343,8 @@ func (a *admin) authorized(rt route, next http.Handler) http.Handler {
 			}
 			if name, ok = a.tokens.Authenticate(raw); !ok {
 				a.refused(r, rt, remote, "invalid_token", "")
-				if a.lockout.Fail(ipBucket(remote)) {
-					a.log.Warn("admin authentication throttled", "remote_addr", remote, "route", rt.pattern,
+				if a.lockout.Fail(clientip.Bucket(remote)) {
+					a.log.Warn("admin authentication throttled", "remote_addr", remote, "route", rt.Pattern,
 						"reason", "invalid_token")
 				}
 			}
@@ -268,10 +362,10 @@ func (a *admin) authorized(rt route, next http.Handler) http.Handler {
 			return
 		}
 		// Looked up on every request: a role lowered in the tokens file holds at once.
-		if role := a.tokens.Role(name); !role.Allows(rt.role) {
+		if role := a.tokens.Role(name); !role.Allows(rt.Role) {
 			a.refused(r, rt, remote, "forbidden", name)
 			jsonapi.WriteError(w, http.StatusForbidden, "forbidden",
-				fmt.Sprintf("credential %s has role %s; this route needs %s", name, role, rt.role))
+				fmt.Sprintf("credential %s has role %s; this route needs %s", name, role, rt.Role))
 			return
 		}
 		c := caller{name: name, remote: remote}
@@ -282,16 +376,16 @@ func (a *admin) authorized(rt route, next http.Handler) http.Handler {
 // refused logs and counts a refused credential: the client, the route and why, never what
 // was presented (a wrong token is often a mistyped right one); actor names the credential a
 // forbidden request was made with.
-func (a *admin) refused(r *http.Request, rt route, remote, reason, actor string) {
+func (a *API) refused(r *http.Request, rt Route, remote, reason, actor string) {
 	a.count(reason)
-	attrs := []slog.Attr{slog.String("remote_addr", remote), slog.String("route", rt.pattern), slog.String("reason", reason)}
+	attrs := []slog.Attr{slog.String("remote_addr", remote), slog.String("route", rt.Pattern), slog.String("reason", reason)}
 	if actor != "" {
-		attrs = append(attrs, slog.String("actor", actor), slog.String("role_needed", rt.role.String()))
+		attrs = append(attrs, slog.String("actor", actor), slog.String("role_needed", rt.Role.String()))
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelWarn, "admin authentication refused", attrs...)
 }
 
-func (a *admin) count(reason string) {
+func (a *API) count(reason string) {
 	if a.authFailures != nil {
 		a.authFailures.WithLabelValues(reason).Inc()
 	}
@@ -321,19 +415,19 @@ func remoteAddr(r *http.Request) string {
 }
 
 type prizeInput struct {
-	Name  string       `json:"name"`
-	Stock *wholeNumber `json:"stock"`
+	Name  string               `json:"name"`
+	Stock *jsonapi.WholeNumber `json:"stock"`
 	// Buckets is the prize's number of stock buckets (absent: from the settings).
-	Buckets *wholeNumber `json:"buckets"`
+	Buckets *jsonapi.WholeNumber `json:"buckets"`
 }
 
 type activityInput struct {
-	Name          string       `json:"name"`
-	WindowStart   string       `json:"window_start"`
-	WindowEnd     string       `json:"window_end"`
-	Interval      string       `json:"interval"`
-	SessionLength string       `json:"session_length"`
-	PerUserLimit  *wholeNumber `json:"per_user_limit"`
+	Name          string               `json:"name"`
+	WindowStart   string               `json:"window_start"`
+	WindowEnd     string               `json:"window_end"`
+	Interval      string               `json:"interval"`
+	SessionLength string               `json:"session_length"`
+	PerUserLimit  *jsonapi.WholeNumber `json:"per_user_limit"`
 	// PaymentTimeout ("15m"; "" or "0s": none) and RegrabAfterCancel: see seckill.Activity.
 	PaymentTimeout    string       `json:"payment_timeout"`
 	RegrabAfterCancel bool         `json:"regrab_after_cancel"`
@@ -459,7 +553,7 @@ type sessionView struct {
 }
 
 // sessionViews joins sessions with their stock as MySQL and as Redis see it, side by side.
-func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([]sessionView, error) {
+func (a *API) sessionViews(ctx context.Context, sessions []seckill.Session) ([]sessionView, error) {
 	ids := make([]int64, len(sessions))
 	for i, s := range sessions {
 		ids[i] = s.ID
@@ -491,10 +585,10 @@ func (a *admin) sessionViews(ctx context.Context, sessions []seckill.Session) ([
 	return out, nil
 }
 
-func (a *admin) createActivity(w http.ResponseWriter, r *http.Request) {
+func (a *API) createActivity(w http.ResponseWriter, r *http.Request) {
 	var in activityInput
-	if err := decodeStrict(w, r, adminBodyLimit, &in); err != nil {
-		badInput(w, err)
+	if err := jsonapi.DecodeStrict(w, r, adminBodyLimit, &in); err != nil {
+		jsonapi.BadInput(w, err)
 		return
 	}
 	act, err := in.domain()
@@ -502,7 +596,7 @@ func (a *admin) createActivity(w http.ResponseWriter, r *http.Request) {
 		err = a.buckets.apply(&act)
 	}
 	if err != nil {
-		badInput(w, err)
+		jsonapi.BadInput(w, err)
 		return
 	}
 	created, err := a.catalog.CreateActivity(r.Context(), act)
@@ -525,7 +619,7 @@ func (a *admin) createActivity(w http.ResponseWriter, r *http.Request) {
 	jsonapi.Write(w, http.StatusCreated, v)
 }
 
-func (a *admin) listActivities(w http.ResponseWriter, r *http.Request) {
+func (a *API) listActivities(w http.ResponseWriter, r *http.Request) {
 	acts, err := a.catalog.Activities(r.Context(), 100)
 	if err != nil {
 		a.fail(w, r, err)
@@ -538,7 +632,7 @@ func (a *admin) listActivities(w http.ResponseWriter, r *http.Request) {
 	jsonapi.Write(w, http.StatusOK, map[string]any{"activities": out})
 }
 
-func (a *admin) getActivity(w http.ResponseWriter, r *http.Request) {
+func (a *API) getActivity(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -561,7 +655,7 @@ func (a *admin) getActivity(w http.ResponseWriter, r *http.Request) {
 	jsonapi.Write(w, http.StatusOK, v)
 }
 
-func (a *admin) getSession(w http.ResponseWriter, r *http.Request) {
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -579,7 +673,7 @@ func (a *admin) getSession(w http.ResponseWriter, r *http.Request) {
 	jsonapi.Write(w, http.StatusOK, views[0])
 }
 
-func (a *admin) preheatSession(w http.ResponseWriter, r *http.Request) {
+func (a *API) preheatSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -593,7 +687,7 @@ func (a *admin) preheatSession(w http.ResponseWriter, r *http.Request) {
 	jsonapi.Write(w, http.StatusOK, res)
 }
 
-func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
+func (a *API) closeSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -614,41 +708,41 @@ func (a *admin) closeSession(w http.ResponseWriter, r *http.Request) {
 }
 
 type adjustInput struct {
-	Total  *wholeNumber `json:"total"`
-	Reason string       `json:"reason"`
+	Total  *jsonapi.WholeNumber `json:"total"`
+	Reason string               `json:"reason"`
 }
 
-func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
+func (a *API) adjustStock(w http.ResponseWriter, r *http.Request) {
 	sid, pid, ok := sessionPrizePath(w, r)
 	if !ok {
 		return
 	}
 	var in adjustInput
-	if err := decodeStrict(w, r, adminBodyLimit, &in); err != nil {
-		badInput(w, err)
+	if err := jsonapi.DecodeStrict(w, r, adminBodyLimit, &in); err != nil {
+		jsonapi.BadInput(w, err)
 		return
 	}
 	var verr seckill.ValidationError
 	if in.Total == nil {
 		verr = append(verr, seckill.FieldError{Field: "total", Message: "is required"})
 	}
-	if !textOK(in.Reason, 512) {
+	if !jsonapi.TextOK(in.Reason, 512) {
 		verr = append(verr, seckill.FieldError{Field: "reason", Message: "must be 1 to 512 characters (it goes to the audit log)"})
 	}
 	if len(verr) > 0 {
-		badInput(w, verr)
+		jsonapi.BadInput(w, verr)
 		return
 	}
 	// A prize with stock buckets is adjusted through the transfers journal (its N never
 	// changes, so reading it first is safe; the plan checks it again under the row lock).
 	// Any error here (no such prize) is left to the path below, which answers it as always.
 	if ps, err := a.catalog.PrizeStock(r.Context(), sid, pid); err == nil && ps.Buckets > 1 {
-		a.adjustBuckets(w, r, sid, pid, int(*in.Total), strings.Trim(in.Reason, blankSet))
+		a.adjustBuckets(w, r, sid, pid, int(*in.Total), strings.Trim(in.Reason, jsonapi.Blank))
 		return
 	}
 	// MySQL and a preheated key change together, or neither does (grabs already admitted in
 	// Redis: 409). An absent key gets the new total from MySQL at preheat.
-	adj, err := a.preheater.Adjust(r.Context(), sid, pid, int(*in.Total), actor(r), remoteAddr(r), strings.Trim(in.Reason, blankSet))
+	adj, err := a.preheater.Adjust(r.Context(), sid, pid, int(*in.Total), actor(r), remoteAddr(r), strings.Trim(in.Reason, jsonapi.Blank))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -664,7 +758,7 @@ func (a *admin) adjustStock(w http.ResponseWriter, r *http.Request) {
 // outside the prize in the journal, which the reconciler holding the lease runs (only it can
 // fence their steps), so the answer is 202 with the plan; the prize's total shows the new
 // value once they ran (docs/design.md, "Stock adjustment").
-func (a *admin) adjustBuckets(w http.ResponseWriter, r *http.Request, sid, pid int64, total int, reason string) {
+func (a *API) adjustBuckets(w http.ResponseWriter, r *http.Request, sid, pid int64, total int, reason string) {
 	adj, err := a.catalog.PlanBucketAdjustment(r.Context(), sid, pid, total, actor(r), remoteAddr(r), reason)
 	if err != nil {
 		a.fail(w, r, err)
@@ -691,7 +785,7 @@ func (a *admin) adjustBuckets(w http.ResponseWriter, r *http.Request, sid, pid i
 		"state": "planned", "transfers": transfers})
 }
 
-func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
+func (a *API) sessionAudit(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
 		return
@@ -707,9 +801,9 @@ func (a *admin) sessionAudit(w http.ResponseWriter, r *http.Request) {
 // pathID reads a path id with the public API's parser: canonical form only, so "07" or
 // "+7" is refused instead of acting on (and auditing) id 7 under another spelling.
 func pathID(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
-	id, err := parseID(r.PathValue(name))
+	id, err := jsonapi.ParseID(r.PathValue(name))
 	if err != nil {
-		jsonapi.Write(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: name + " must be a positive integer",
+		jsonapi.Write(w, http.StatusBadRequest, jsonapi.Error{Code: "invalid_input", Message: name + " must be a positive integer",
 			Fields: []seckill.FieldError{{Field: name, Message: "must be a positive integer"}}})
 		return 0, false
 	}
@@ -727,11 +821,11 @@ func sessionPrizePath(w http.ResponseWriter, r *http.Request) (sessionID, prizeI
 
 // fail maps an error from the catalog, gate or preheater to a status, once, and logs what
 // is not the caller's fault.
-func (a *admin) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var verr seckill.ValidationError
 	switch {
 	case errors.As(err, &verr):
-		badInput(w, err)
+		jsonapi.BadInput(w, err)
 	case errors.Is(err, seckill.ErrNotFound):
 		jsonapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrStarted), errors.Is(err, preheat.ErrStarted):

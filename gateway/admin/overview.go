@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -170,7 +170,7 @@ func (o *overview) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	limit, ok := othersLimit(r)
 	if !ok {
-		badInput(w, seckill.ValidationError{{Field: "others_limit",
+		jsonapi.BadInput(w, seckill.ValidationError{{Field: "others_limit",
 			Message: fmt.Sprintf("must be 0 to %d, in canonical decimal", overviewOthersMax)}})
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/lockout"
 )
 
@@ -23,10 +24,9 @@ import (
 func TestAdminBearerFailuresAreThrottled(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var logs bytes.Buffer
-	a := newAdmin(nil, nil, nil, tokenNames{adminToken: "admin"}, clientIP, func() {},
+	a := newAdmin(nil, nil, nil, tokenNames{adminToken: "admin"}, clientip.Peer, func() {},
 		slog.New(slog.NewJSONHandler(&logs, nil)))
-	reg := prometheus.NewRegistry()
-	a.authFailures = newMetrics(reg).adminAuthFailures
+	a.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "admin_auth_failures_total"}, []string{"reason"})
 	a.lockout = lockout.New(3, time.Minute, 100, func() time.Time { return now })
 	mux := http.NewServeMux()
 	a.handle(mux, "GET /admin/v1/activities", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })

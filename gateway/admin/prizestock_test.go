@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -27,7 +28,7 @@ func prizeViews(t *testing.T, op *stacktest.OpenPrize) func(path string, into an
 	t.Helper()
 	cat := store.NewCatalog(op.DB, time.Now)
 	mux := http.NewServeMux()
-	adm := newAdmin(cat, op.Gate, preheat.New(cat, op.Gate, time.Hour, time.Now), tokenNames{adminToken: "admin"}, clientIP,
+	adm := newAdmin(cat, op.Gate, preheat.New(cat, op.Gate, time.Hour, time.Now), tokenNames{adminToken: "admin"}, clientip.Peer,
 		func() {}, slog.New(slog.DiscardHandler))
 	adm.register(mux)
 	(&prizePage{catalog: cat, gate: op.Gate, now: time.Now, fail: adm.fail}).register(adm, mux)

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
@@ -66,7 +67,7 @@ func newAdminEnvWith(t *testing.T, buckets bucketSettings) *adminEnv {
 	now := func() time.Time { return env.now }
 	cat := store.NewCatalog(db, now)
 	mux := http.NewServeMux()
-	adm := newAdmin(cat, gate, preheat.New(cat, gate, time.Hour, now), tokenNames{adminToken: "admin"}, clientIP, func() {},
+	adm := newAdmin(cat, gate, preheat.New(cat, gate, time.Hour, now), tokenNames{adminToken: "admin"}, clientip.Peer, func() {},
 		slog.New(slog.DiscardHandler))
 	adm.buckets = buckets
 	adm.register(mux)

@@ -1,31 +1,35 @@
-package main
+// Package clientip names the client behind a request: its address as far as trusted proxies
+// vouch for it, and the key a per-client limit counts it under (an IPv6 /64 is one client).
+package clientip
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 )
 
-// clientIPs names the client of a request for the per-IP rate limits. Behind a reverse
+// Proxies names the client of a request for the per-IP rate limits. Behind a reverse
 // proxy every request's peer is the proxy, so keyed by peer the per-IP buckets would
 // collapse into one bucket for every client. The proxy names its client in
 // X-Forwarded-For, but a client can send that header too, so it is believed only as far
 // as trusted proxies vouch for it: when the peer is trusted, the header's addresses are
 // read from the right (each was appended by the hop to its right), skipping trusted
 // proxies, and the first untrusted one is the client. What a client wrote further left is
-// never reached. A nil *clientIPs (no trusted proxies) always answers the peer's address.
-type clientIPs struct {
+// never reached. A nil *Proxies (no trusted proxies) always answers the peer's address.
+type Proxies struct {
 	trusted []netip.Prefix
 }
 
-func newClientIPs(trusted []netip.Prefix) *clientIPs {
+// New returns the Proxies that trusts the given networks; nil when there are none.
+func New(trusted []netip.Prefix) *Proxies {
 	if len(trusted) == 0 {
 		return nil
 	}
-	return &clientIPs{trusted: trusted}
+	return &Proxies{trusted: trusted}
 }
 
-func (c *clientIPs) isTrusted(a netip.Addr) bool {
+func (c *Proxies) isTrusted(a netip.Addr) bool {
 	for _, p := range c.trusted {
 		if p.Contains(a) {
 			return true
@@ -34,26 +38,26 @@ func (c *clientIPs) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// peerTrusted reports whether r came straight from a trusted proxy: only then is a header
+// PeerTrusted reports whether r came straight from a trusted proxy: only then is a header
 // the proxy sets on its clients' behalf its words rather than the client's. The gateway
 // keeps one list per header (X-Forwarded-For, the trusted user header): a proxy is trusted
 // with what it overwrites, not with everything it passes on.
-func (c *clientIPs) peerTrusted(r *http.Request) bool {
+func (c *Proxies) PeerTrusted(r *http.Request) bool {
 	if c == nil {
 		return false
 	}
-	peer, ok := parseHop(clientIP(r))
+	peer, ok := parseHop(Peer(r))
 	return ok && c.isTrusted(peer)
 }
 
-// of returns the client address of r.
-func (c *clientIPs) of(r *http.Request) string {
+// Of returns the client address of r.
+func (c *Proxies) Of(r *http.Request) string {
 	if c == nil {
-		return clientIP(r)
+		return Peer(r)
 	}
-	peer, ok := parseHop(clientIP(r))
+	peer, ok := parseHop(Peer(r))
 	if !ok || !c.isTrusted(peer) {
-		return clientIP(r)
+		return Peer(r)
 	}
 	var hops []string
 	for _, line := range r.Header.Values("X-Forwarded-For") {
@@ -94,4 +98,33 @@ func parseHop(s string) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// Peer is the address of r's peer: the client, or the proxy it came through.
+func Peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// Bucket names the per-IP bucket of a client address: an IPv4 address is its own bucket,
+// an IPv6 address shares its /64 (what one subscriber, or one host's privacy addresses,
+// get: keyed by the full address, a single client would have 2^64 buckets). IPv4-mapped
+// IPv6 counts as IPv4; something that is not an address is used as it is.
+func Bucket(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		if a.Zone() == "" && len(addr) <= len("255.255.255.255") {
+			return addr // already canonical: no allocation on the hot path
+		}
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type workbench struct {
 	now     func() time.Time
 }
 
-func (b *workbench) register(a *admin, mux *http.ServeMux) {
+func (b *workbench) register(a *API, mux *http.ServeMux) {
 	a.handle(mux, "GET /admin/v1/exceptions", b.list)
 	a.handle(mux, "GET /admin/v1/exceptions/{id}", b.show)
 	a.handle(mux, "POST /admin/v1/exceptions/{id}/{action}", b.act)
@@ -70,7 +70,7 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 		verr = append(verr, seckill.FieldError{Field: "kind", Message: "at most 64 characters"})
 	}
 	if v := q.Get("session_id"); v != "" {
-		id, err := parseID(v)
+		id, err := jsonapi.ParseID(v)
 		if err != nil {
 			verr = append(verr, seckill.FieldError{Field: "session_id", Message: "must be a positive integer"})
 		}
@@ -82,7 +82,7 @@ func (b *workbench) list(w http.ResponseWriter, r *http.Request) {
 		f.Limit = n
 	}
 	if len(verr) > 0 {
-		badInput(w, verr)
+		jsonapi.BadInput(w, verr)
 		return
 	}
 	cases, err := b.cases.List(r.Context(), f)
@@ -170,16 +170,16 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 	}
 	var in actionInput
 	if r.ContentLength != 0 {
-		if err := decodeStrict(w, r, adminBodyLimit, &in); err != nil {
-			badInput(w, err)
+		if err := jsonapi.DecodeStrict(w, r, adminBodyLimit, &in); err != nil {
+			jsonapi.BadInput(w, err)
 			return
 		}
 	}
-	if utf8.RuneCountInString(in.Note) > 1024 || (action != store.ActReplay && !textOK(in.Note, 1024)) {
-		badInput(w, seckill.ValidationError{{Field: "note", Message: "must be 1 to 1024 characters: say why (it goes to the case's audit)"}})
+	if utf8.RuneCountInString(in.Note) > 1024 || (action != store.ActReplay && !jsonapi.TextOK(in.Note, 1024)) {
+		jsonapi.BadInput(w, seckill.ValidationError{{Field: "note", Message: "must be 1 to 1024 characters: say why (it goes to the case's audit)"}})
 		return
 	}
-	in.Note = strings.Trim(in.Note, blankSet)
+	in.Note = strings.Trim(in.Note, jsonapi.Blank)
 	d, err := b.cases.Act(r.Context(), id, action, actor(r), remoteAddr(r), in.Note, b.now(), b.replay)
 	refused := errors.Is(err, store.ErrNotReplayable)
 	if err == nil || refused {
@@ -187,10 +187,10 @@ func (b *workbench) act(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case refused:
-		jsonapi.Write(w, http.StatusConflict, apiError{Code: "not_replayable", Message: err.Error()})
+		jsonapi.Write(w, http.StatusConflict, jsonapi.Error{Code: "not_replayable", Message: err.Error()})
 		return
 	case errors.Is(err, store.ErrCaseClosed):
-		jsonapi.Write(w, http.StatusConflict, apiError{Code: "case_closed", Message: err.Error()})
+		jsonapi.Write(w, http.StatusConflict, jsonapi.Error{Code: "case_closed", Message: err.Error()})
 		return
 	case err != nil:
 		b.fail(w, r, err)
@@ -211,7 +211,7 @@ func (b *workbench) reports(w http.ResponseWriter, r *http.Request) {
 		ferr = &seckill.FieldError{Field: "limit", Message: "empty: leave it out instead"}
 	}
 	if ferr != nil {
-		badInput(w, seckill.ValidationError{*ferr})
+		jsonapi.BadInput(w, seckill.ValidationError{*ferr})
 		return
 	}
 	runs, err := b.runs.Recent(r.Context(), limit)
@@ -238,7 +238,7 @@ func queryLimit(v string, def, most int64) (int, *seckill.FieldError) {
 	if v == "" {
 		return int(def), nil
 	}
-	n, err := parseID(v)
+	n, err := jsonapi.ParseID(v)
 	if err != nil || n > most {
 		return 0, &seckill.FieldError{Field: "limit", Message: fmt.Sprintf("must be 1 to %d", most)}
 	}

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -124,7 +124,7 @@ type prizePageView struct {
 	Transfers  []transferView `json:"transfers"`
 }
 
-func (p *prizePage) register(a *admin, mux *http.ServeMux) {
+func (p *prizePage) register(a *API, mux *http.ServeMux) {
 	a.handle(mux, "GET /admin/v1/sessions/{id}/prizes/{prize}", p.serve)
 }
 

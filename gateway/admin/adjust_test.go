@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -41,7 +42,7 @@ func newAdjustEnv(t *testing.T) *adjustEnv {
 	e := &adjustEnv{adminEnv: &adminEnv{db: db, now: time.Now().UTC()}, gate: gate, rdb: rdb, ctx: ctx}
 	e.cat = store.NewCatalog(db, e.clock)
 	mux := http.NewServeMux()
-	newAdmin(e.cat, gate, preheat.New(e.cat, gate, time.Hour, e.clock), tokenNames{adminToken: "admin"}, clientIP, func() {},
+	newAdmin(e.cat, gate, preheat.New(e.cat, gate, time.Hour, e.clock), tokenNames{adminToken: "admin"}, clientip.Peer, func() {},
 		slog.New(slog.DiscardHandler)).register(mux)
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)

@@ -1,4 +1,4 @@
-package main
+package jsonapi
 
 import (
 	"bytes"
@@ -13,21 +13,17 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-// apiError is the gateway's error body (see jsonapi.Error).
-type apiError = jsonapi.Error
-
-// errBodyTooLarge and errBadJSON come from decodeStrict; handlers map them with badInput.
+// errBodyTooLarge comes from DecodeStrict; handlers map it with BadInput.
 var errBodyTooLarge = errors.New("request body too large")
 
-// decodeStrict reads exactly one JSON object of at most limit bytes into v, rejecting
+// DecodeStrict reads exactly one JSON object of at most limit bytes into v, rejecting
 // unknown fields and trailing data, so a typo in a field name is an error rather than a
 // silently ignored setting. Any other JSON value is refused too: encoding/json reads `null`
 // into a struct as "nothing to set", which would let `null` pass for an empty object.
-func decodeStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+func DecodeStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return fmt.Errorf("content type %q: want application/json", ct)
 	}
@@ -71,23 +67,23 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) er
 	return nil
 }
 
-// badInput writes the 4xx for a decode or validation error.
-func badInput(w http.ResponseWriter, err error) {
+// BadInput writes the 4xx for a decode or validation error.
+func BadInput(w http.ResponseWriter, err error) {
 	var verr seckill.ValidationError
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		jsonapi.WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
+		WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
 	case errors.As(err, &verr):
-		jsonapi.Write(w, http.StatusBadRequest, apiError{Code: "invalid_input", Message: err.Error(), Fields: verr})
+		Write(w, http.StatusBadRequest, Error{Code: "invalid_input", Message: err.Error(), Fields: verr})
 	default:
-		jsonapi.WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
+		WriteError(w, http.StatusBadRequest, "invalid_input", err.Error())
 	}
 }
 
-// jsonErrors answers the requests mux has no route for (unknown path: 404; known path,
+// Errors answers the requests mux has no route for (unknown path: 404; known path,
 // other method: 405 with Allow) with the same JSON error body as every other error, instead
 // of net/http's plain-text pages. Everything else, redirects included, is mux's.
-func jsonErrors(mux *http.ServeMux) http.Handler {
+func Errors(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern != "" {
@@ -99,10 +95,10 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 		h.ServeHTTP(probe, r)
 		switch probe.code {
 		case http.StatusNotFound:
-			jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such route")
+			WriteError(w, http.StatusNotFound, "not_found", "no such route")
 		case http.StatusMethodNotAllowed:
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			jsonapi.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed",
 				r.Method+" is not allowed here; allowed: "+probe.header.Get("Allow"))
 		default:
 			mux.ServeHTTP(w, r)
@@ -127,38 +123,49 @@ func (p *statusProbe) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// wholeNumber is an integer field of a request body. JSON Schema's `integer` (what the
+// WholeNumber is an integer field of a request body. JSON Schema's `integer` (what the
 // documents promise) is any number with a zero fraction, so 2168.0 and 2.168e3 are 2168
 // here as for any client checking against the document; 2168.5 is refused.
-type wholeNumber int
+type WholeNumber int
 
 // maxExactFloat is 2^53: above it a float64 no longer holds every integer.
 const maxExactFloat = 1 << 53
 
-func (n *wholeNumber) UnmarshalJSON(b []byte) error {
+// UnmarshalJSON reads an integer, or a number with a zero fraction within 2^53.
+func (n *WholeNumber) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	// Plain integers exactly; other forms through float64 (strconv bounds the exponent's
 	// cost: a 12-byte "1e999999999" is +Inf, not a billion-digit number).
 	if v, err := strconv.ParseInt(s, 10, 0); err == nil {
-		*n = wholeNumber(v)
+		*n = WholeNumber(v)
 		return nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f != math.Trunc(f) || math.Abs(f) > maxExactFloat {
 		return &json.UnmarshalTypeError{Value: "number " + s, Type: reflect.TypeFor[int]()}
 	}
-	*n = wholeNumber(f)
+	*n = WholeNumber(f)
 	return nil
 }
 
-// blankSet is what a note or reason may not consist of alone, and what is trimmed from its
+// Blank is what a note or reason may not consist of alone, and what is trimmed from its
 // ends: the documents' pattern `[^ \t\n\r]` names the same four characters, so the two agree
 // on every string (strings.TrimSpace's Unicode spaces would refuse a no-break space the
 // document accepts).
-const blankSet = " \t\n\r"
+const Blank = " \t\n\r"
 
-// textOK reports whether s is 1 to most characters (as JSON Schema's maxLength counts
+// TextOK reports whether s is 1 to most characters (as JSON Schema's maxLength counts
 // them: code points) and not blank.
-func textOK(s string, most int) bool {
-	return utf8.RuneCountInString(s) <= most && strings.Trim(s, blankSet) != ""
+func TextOK(s string, most int) bool {
+	return utf8.RuneCountInString(s) <= most && strings.Trim(s, Blank) != ""
+}
+
+// ParseID accepts a positive integer in canonical form only ("7", not "07" or "+7"), so
+// one grab always gets one request id string.
+func ParseID(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || strconv.FormatInt(n, 10) != s {
+		return 0, errors.New("must be a positive integer")
+	}
+	return n, nil
 }
