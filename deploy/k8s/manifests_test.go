@@ -157,6 +157,8 @@ func TestRefusesBrokenOverlays(t *testing.T) {
 			"", "want one migration Job"},
 		{"migration step without its ConfigMap", "resources: [../production]\npatches:\n  - target: {kind: ConfigMap, name: seckill-config}\n    patch: |-\n      - {op: remove, path: /metadata/labels/seckill.io~1step}\n",
 			"", "no label seckill.io/step=migrate, so the migration step would not apply it"},
+		{"third-party image by tag only", withPatch, gateway + "      initContainers:\n        - name: wait\n          image: busybox:1.37.0\n",
+			"Deployment seckill-gateway container wait: image busybox:1.37.0 is not pinned by digest"},
 		{"gateway scraped with the admin token", "resources: [../production]\npatches:\n  - target: {kind: PodMonitor, name: seckill-gateway}\n    patch: |-\n      - {op: replace, path: /spec/podMetricsEndpoints/0/authorization/credentials, value: {name: seckill-gateway, key: admin-token}}\n",
 			"", "the gateway's own Secret (the admin token)"},
 		{"gateway scraped without a credential", "resources: [../production]\npatches:\n  - target: {kind: PodMonitor, name: seckill-gateway}\n    patch: |-\n      - {op: remove, path: /spec/podMetricsEndpoints/0/authorization}\n",
