@@ -2,8 +2,12 @@
 
 Run by .ci/lint after the schema check: python check_compose.py docker-compose.yml deploy/local/stack
 Each rule is a promise made in docker-compose.yml's comments or in the README.
+It also holds the image pinning policy (issue 39: images pinned by tag, not digest): every
+third-party image of docker-compose.yml and deploy/docker/Dockerfile carries @sha256:<digest>
+unless deploy/images-unpinned.txt lists it with its reason (check_compose_test.py tests it).
 """
 
+import os
 import re
 import sys
 
@@ -14,6 +18,55 @@ SECKILL_IMAGE = re.compile(r"^seckill:")
 # raise it when a line reaches its end of life.
 REDIS_OLDEST_MAINTAINED = (7, 2)
 PINNED = re.compile(r"^[^:@]+:\d+\.\d+\.\d+(-[\w.]+)?$|@sha256:[0-9a-f]{64}$")
+
+
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ALLOWLIST = os.path.join(ROOT, "deploy", "images-unpinned.txt")
+DOCKERFILE = os.path.join(ROOT, "deploy", "docker", "Dockerfile")
+
+
+def read_allowlist(text):
+    """deploy/images-unpinned.txt: "IMAGE REASON" lines -> {image: reason}, and its problems."""
+    listed, problems = {}, []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        image, _, reason = line.partition(" ")
+        if not reason.strip():
+            problems.append(f"images-unpinned.txt line {n}: {image} has no reason")
+        elif DIGEST.search(image):
+            problems.append(f"images-unpinned.txt line {n}: {image} is pinned: remove its line")
+        listed[image] = reason.strip()
+    return listed, problems
+
+
+def dockerfile_images(text):
+    """The images the Dockerfile's FROM lines pull (not its own stages, nor scratch)."""
+    images, stages = [], set()
+    for m in re.finditer(r"^FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", text, re.M | re.I):
+        if m.group(1) not in stages and m.group(1) != "scratch":
+            images.append(m.group(1))
+        if m.group(2):
+            stages.add(m.group(2))
+    return images
+
+
+def unpinned(used, listed):
+    """Problems: a used third-party image (where, image) without a digest and not listed, and a
+    listed image no longer used tag-only (the list must shrink as the release pins them)."""
+    problems, tag_only = [], set()
+    for where, image in used:
+        if DIGEST.search(image):
+            continue
+        tag_only.add(image)
+        if image not in listed:
+            problems.append(f"{where}: image {image!r} is not pinned by digest (@sha256:...) and not listed in "
+                            "deploy/images-unpinned.txt with its reason (docs/deployment.md, pinning images)")
+    for image in sorted(set(listed) - tag_only):
+        problems.append(f"deploy/images-unpinned.txt lists {image!r}, which nothing uses tag-only any more: remove its line")
+    return problems
 
 
 def seconds(d):
@@ -42,6 +95,16 @@ def main(compose_path, stack_path):
             continue
         check(PINNED.search(image), f"{name}: image {image!r} is not pinned to a full version (x.y.z) or a digest")
 
+    # Third-party images: by digest, or listed with the reason they are not yet.
+    with open(ALLOWLIST) as f:
+        listed, list_problems = read_allowlist(f.read())
+    problems += list_problems
+    with open(DOCKERFILE) as f:
+        used = [("deploy/docker/Dockerfile", image) for image in dockerfile_images(f.read())]
+    used += [(name, svc["image"]) for name, svc in services.items()
+             if svc.get("image") and not SECKILL_IMAGE.match(svc["image"])]
+    problems += unpinned(used, listed)
+
     builders = [n for n, s in services.items() if "build" in s]
     check(len(builders) == 1, f"one service builds the image, found {builders}")
     ours = {s.get("image") for s in services.values() if SECKILL_IMAGE.match(s.get("image", ""))}
@@ -59,7 +122,7 @@ def main(compose_path, stack_path):
                   f"{name}: no memory limit (deploy.resources.limits.memory)")
 
     kafka = services["kafka"]["image"]
-    check(kafka == f"apache/kafka:{kafka_version}",
+    check(DIGEST.sub("", kafka) == f"apache/kafka:{kafka_version}",
           f"kafka image {kafka!r} differs from the broker the tests run (Kafka {kafka_version} in {stack_path})")
     check(not any("GROUP_INITIAL_REBALANCE_DELAY" in k for k in services["kafka"].get("environment", {})),
           "kafka: group.initial.rebalance.delay.ms must keep its default (stock server settings are the test target)")

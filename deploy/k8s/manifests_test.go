@@ -16,7 +16,7 @@ var shapes = map[string]shape{
 	"single-node": {minGateways: 1, consumers: [2]int{1, 1}, reconcilers: 1},
 	// Production: three gateways at least, one consumer per grab partition at most, the two
 	// reconcilers of the lease, spread over nodes.
-	"production": {minGateways: 3, consumers: [2]int{2, 0}, reconcilers: 2, spread: true, secure: true},
+	"production": {minGateways: 3, consumers: [2]int{2, 0}, reconcilers: 2, spread: true, secure: true, monitored: true},
 }
 
 // TestOverlays renders every overlay from the tree on disk and checks the rules.
@@ -157,6 +157,16 @@ func TestRefusesBrokenOverlays(t *testing.T) {
 			"", "want one migration Job"},
 		{"migration step without its ConfigMap", "resources: [../production]\npatches:\n  - target: {kind: ConfigMap, name: seckill-config}\n    patch: |-\n      - {op: remove, path: /metadata/labels/seckill.io~1step}\n",
 			"", "no label seckill.io/step=migrate, so the migration step would not apply it"},
+		{"third-party image by tag only", withPatch, gateway + "      initContainers:\n        - name: wait\n          image: busybox:1.37.0\n",
+			"Deployment seckill-gateway container wait: image busybox:1.37.0 is not pinned by digest"},
+		{"gateway scraped with the admin token", "resources: [../production]\npatches:\n  - target: {kind: PodMonitor, name: seckill-gateway}\n    patch: |-\n      - {op: replace, path: /spec/podMetricsEndpoints/0/authorization/credentials, value: {name: seckill-gateway, key: admin-token}}\n",
+			"", "the gateway's own Secret (the admin token)"},
+		{"gateway scraped without a credential", "resources: [../production]\npatches:\n  - target: {kind: PodMonitor, name: seckill-gateway}\n    patch: |-\n      - {op: remove, path: /spec/podMetricsEndpoints/0/authorization}\n",
+			"", "without a credential"},
+		{"no tokens file", "resources: [../production]\npatches:\n  - target: {kind: Deployment, name: seckill-gateway}\n    patch: |-\n      - {op: remove, path: /spec/template/spec/volumes/1}\n",
+			"", "is not in a mounted Secret volume"},
+		{"gateway not scraped", "resources: [../production]\npatches:\n  - target: {kind: PodMonitor, name: seckill-gateway}\n    patch: |-\n      $patch: delete\n      apiVersion: monitoring.coreos.com/v1\n      kind: PodMonitor\n      metadata: {name: seckill-gateway}\n",
+			"", "no PodMonitor scrapes job seckill-gateway"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

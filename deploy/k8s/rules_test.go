@@ -52,6 +52,9 @@ type shape struct {
 	// secure: TLS to Redis, Kafka and MySQL is on in the overlay's own settings, and the
 	// development setting that lets pkg/config accept plaintext credentials is not set.
 	secure bool
+	// monitored: the overlay scrapes every service's pods (components/monitoring), the
+	// gateway's admin port with the scrape credential.
+	monitored bool
 }
 
 // role is what a container runs, from its command line: gateway, consumer, reconciler or
@@ -138,6 +141,8 @@ func check(m *manifests, want shape) []error {
 		}
 	}
 	c.migrationJob()
+	c.scrapes(byRole["gateway"], want)
+	c.images()
 	for _, d := range m.deployments {
 		c.egress("Deployment "+d.Name, d.Spec.Template.Labels)
 	}
@@ -145,6 +150,125 @@ func check(m *manifests, want shape) []error {
 		c.egress("Job "+j.Name, j.Spec.Template.Labels)
 	}
 	return c.errs
+}
+
+// images: every third-party image carries @sha256:<digest> unless ../images-unpinned.txt lists
+// it with its reason (issue 39: images pinned by tag, not digest); deploy/docker/check_compose.py
+// holds docker-compose.yml and the Dockerfile to the same list. Ours (seckill, by any registry)
+// is pinned by the release in the overlay's images: entry (docs/deployment.md).
+func (c *checker) images() {
+	raw, err := os.ReadFile("../images-unpinned.txt")
+	if err != nil {
+		c.fail("the unpinned images list: %v", err)
+		return
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && !strings.HasPrefix(f[0], "#") {
+			listed[f[0]] = true
+		}
+	}
+	digest := regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+	ours := regexp.MustCompile(`(^|/)seckill(:[\w.-]+)?(@sha256:[0-9a-f]{64})?$`)
+	check := func(where string, pod corev1.PodSpec) {
+		for _, ctr := range append(pod.InitContainers[:len(pod.InitContainers):len(pod.InitContainers)], pod.Containers...) {
+			if !ours.MatchString(ctr.Image) && !digest.MatchString(ctr.Image) && !listed[ctr.Image] {
+				c.fail("%s container %s: image %s is not pinned by digest (@sha256:...) and not listed in deploy/images-unpinned.txt", where, ctr.Name, ctr.Image)
+			}
+		}
+	}
+	for _, d := range c.m.deployments {
+		check("Deployment "+d.Name, d.Spec.Template.Spec)
+	}
+	for _, j := range c.m.jobs {
+		check("Job "+j.Name, j.Spec.Template.Spec)
+	}
+}
+
+// scrapeSecret is the Secret (and key) holding Prometheus's scrape token, of role scrape:
+// /metrics only (issue 39). gatewaySecret is the gateway's own, with the admin token.
+const (
+	scrapeSecret, scrapeKey = "seckill-prometheus-scrape", "token"
+	gatewaySecret           = "seckill-gateway"
+	tokensFileVar           = "SECKILL_ADMIN_TOKENS_FILE"
+)
+
+// scrapes: a PodMonitor endpoint on the gateway's admin port sends the scrape credential from
+// scrapeSecret, never the admin token or anything else from the gateway's Secret (the scrape
+// credential could then adjust stock and read pprof), and the gateway reads its tokens file,
+// where that credential's role is set, from a mounted Secret. A monitored overlay scrapes the
+// gateway, the consumer and the reconciler, with the job names the alert rules use.
+func (c *checker) scrapes(gateways []*appsv1.Deployment, want shape) {
+	jobs := map[string]bool{}
+	for _, pm := range c.m.podMonitors {
+		where := "PodMonitor " + pm.Metadata.Name
+		for i, ep := range pm.Spec.Endpoints {
+			for _, r := range ep.Relabelings {
+				if r.TargetLabel == "job" {
+					jobs[r.Replacement] = true
+				}
+			}
+			gateway := false
+			for _, d := range gateways {
+				gateway = gateway || selects(&pm.Spec.Selector, d.Spec.Template.Labels)
+			}
+			if !gateway || ep.Port != "admin" {
+				continue
+			}
+			auth := ep.Authorization
+			switch {
+			case auth == nil || auth.Credentials == nil:
+				c.fail("%s endpoint %d scrapes the gateway's admin port without a credential (its /metrics answers 401)", where, i)
+			case auth.Credentials.Name == gatewaySecret:
+				c.fail("%s endpoint %d scrapes the gateway with %s key %s, the gateway's own Secret (the admin token): want %s key %s, a credential of role scrape",
+					where, i, auth.Credentials.Name, auth.Credentials.Key, scrapeSecret, scrapeKey)
+			case auth.Credentials.Name != scrapeSecret || auth.Credentials.Key != scrapeKey:
+				c.fail("%s endpoint %d scrapes the gateway with %s key %s: want %s key %s, a credential of role scrape",
+					where, i, auth.Credentials.Name, auth.Credentials.Key, scrapeSecret, scrapeKey)
+			}
+		}
+	}
+	if want.monitored {
+		for _, job := range []string{"seckill-gateway", "seckill-consumer", "seckill-reconciler"} {
+			if !jobs[job] {
+				c.fail("no PodMonitor scrapes job %s (components/monitoring)", job)
+			}
+		}
+	}
+	for _, d := range gateways {
+		c.tokensFile(d)
+	}
+}
+
+// tokensFile: the gateway's SECKILL_ADMIN_TOKENS_FILE is a file of a Secret volume it mounts
+// (the credentials and their roles, the scrape credential among them, re-read on change).
+func (c *checker) tokensFile(d *appsv1.Deployment) {
+	where := "Deployment " + d.Name
+	pod := d.Spec.Template.Spec
+	for _, ctr := range pod.Containers {
+		path := ""
+		for _, e := range ctr.Env {
+			if e.Name == tokensFileVar {
+				path = e.Value
+			}
+		}
+		if path == "" {
+			c.fail("%s container %s: no %s: the scrape credential's role has nowhere to be set", where, ctr.Name, tokensFileVar)
+			continue
+		}
+		mounted := false
+		for _, vm := range ctr.VolumeMounts {
+			if !strings.HasPrefix(path, strings.TrimSuffix(vm.MountPath, "/")+"/") {
+				continue
+			}
+			for _, v := range pod.Volumes {
+				mounted = mounted || (v.Name == vm.Name && v.Secret != nil)
+			}
+		}
+		if !mounted {
+			c.fail("%s container %s: %s=%s is not in a mounted Secret volume", where, ctr.Name, tokensFileVar, path)
+		}
+	}
 }
 
 // egress: every workload's pods are selected by an Egress policy, and every egress rule

@@ -692,7 +692,8 @@ cluster_targets() {
 }
 
 # cluster_prometheus_config FILE TOKEN_FILE [RULES]: the cluster profile's Prometheus
-# configuration, loading RULES (default: the source deploy/monitoring/alerts.yml).
+# configuration, loading RULES (default: the source deploy/monitoring/alerts.yml); the gateways
+# are scraped with the scrape credential in TOKEN_FILE (scrape_token_file).
 cluster_prometheus_config() {
 	local file=$1 token=$2 rules=${3:-} i
 	local gateways=${SECKILL_GATEWAYS:-2} consumers=${SECKILL_CONSUMERS:-3} reconcilers=${SECKILL_RECONCILERS:-2}
@@ -753,11 +754,8 @@ cluster_prometheus_config() {
 cluster_monitoring_up() {
 	install_monitoring_packages
 	local dir=$CLUSTER_STATE/prometheus
-	mkdir -p "$dir/data"
-	admin_token_file "$dir/admin-token"
-	# The rules with absolute runbook links, as for the single profile (monitoring_up).
-	"$ROOT/deploy/monitoring/rules" "${SECKILL_RUNBOOK_BASE_URL:-file://$ROOT/docs/runbook.md}" "$dir/alerts.yml"
-	cluster_prometheus_config "$dir/prometheus.yml" "$dir/admin-token" "$dir/alerts.yml"
+	# The scrape token, the rules and the configuration, as for the single profile.
+	prometheus_files "$dir" cluster_prometheus_config
 	redis_exporter_start "$dir" "$CLUSTER_REDIS_EXPORTER_PORT" "redis://127.0.0.1:$(cluster_redis_port 1)" \
 		"redis://127.0.0.1:$(cluster_redis_port 1)"
 	prometheus_start "$dir" "$CLUSTER_PROMETHEUS_PORT"

@@ -229,6 +229,40 @@ bash -c 'exec 7>"$2/lock"; source "$1"; close_inherited_fds; [[ ! -e /proc/$$/fd
 if ((RC != 0)); then fail "$case_name" "fd 7 still open (exit $RC)"
 else ok "$case_name"; fi
 
+# Prometheus scrapes the gateway's /metrics with a scrape-role credential, never the admin
+# token (issue 39): both profiles' configurations, from a dev-secrets file an older checkout
+# wrote (admin token and JWT secret only), which keeps its values and gains the scrape token;
+# and the tokens file `make run` gives the gateway holds that token with role scrape.
+case_name="make monitor: the gateway is scraped with the scrape token, never the admin token"
+CASE=$TMP/scrape
+mkdir -p "$CASE/state/prometheus" "$CASE/state/cluster/prometheus"
+printf 'SECKILL_ADMIN_TOKEN=stack-test-admin-token-0123\nSECKILL_JWT_SECRET=stack-test-jwt-secret-0123456789-0123456789\n' >"$CASE/state/dev-secrets"
+RC=0
+# shellcheck disable=SC2016
+SECKILL_STATE_DIR=$CASE/state bash -c 'source "$1"
+	unset SECKILL_ADMIN_TOKEN SECKILL_SCRAPE_TOKEN
+	prometheus_files "$STATE/prometheus" prometheus_config
+	prometheus_files "$STATE/cluster/prometheus" cluster_prometheus_config
+	dev_admin_tokens "$STATE/admin-tokens" "$(dev_secret "$STATE/dev-secrets" SECKILL_SCRAPE_TOKEN)"' _ "$STACK" >"$CASE/out" 2>&1 || RC=$?
+scrape=$(sed -n 's/^SECKILL_SCRAPE_TOKEN=//p' "$CASE/state/dev-secrets" 2>/dev/null)
+# credentials_of CONFIG: the credentials file of CONFIG's seckill-gateway job.
+credentials_of() { awk '/job_name:/ { gw = /seckill-gateway/ } gw && /credentials_file:/ { print $2 }' "$1"; }
+single=$(credentials_of "$CASE/state/prometheus/prometheus.yml" 2>/dev/null || true)
+cluster=$(credentials_of "$CASE/state/cluster/prometheus/prometheus.yml" 2>/dev/null || true)
+if ((RC != 0)); then fail "$case_name" "exit $RC"
+elif ! grep -qx 'SECKILL_ADMIN_TOKEN=stack-test-admin-token-0123' "$CASE/state/dev-secrets" ||
+	[[ $(wc -l <"$CASE/state/dev-secrets") != 3 || ! $scrape =~ ^[A-Za-z0-9]{24,}$ ]]; then
+	fail "$case_name" "dev-secrets: the admin token not kept, or no scrape token added"
+elif [[ -z $single || -z $cluster || $(<"$single") != "$scrape" || $(<"$cluster") != "$scrape" ]]; then
+	fail "$case_name" "the gateway job's credentials_file ('$single', '$cluster') does not hold the scrape token"
+elif grep -rlq stack-test-admin-token "$CASE/state/prometheus" "$CASE/state/cluster/prometheus"; then
+	fail "$case_name" "the admin token is in Prometheus's folder: $(grep -rl stack-test-admin-token "$CASE/state/prometheus" "$CASE/state/cluster/prometheus")"
+elif ! grep -qx "prometheus sha256:$(printf %s "$scrape" | sha256sum | cut -d' ' -f1) scrape" "$CASE/state/admin-tokens"; then
+	fail "$case_name" "admin-tokens has no line 'prometheus sha256:<scrape token's> scrape'"
+elif [[ $(stat -c %a "$CASE/state/admin-tokens" "$CASE/state/dev-secrets" "$single" | sort -u) != 600 ]]; then
+	fail "$case_name" "a secrets file is not mode 600"
+else ok "$case_name"; fi
+
 # ---------------------------------------------------------------- ports
 # A server of the script's that cannot bind its port exits, while a server it did not start
 # may answer the probe there. These cases run redis_up (every server starts through the same

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
@@ -34,6 +35,9 @@ type Credentials interface {
 	// Hashes are the named credential's token hashes (two while a token is rotated, none
 	// once it is removed); a session is bound to the one it signed in with.
 	Hashes(name string) [][sha256.Size]byte
+	// Role is the named credential's role: a scrape credential (Prometheus's) may not sign
+	// in, since the console's every call needs at least a viewer.
+	Role(name string) operator.Role
 }
 
 // Sessions keeps the sessions server-side (a *sessionstore.Redis): sign-out revokes one,
@@ -184,6 +188,18 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		// The address, never what was submitted: a mistyped token is nearly the token.
 		c.log.Warn("console sign-in refused", "remote_addr", remote, "reason", "no credential has this token")
 		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "wrong admin token")
+		return
+	}
+	// Every call the page makes needs a viewer at least: a scrape credential signed in
+	// would get a session on which everything is a 403, so it is told why instead.
+	if role := c.creds.Role(name); !role.Allows(operator.RoleViewer) {
+		c.log.Warn("console sign-in refused", "actor", name, "remote_addr", remote, "reason", "role "+role.String())
+		msg := "credential " + name + " has role " + role.String()
+		if role == operator.RoleScrape {
+			msg += ": it reads /metrics only"
+		}
+		jsonapi.WriteError(w, http.StatusForbidden, "forbidden",
+			msg+" and cannot sign in to the console; sign in with a viewer, operator or admin credential")
 		return
 	}
 	// The session is bound to this token (a credential has two during a rotation).

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/gateway/operator"
 )
 
 // testToken is alice's credential; bobToken bob's.
@@ -39,6 +41,27 @@ func (c creds) Hashes(name string) [][sha256.Size]byte {
 		return nil
 	}
 	return [][sha256.Size]byte{sha256.Sum256([]byte(tok))}
+}
+
+// Role: every credential of creds is an admin's (roledCreds gives some another role).
+func (c creds) Role(name string) operator.Role {
+	if _, ok := c[name]; !ok {
+		return 0
+	}
+	return operator.RoleAdmin
+}
+
+// roledCreds are creds with the roles of some of them set.
+type roledCreds struct {
+	creds
+	roles map[string]operator.Role
+}
+
+func (c roledCreds) Role(name string) operator.Role {
+	if r, ok := c.roles[name]; ok {
+		return r
+	}
+	return c.creds.Role(name)
 }
 
 // memSessions is the server-side session store in memory: each session's absolute end and
@@ -219,6 +242,40 @@ func TestLoginRefusals(t *testing.T) {
 				t.Fatalf("fields %+v, want one for %s", e.Fields, tc.field)
 			}
 		})
+	}
+}
+
+// A scrape credential (Prometheus's) reads /metrics only: its sign-in is refused with a
+// message saying why, instead of a session on which every call of the page is a 403. A
+// viewer signs in (the console's pages read the admin API).
+func TestLoginRefusesAScrapeCredential(t *testing.T) {
+	cr := roledCreds{creds{"prometheus": "console-test-scrape-token-0123456789", "vera": "console-test-viewer-token-0123456789"},
+		map[string]operator.Role{"prometheus": operator.RoleScrape, "vera": operator.RoleViewer}}
+	clk := &clock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	var logs bytes.Buffer
+	c := New(Config{Credentials: cr, Secret: testSecret, TTL: time.Hour, Now: clk.now, Sessions: &memSessions{},
+		Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	mux := http.NewServeMux()
+	c.Register(mux)
+	h := Secured(mux)
+
+	w := login(t, h, `{"token":"console-test-scrape-token-0123456789"}`, nil)
+	if w.Code != http.StatusForbidden {
+		t.Fatalf("scrape credential: status %d, want 403: %s", w.Code, w.Body)
+	}
+	if len(w.Result().Cookies()) != 0 {
+		t.Fatalf("refused sign-in set a cookie: %v", w.Header().Values("Set-Cookie"))
+	}
+	if e := decodeError(t, w); e.Code != "forbidden" || !strings.Contains(e.Message, "scrape") || !strings.Contains(e.Message, "/metrics") {
+		t.Fatalf("error body %+v, want forbidden naming the scrape role and /metrics", e)
+	}
+	if !strings.Contains(logs.String(), `"reason":"role scrape"`) || !strings.Contains(logs.String(), `"actor":"prometheus"`) {
+		t.Fatalf("refusal not logged with actor and reason: %s", logs.String())
+	}
+
+	w = login(t, h, `{"token":"console-test-viewer-token-0123456789"}`, nil)
+	if w.Code != http.StatusNoContent {
+		t.Fatalf("viewer credential: status %d, want 204: %s", w.Code, w.Body)
 	}
 }
 
