@@ -60,6 +60,10 @@ var notDrilled = []string{
 	// No scenario builds a bucketed prize yet: a drill needs the gateway's home-bucket
 	// routing (issue 27, phase 2) to make a bucket wanted.
 	"SeckillBucketStarved",
+	// Issue 39's two (wrong admin tokens in a burst; the tokens file's reload refused): each
+	// has its promtool unit test (alerts_test.yml); their drills against make run and make
+	// monitor are still to be written and run.
+	"SeckillAdminAuthFailures", "SeckillGatewayAdminTokensReloadFailing",
 }
 
 func alertNames(t *testing.T) []string {
