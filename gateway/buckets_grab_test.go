@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -78,7 +79,7 @@ func newBucketEnv(t *testing.T, stockPerSession, n, limit int) *bucketEnv {
 	// The others are read afresh on every dry answer (a cache of 1 ns), so no answer here
 	// depends on timing.
 	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, func(a *grabAPI) {
-		a.buckets = newBucketRouter(gate, a.schedule.(*scheduleCache), time.Nanosecond, time.Minute, a.log)
+		a.buckets = newBucketRouter(gate, a.schedule.(*schedule.Cache), time.Nanosecond, time.Minute, a.log)
 	})
 	router := api.buckets
 	return &bucketEnv{grabEnv: &grabEnv{srv: srv, api: api, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
@@ -300,7 +301,7 @@ func TestBucketDemandIsFlushed(t *testing.T) {
 // event, byte for byte, and no bucket key written.
 func TestGrabWithoutBucketsUnchanged(t *testing.T) {
 	e := newGrabEnv(t, 1, 5, 1, func(a *grabAPI) {
-		a.buckets = newBucketRouter(a.gate.(*stock.Gate), a.schedule.(*scheduleCache), time.Nanosecond, time.Minute, a.log)
+		a.buckets = newBucketRouter(a.gate.(*stock.Gate), a.schedule.(*schedule.Cache), time.Nanosecond, time.Minute, a.log)
 	})
 	ok := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
 	expect(t, "admitted", ok, 202, "")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -51,8 +53,8 @@ type grabAPI struct {
 	userHeader string // upstream header with the user id, believed from userProxies only; "" = JWT only
 	schedule   openChecker
 	soldOut    *soldOutFlags
-	perUser    *keyedLimiter
-	perIP      *keyedLimiter
+	perUser    *ratelimit.Keyed
+	perIP      *ratelimit.Keyed
 	clients    *clientip.Proxies // whose address a per-IP bucket is (X-Forwarded-For from trusted proxies)
 	events     publisher
 	relay      *relay
@@ -116,7 +118,7 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 		}()
 		if ok, wait := a.perIP.Allow(clientip.Bucket(a.clients.Of(r))); !ok {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
-			tooMany(w, wait)
+			ratelimit.TooMany(w, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -136,12 +138,6 @@ func (s *statusRecorder) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func tooMany(w http.ResponseWriter, wait time.Duration) {
-	secs := int(wait/time.Second) + 1
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry after "+strconv.Itoa(secs)+"s")
-}
 
 // user returns the verified caller, or writes 401. The trusted user header counts only on
 // a request from one of its auth proxies (config refuses the header without one): from any
@@ -213,7 +209,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok, wait := a.perUser.Allow(user); !ok {
 		a.metrics.grabs.WithLabelValues("rate_limited").Inc()
-		tooMany(w, wait)
+		ratelimit.TooMany(w, wait)
 		return
 	}
 	in, err := parseGrab(w, r)
@@ -351,7 +347,7 @@ func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g se
 // (Redis, then MySQL once the keys are gone). Before a session starts nothing of it can have
 // been admitted, so those requests, and keyless ones, are answered from memory.
 func (a *grabAPI) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user string, err error) {
-	if in.Key != "" && !errors.Is(err, errNotStarted) {
+	if in.Key != "" && !errors.Is(err, schedule.ErrNotStarted) {
 		v, found, err := a.existing(r.Context(), seckill.UserRequestID(in.SessionID, in.PrizeID, user, in.Key), user)
 		switch {
 		case err != nil:
@@ -494,7 +490,7 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ok, wait := a.perUser.Allow(user); !ok {
-		tooMany(w, wait)
+		ratelimit.TooMany(w, wait)
 		return
 	}
 	rid := r.PathValue("request_id")

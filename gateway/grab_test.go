@@ -20,6 +20,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -95,7 +97,7 @@ func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catal
 	}
 	t.Cleanup(func() { w.Close() })
 	verifier, _ := auth.NewVerifier([]byte(jwtSecret), "seckill", "seckill-gateway", time.Now)
-	sched := newScheduleCache(cat, time.Second, time.Now)
+	sched := schedule.New(cat, time.Second, time.Now)
 	if err := sched.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +315,7 @@ func TestConcurrentGrabsExactlyStockAndEvents(t *testing.T) {
 
 func TestRateLimitAndOverload(t *testing.T) {
 	e := newGrabEnv(t, 100, 1, 100, func(a *grabAPI) {
-		a.perUser = newKeyedLimiter(1, 2, 100, time.Now)
+		a.perUser = ratelimit.NewKeyed(1, 2, 100, time.Now)
 	})
 	var got []int
 	for i := range 4 {
@@ -359,7 +361,7 @@ func TestKeyedRetryAfterSessionClosed(t *testing.T) {
 	if _, err := store.NewCatalog(e.db, time.Now).CloseSession(ctx, e.open.ID, "test", ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.api.schedule.(*scheduleCache).Reload(ctx); err != nil {
+	if err := e.api.schedule.(*schedule.Cache).Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	again := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")

@@ -30,6 +30,8 @@ import (
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/gateway/sessionstore"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
@@ -220,9 +222,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	buildinfo.Register(reg, "gateway")
 	m := newMetrics(reg)
 
-	schedule := newScheduleCache(catalog, cfg.ScheduleRefresh, time.Now)
-	schedule.onLoaded = func(at time.Time) { m.scheduleLoaded.Set(float64(at.UnixMilli()) / 1000) }
-	if err := schedule.Reload(ctx); err != nil {
+	sched := schedule.New(catalog, cfg.ScheduleRefresh, time.Now)
+	sched.OnLoaded = func(at time.Time) { m.scheduleLoaded.Set(float64(at.UnixMilli()) / 1000) }
+	if err := sched.Reload(ctx); err != nil {
 		return err
 	}
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
@@ -245,27 +247,27 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	api := &grabAPI{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, userHeader: cfg.TrustUserHeader,
-		schedule: schedule, soldOut: soldOut,
-		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
-		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
+		schedule: sched, soldOut: soldOut,
+		perUser: ratelimit.NewKeyed(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
+		perIP:   ratelimit.NewKeyed(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
 		clients: clients, userProxies: clientip.New(cfg.UserHeaderProxies),
 		events: grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
 		replica: replica, replicaWait: cfg.ReplicaWait,
-		buckets: newBucketRouter(gate, schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
+		buckets: newBucketRouter(gate, sched, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
 	}
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
 	public.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		jsonapi.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	public.Handle("GET /readyz", newReadiness(checks, newKeyedLimiter(20, 40, cfg.RateMaxKeys, time.Now), clients, time.Now, log))
+	public.Handle("GET /readyz", newReadiness(checks, ratelimit.NewKeyed(20, 40, cfg.RateMaxKeys, time.Now), clients, time.Now, log))
 	api.register(public)
 
 	// After an admin change, this instance sees it at once; others within ScheduleRefresh.
 	onChange := func() {
 		soldOut.Clear()
-		if err := schedule.Reload(context.WithoutCancel(ctx)); err != nil {
+		if err := sched.Reload(context.WithoutCancel(ctx)); err != nil {
 			log.Warn("schedule reload after admin change failed", "error", err.Error())
 		}
 	}
@@ -298,7 +300,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// sign-out (or an idle timeout) ends it on all of them.
 	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Idle: cfg.ConsoleIdle,
 		Sessions: sessionstore.New(rdb), Now: time.Now,
-		Logins: ipBuckets{newKeyedLimiter(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
+		Logins: ipBuckets{ratelimit.NewKeyed(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
 		Remote: clients.Of, Log: log})
 	con.Register(adminMux)
 	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name, event.WithSecurity(cfg.Kafka))
@@ -372,7 +374,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	g.Go(func() error { return api.buckets.Run(gctx) })
 	g.Go(func() error {
-		return schedule.Run(gctx, func(err error) {
+		return sched.Run(gctx, func(err error) {
 			m.scheduleErrors.Inc()
 			log.Warn("schedule reload failed; serving the last good copy", "error", err.Error())
 		})
@@ -390,7 +392,7 @@ func adminListener(mux *http.ServeMux, hosts *adminHosts) http.Handler {
 }
 
 // ipBuckets limits per client the way the per-IP grab limit does (an IPv6 /64 is one client).
-type ipBuckets struct{ l *keyedLimiter }
+type ipBuckets struct{ l *ratelimit.Keyed }
 
 func (b ipBuckets) Allow(addr string) (bool, time.Duration) { return b.l.Allow(clientip.Bucket(addr)) }
 
