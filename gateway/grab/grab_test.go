@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -37,7 +37,7 @@ const jwtSecret = "jwt-secret-for-tests-0123456789abcdef"
 // and one session that opens in an hour.
 type grabEnv struct {
 	srv     *httptest.Server
-	api     *grabAPI
+	api     *API
 	rdb     redis.UniversalClient
 	gate    *stock.Gate
 	brokers []string
@@ -50,7 +50,7 @@ type grabEnv struct {
 	db      *gorm.DB
 }
 
-type tweak func(*grabAPI)
+type tweak func(*API)
 
 func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabEnv {
 	t.Helper()
@@ -89,7 +89,7 @@ func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabE
 
 // serveGrabs serves a grab API on gate, writing grab events to topics, for a test.
 func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catalog, gate *stock.Gate, brokers []string,
-	topics event.Topics, tweaks ...tweak) (*grabAPI, *httptest.Server) {
+	topics event.Topics, tweaks ...tweak) (*API, *httptest.Server) {
 	t.Helper()
 	w, err := event.NewGrabWriter(brokers, topics.Grab.Name)
 	if err != nil {
@@ -103,7 +103,7 @@ func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catal
 	}
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.DiscardHandler)
-	api := &grabAPI{
+	api := &API{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, schedule: sched,
 		soldOut: newSoldOutFlags(time.Minute), perUser: nil, perIP: nil, events: w,
 		relay: newRelay(w, 100, nil, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
@@ -113,7 +113,7 @@ func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catal
 		tw(api)
 	}
 	mux := http.NewServeMux()
-	api.register(mux)
+	api.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return api, srv
@@ -314,7 +314,7 @@ func TestConcurrentGrabsExactlyStockAndEvents(t *testing.T) {
 }
 
 func TestRateLimitAndOverload(t *testing.T) {
-	e := newGrabEnv(t, 100, 1, 100, func(a *grabAPI) {
+	e := newGrabEnv(t, 100, 1, 100, func(a *API) {
 		a.perUser = ratelimit.NewKeyed(1, 2, 100, time.Now)
 	})
 	var got []int
@@ -332,7 +332,7 @@ func TestRateLimitAndOverload(t *testing.T) {
 	expect(t, "other user", e.grab(t, e.open, e.prizeA, "bob", "bob-key-0001"), 202, "")
 
 	// The in-flight cap answers 503 at once instead of queueing.
-	full := &grabAPI{inflight: make(chan struct{}, 1), metrics: e.api.metrics}
+	full := &API{inflight: make(chan struct{}, 1), metrics: e.api.metrics}
 	block, release := make(chan struct{}), make(chan struct{})
 	h := full.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(block)
@@ -409,7 +409,7 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(slowGate.Close)
-	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
 		a.gate = slowGate
 		a.admitTimeout = 150 * time.Millisecond
 	})
@@ -445,7 +445,7 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 // a second copy (or a proxy that merges copies into one comma-separated line) is refused
 // rather than served as whichever value comes first.
 func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
-	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
 		a.userHeader = "X-User-Id"
 		a.userProxies = clientip.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the auth proxy
 	})

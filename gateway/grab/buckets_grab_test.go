@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func newBucketEnv(t *testing.T, stockPerSession, n, limit int) *bucketEnv {
 	}
 	// The others are read afresh on every dry answer (a cache of 1 ns), so no answer here
 	// depends on timing.
-	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, func(a *grabAPI) {
+	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, func(a *API) {
 		a.buckets = newBucketRouter(gate, a.schedule.(*schedule.Cache), time.Nanosecond, time.Minute, a.log)
 	})
 	router := api.buckets
@@ -300,7 +300,7 @@ func TestBucketDemandIsFlushed(t *testing.T) {
 // A prize without buckets served by a gateway with the router: the same keys, the same
 // event, byte for byte, and no bucket key written.
 func TestGrabWithoutBucketsUnchanged(t *testing.T) {
-	e := newGrabEnv(t, 1, 5, 1, func(a *grabAPI) {
+	e := newGrabEnv(t, 1, 5, 1, func(a *API) {
 		a.buckets = newBucketRouter(a.gate.(*stock.Gate), a.schedule.(*schedule.Cache), time.Nanosecond, time.Minute, a.log)
 	})
 	ok := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")

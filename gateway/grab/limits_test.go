@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"net/http"
@@ -14,7 +14,7 @@ import (
 // An IPv6 client gets a /64 from its provider, so keyed by the full address it would have
 // 2^64 buckets: the per-IP limit keys IPv6 by its /64, IPv4 by the address.
 func TestPerIPLimitKeysIPv6ByItsSlash64(t *testing.T) {
-	a := &grabAPI{inflight: make(chan struct{}, 10), metrics: newMetrics(prometheus.NewRegistry()),
+	a := &API{inflight: make(chan struct{}, 10), metrics: newMetrics(prometheus.NewRegistry()),
 		perIP: ratelimit.NewKeyed(0.001, 1, 100, time.Now)}
 	h := a.guard("status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	from := func(peer string) int {
