@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,9 +28,12 @@ import (
 	"github.com/seckill-pipeline/seckill/gateway/admin"
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/console"
+	"github.com/seckill-pipeline/seckill/gateway/grab"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/lockout"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/gateway/sessionstore"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
@@ -174,7 +178,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// latency.
 	newGrabWriter := func() (*kafka.Writer, error) {
 		return event.NewGrabWriter(cfg.KafkaBrokers, cfg.Topics.Grab.Name, event.WithSecurity(cfg.Kafka),
-			event.WithBatchSize(grabBatch), event.WithBatchTimeout(cfg.KafkaBatchTimeout))
+			event.WithBatchSize(grab.Batch), event.WithBatchTimeout(cfg.KafkaBatchTimeout))
 	}
 	grabs, err := newGrabWriter()
 	if err != nil {
@@ -184,7 +188,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// admitted grab's event is flushed before the process exits.
 	defer grabs.Close()
 	// SECKILL_KAFKA_WRITERS > 1: more writers for the grab events, used in turn (writers.go).
-	grabWriters := []publisher{grabs}
+	grabWriters := []grab.Publisher{grabs}
 	for range cfg.KafkaWriters - 1 {
 		w, err := newGrabWriter()
 		if err != nil {
@@ -193,7 +197,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		defer w.Close()
 		grabWriters = append(grabWriters, w)
 	}
-	grabEvents := newWriterPool(grabWriters...)
+	grabEvents := grab.NewWriterPool(grabWriters...)
 	kafkaAdmin, err := event.NewAdmin(cfg.KafkaBrokers, event.AdminSecurity(cfg.Kafka))
 	if err != nil {
 		return err
@@ -220,9 +224,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	buildinfo.Register(reg, "gateway")
 	m := newMetrics(reg)
 
-	schedule := newScheduleCache(catalog, cfg.ScheduleRefresh, time.Now)
-	schedule.onLoaded = func(at time.Time) { m.scheduleLoaded.Set(float64(at.UnixMilli()) / 1000) }
-	if err := schedule.Reload(ctx); err != nil {
+	sched := schedule.New(catalog, cfg.ScheduleRefresh, time.Now)
+	sched.OnLoaded = func(at time.Time) { m.scheduleLoaded.Set(float64(at.UnixMilli()) / 1000) }
+	if err := sched.Reload(ctx); err != nil {
 		return err
 	}
 	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
@@ -231,9 +235,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		"kafka": kafkaAdmin.Ping,
 	}
-	soldOut := newSoldOutFlags(cfg.SoldOutRecheck)
-	held := newUnpublished()
-	rly := newRelay(grabEvents, cfg.RelayQueue, held, m, log)
 	id, err := gatewayID()
 	if err != nil {
 		return err
@@ -243,29 +244,29 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	api := &grabAPI{
-		gate: gate, orders: store.NewOrders(db), verifier: verifier, userHeader: cfg.TrustUserHeader,
-		schedule: schedule, soldOut: soldOut,
-		perUser: newKeyedLimiter(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
-		perIP:   newKeyedLimiter(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
-		clients: clients, userProxies: clientip.New(cfg.UserHeaderProxies),
-		events: grabEvents, relay: rly, held: held, inflight: make(chan struct{}, cfg.MaxInflight),
-		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
-		replica: replica, replicaWait: cfg.ReplicaWait,
-		buckets: newBucketRouter(gate, schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, log),
-	}
+	grabAPI := grab.New(grab.Config{
+		Gate: gate, Orders: store.NewOrders(db), Verifier: verifier, UserHeader: cfg.TrustUserHeader,
+		UserProxies: clientip.New(cfg.UserHeaderProxies), Clients: clients,
+		Schedule: sched, SoldOutRecheck: cfg.SoldOutRecheck,
+		PerUser: ratelimit.NewKeyed(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
+		PerIP:   ratelimit.NewKeyed(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
+		Events:  grabEvents, RelayQueue: cfg.RelayQueue, MaxInflight: cfg.MaxInflight, ProduceTimeout: cfg.ProduceTimeout,
+		Replica: replica, ReplicaWait: cfg.ReplicaWait,
+		BucketOthersCache: cfg.BucketOthersCache, BucketWantedTTL: cfg.BucketWantedTTL,
+		Registry: reg, Log: log, Now: time.Now,
+	})
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
 	public.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		jsonapi.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	public.Handle("GET /readyz", newReadiness(checks, newKeyedLimiter(20, 40, cfg.RateMaxKeys, time.Now), clients, time.Now, log))
-	api.register(public)
+	public.Handle("GET /readyz", newReadiness(checks, ratelimit.NewKeyed(20, 40, cfg.RateMaxKeys, time.Now), clients, time.Now, log))
+	grabAPI.Register(public)
 
 	// After an admin change, this instance sees it at once; others within ScheduleRefresh.
 	onChange := func() {
-		soldOut.Clear()
-		if err := schedule.Reload(context.WithoutCancel(ctx)); err != nil {
+		grabAPI.ClearSoldOut()
+		if err := sched.Reload(context.WithoutCancel(ctx)); err != nil {
 			log.Warn("schedule reload after admin change failed", "error", err.Error())
 		}
 	}
@@ -298,7 +299,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// sign-out (or an idle timeout) ends it on all of them.
 	con := console.New(console.Config{Credentials: creds, Secret: secret, TTL: cfg.ConsoleSession, Idle: cfg.ConsoleIdle,
 		Sessions: sessionstore.New(rdb), Now: time.Now,
-		Logins: ipBuckets{newKeyedLimiter(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
+		Logins: ipBuckets{ratelimit.NewKeyed(float64(cfg.ConsoleLoginRate)/60, cfg.ConsoleLoginRate, 10_000, time.Now)},
 		Remote: clients.Of, Log: log})
 	con.Register(adminMux)
 	compensation, err := event.NewWriter(cfg.KafkaBrokers, cfg.Topics.Compensation.Name, event.WithSecurity(cfg.Kafka))
@@ -348,14 +349,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// reserved in Redis, and the reconciler re-publishes stale reservations.
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	relayDone := make(chan struct{})
-	go func() { defer close(relayDone); _ = rly.Run(relayCtx, cfg.ShutdownTimeout) }()
+	go func() { defer close(relayDone); _ = grabAPI.RunRelay(relayCtx, cfg.ShutdownTimeout) }()
 	// The heartbeat with this gateway's unpublished grabs (for the reconciler's rebuild
 	// guard) stops after the relay drained, and the gateway then leaves the table.
 	reportCtx, stopReport := context.WithCancel(context.WithoutCancel(ctx))
 	reportDone := make(chan struct{})
 	go func() {
 		defer close(reportDone)
-		reportUnpublished(reportCtx, store.NewUnpublished(db), id, held, config.GatewayHeartbeat, log)
+		grabAPI.ReportUnpublished(reportCtx, store.NewUnpublished(db), id, config.GatewayHeartbeat)
 	}()
 	defer func() { stopRelay(); <-relayDone; stopReport(); <-reportDone }()
 
@@ -370,9 +371,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if jwtFiles != nil {
 		g.Go(func() error { jwtFiles.Run(gctx); return nil })
 	}
-	g.Go(func() error { return api.buckets.Run(gctx) })
+	g.Go(func() error { return grabAPI.Run(gctx) })
 	g.Go(func() error {
-		return schedule.Run(gctx, func(err error) {
+		return sched.Run(gctx, func(err error) {
 			m.scheduleErrors.Inc()
 			log.Warn("schedule reload failed; serving the last good copy", "error", err.Error())
 		})
@@ -390,7 +391,7 @@ func adminListener(mux *http.ServeMux, hosts *adminHosts) http.Handler {
 }
 
 // ipBuckets limits per client the way the per-IP grab limit does (an IPv6 /64 is one client).
-type ipBuckets struct{ l *keyedLimiter }
+type ipBuckets struct{ l *ratelimit.Keyed }
 
 func (b ipBuckets) Allow(addr string) (bool, time.Duration) { return b.l.Allow(clientip.Bucket(addr)) }
 
@@ -416,6 +417,20 @@ func consoleSecret(cfg config.Gateway, log *slog.Logger) ([]byte, error) {
 	return b, nil
 }
 
+// gatewayID names this process among the gateways: host, pid and a random part (a restarted
+// gateway is a new one; the old one's heartbeat stops).
+func gatewayID() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "gateway"
+	}
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("gateway id: %w", err)
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), nil
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
@@ -430,7 +445,7 @@ func errString(err error) string {
 // cluster counts its configured replicas, failed ones included, so a replica down at start
 // does not turn the wait off; a single server knows only its connected replicas, so one added
 // later needs a gateway restart.
-func replicaWaitFor(ctx context.Context, rdb redis.UniversalClient, gate *stock.Gate, wait time.Duration, log *slog.Logger) (replicaWaiter, error) {
+func replicaWaitFor(ctx context.Context, rdb redis.UniversalClient, gate *stock.Gate, wait time.Duration, log *slog.Logger) (grab.ReplicaWaiter, error) {
 	if wait == 0 {
 		return nil, nil
 	}
@@ -446,7 +461,7 @@ func replicaWaitFor(ctx context.Context, rdb redis.UniversalClient, gate *stock.
 	return gate, nil
 }
 
-func replicaWaitLabel(r replicaWaiter, wait time.Duration) string {
+func replicaWaitLabel(r grab.ReplicaWaiter, wait time.Duration) string {
 	if r == nil {
 		return "off"
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
 	"github.com/seckill-pipeline/seckill/pkg/ops"
 )
 
@@ -22,7 +23,7 @@ type readiness struct {
 	checks  map[string]ops.Check
 	ttl     time.Duration
 	timeout time.Duration // for one round of checks
-	limit   *keyedLimiter
+	limit   *ratelimit.Keyed
 	clients *clientip.Proxies // whose address the limit is keyed by
 	now     func() time.Time
 	log     *slog.Logger
@@ -33,13 +34,13 @@ type readiness struct {
 	failing   []string // names of the failing checks, sorted; empty when ready
 }
 
-func newReadiness(checks map[string]ops.Check, limit *keyedLimiter, clients *clientip.Proxies, now func() time.Time, log *slog.Logger) *readiness {
+func newReadiness(checks map[string]ops.Check, limit *ratelimit.Keyed, clients *clientip.Proxies, now func() time.Time, log *slog.Logger) *readiness {
 	return &readiness{checks: checks, ttl: time.Second, timeout: 2 * time.Second, limit: limit, clients: clients, now: now, log: log}
 }
 
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := rd.limit.Allow(clientip.Bucket(rd.clients.Of(r))); !ok {
-		tooMany(w, wait)
+		ratelimit.TooMany(w, wait)
 		return
 	}
 	if !rd.ready(r.Context()) {

@@ -6,6 +6,8 @@ import (
 )
 
 // gateway token mints no token the gateways would refuse for its lifetime.
+const jwtSecret = "jwt-secret-for-tests-0123456789abcdef"
+
 func TestTokenLifetimeCapped(t *testing.T) {
 	env := map[string]string{"SECKILL_ADMIN_TOKEN": "0123456789abcdef", "SECKILL_JWT_SECRET": jwtSecret}
 	getenv := func(k string) string { return env[k] }

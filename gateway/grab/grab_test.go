@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -35,7 +37,7 @@ const jwtSecret = "jwt-secret-for-tests-0123456789abcdef"
 // and one session that opens in an hour.
 type grabEnv struct {
 	srv     *httptest.Server
-	api     *grabAPI
+	api     *API
 	rdb     redis.UniversalClient
 	gate    *stock.Gate
 	brokers []string
@@ -48,7 +50,7 @@ type grabEnv struct {
 	db      *gorm.DB
 }
 
-type tweak func(*grabAPI)
+type tweak func(*API)
 
 func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabEnv {
 	t.Helper()
@@ -87,7 +89,7 @@ func newGrabEnv(t testing.TB, stockA, stockB, limit int, tweaks ...tweak) *grabE
 
 // serveGrabs serves a grab API on gate, writing grab events to topics, for a test.
 func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catalog, gate *stock.Gate, brokers []string,
-	topics event.Topics, tweaks ...tweak) (*grabAPI, *httptest.Server) {
+	topics event.Topics, tweaks ...tweak) (*API, *httptest.Server) {
 	t.Helper()
 	w, err := event.NewGrabWriter(brokers, topics.Grab.Name)
 	if err != nil {
@@ -95,13 +97,13 @@ func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catal
 	}
 	t.Cleanup(func() { w.Close() })
 	verifier, _ := auth.NewVerifier([]byte(jwtSecret), "seckill", "seckill-gateway", time.Now)
-	sched := newScheduleCache(cat, time.Second, time.Now)
+	sched := schedule.New(cat, time.Second, time.Now)
 	if err := sched.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m := newMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.DiscardHandler)
-	api := &grabAPI{
+	api := &API{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, schedule: sched,
 		soldOut: newSoldOutFlags(time.Minute), perUser: nil, perIP: nil, events: w,
 		relay: newRelay(w, 100, nil, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
@@ -111,7 +113,7 @@ func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catal
 		tw(api)
 	}
 	mux := http.NewServeMux()
-	api.register(mux)
+	api.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return api, srv
@@ -312,8 +314,8 @@ func TestConcurrentGrabsExactlyStockAndEvents(t *testing.T) {
 }
 
 func TestRateLimitAndOverload(t *testing.T) {
-	e := newGrabEnv(t, 100, 1, 100, func(a *grabAPI) {
-		a.perUser = newKeyedLimiter(1, 2, 100, time.Now)
+	e := newGrabEnv(t, 100, 1, 100, func(a *API) {
+		a.perUser = ratelimit.NewKeyed(1, 2, 100, time.Now)
 	})
 	var got []int
 	for i := range 4 {
@@ -330,7 +332,7 @@ func TestRateLimitAndOverload(t *testing.T) {
 	expect(t, "other user", e.grab(t, e.open, e.prizeA, "bob", "bob-key-0001"), 202, "")
 
 	// The in-flight cap answers 503 at once instead of queueing.
-	full := &grabAPI{inflight: make(chan struct{}, 1), metrics: e.api.metrics}
+	full := &API{inflight: make(chan struct{}, 1), metrics: e.api.metrics}
 	block, release := make(chan struct{}), make(chan struct{})
 	h := full.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(block)
@@ -359,7 +361,7 @@ func TestKeyedRetryAfterSessionClosed(t *testing.T) {
 	if _, err := store.NewCatalog(e.db, time.Now).CloseSession(ctx, e.open.ID, "test", ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.api.schedule.(*scheduleCache).Reload(ctx); err != nil {
+	if err := e.api.schedule.(*schedule.Cache).Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	again := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
@@ -407,7 +409,7 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(slowGate.Close)
-	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
 		a.gate = slowGate
 		a.admitTimeout = 150 * time.Millisecond
 	})
@@ -443,7 +445,7 @@ func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
 // a second copy (or a proxy that merges copies into one comma-separated line) is refused
 // rather than served as whichever value comes first.
 func TestTrustedUserHeaderNamesOneUser(t *testing.T) {
-	e := newGrabEnv(t, 5, 5, 1, func(a *grabAPI) {
+	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
 		a.userHeader = "X-User-Id"
 		a.userProxies = clientip.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}) // the test is the auth proxy
 	})

@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // flash crowd where every user is new (so the verifier's cache never hits). Allocation
 // counts are the figure to read; timings on a shared machine are not:
 //
-//	go test -run '^$' -bench Grab -benchmem ./gateway/ ./pkg/stock/
+//	go test -run '^$' -bench Grab -benchmem ./gateway/grab/ ./pkg/stock/
 //
 // (The admission script's argument building is counted in pkg/stock, where it lives.)
 func BenchmarkGrab(b *testing.B) {

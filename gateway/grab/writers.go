@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 // need no order among themselves: each is deduplicated by request id and persisted on its
 // own, and every write still returns only once acknowledged (acks=all).
 type writerPool struct {
-	writers []publisher
+	writers []Publisher
 	next    atomic.Uint64
 }
 
-func newWriterPool(writers ...publisher) *writerPool { return &writerPool{writers: writers} }
+// NewWriterPool uses writers in turn, one write each.
+func NewWriterPool(writers ...Publisher) *writerPool { return &writerPool{writers: writers} }
 
 func (p *writerPool) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
 	w := p.writers[(p.next.Add(1)-1)%uint64(len(p.writers))]

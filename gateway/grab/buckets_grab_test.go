@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
@@ -77,8 +78,8 @@ func newBucketEnv(t *testing.T, stockPerSession, n, limit int) *bucketEnv {
 	}
 	// The others are read afresh on every dry answer (a cache of 1 ns), so no answer here
 	// depends on timing.
-	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, func(a *grabAPI) {
-		a.buckets = newBucketRouter(gate, a.schedule.(*scheduleCache), time.Nanosecond, time.Minute, a.log)
+	api, srv := serveGrabs(t, ctx, db, cat, gate, brokers, topics, func(a *API) {
+		a.buckets = newBucketRouter(gate, a.schedule.(*schedule.Cache), time.Nanosecond, time.Minute, a.log)
 	})
 	router := api.buckets
 	return &bucketEnv{grabEnv: &grabEnv{srv: srv, api: api, rdb: rdb, gate: gate, brokers: brokers, topics: topics,
@@ -299,8 +300,8 @@ func TestBucketDemandIsFlushed(t *testing.T) {
 // A prize without buckets served by a gateway with the router: the same keys, the same
 // event, byte for byte, and no bucket key written.
 func TestGrabWithoutBucketsUnchanged(t *testing.T) {
-	e := newGrabEnv(t, 1, 5, 1, func(a *grabAPI) {
-		a.buckets = newBucketRouter(a.gate.(*stock.Gate), a.schedule.(*scheduleCache), time.Nanosecond, time.Minute, a.log)
+	e := newGrabEnv(t, 1, 5, 1, func(a *API) {
+		a.buckets = newBucketRouter(a.gate.(*stock.Gate), a.schedule.(*schedule.Cache), time.Nanosecond, time.Minute, a.log)
 	})
 	ok := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
 	expect(t, "admitted", ok, 202, "")

@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"net/http"
@@ -12,7 +12,7 @@ import (
 )
 
 func TestResponsesCountedByRouteAndCode(t *testing.T) {
-	api := &grabAPI{inflight: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry())}
+	api := &API{inflight: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry())}
 	h := api.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("fail") != "" {
 			jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_loaded", "retry")

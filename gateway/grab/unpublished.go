@@ -1,12 +1,8 @@
-package main
+package grab
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -128,31 +124,17 @@ func (u *unpublished) counts() []store.PrizeCount {
 	return out
 }
 
-// unpublishedReporter is what the reporter needs from the store.
-type unpublishedReporter interface {
+// UnpublishedReporter is what the heartbeat needs from the store (store.Unpublished).
+type UnpublishedReporter interface {
 	Report(ctx context.Context, gateway string, sample func() []store.PrizeCount) error
 	Leave(ctx context.Context, gateway string) error
-}
-
-// gatewayID names this process among the gateways: host, pid and a random part (a restarted
-// gateway is a new one; the old one's heartbeat stops).
-func gatewayID() (string, error) {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "gateway"
-	}
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("gateway id: %w", err)
-	}
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), nil
 }
 
 // reportUnpublished beats this gateway's heartbeat with its unpublished counts every
 // interval until ctx ends, then removes the gateway (called once the relay has drained). A
 // failed report is logged and retried next tick: the reconciler then sees a stale heartbeat
 // at worst, and treats the gateway as gone.
-func reportUnpublished(ctx context.Context, st unpublishedReporter, id string, u *unpublished, every time.Duration, log *slog.Logger) {
+func reportUnpublished(ctx context.Context, st UnpublishedReporter, id string, u *unpublished, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false

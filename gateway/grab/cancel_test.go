@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func TestCancelledGrabPollsCancelledAndItsUnitSellsAgain(t *testing.T) {
 	// The recheck window is an hour and the test moves it by hand: a wall-clock window of
 	// 100 ms expired during the persist and the polls on a loaded machine.
 	flags := newSoldOutFlags(time.Hour)
-	e := newGrabEnv(t, 1, 5, 1, func(a *grabAPI) { a.soldOut = flags })
+	e := newGrabEnv(t, 1, 5, 1, func(a *API) { a.soldOut = flags })
 	ctx := stacktest.Context(t, 30*time.Second)
 	a := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
 	expect(t, "admitted", a, 202, "")

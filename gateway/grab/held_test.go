@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func TestGrabIsHeldFromBeforeReserve(t *testing.T) {
 			m := newMetrics(prometheus.NewRegistry())
 			log := slog.New(slog.DiscardHandler)
 			// The user header counts only from a trusted proxy: httptest's requests come from 192.0.2.1.
-			a := &grabAPI{gate: gate, userHeader: "X-User", userProxies: clientip.New([]netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}),
+			a := &API{gate: gate, userHeader: "X-User", userProxies: clientip.New([]netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}),
 				schedule: alwaysOpen{}, soldOut: newSoldOutFlags(time.Minute),
 				events: w, relay: newRelay(w, 10, held, m, log), held: held, produceTTL: time.Second,
 				admitTimeout: time.Second, metrics: m, log: log, now: time.Now}

@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // request parser. It must never panic, and whatever it accepts must be well-formed: positive
 // ids, a key that round-trips through the request id (raw, as ids made before keys were
 // derived per user) and whose derived request id parses, a body that was an empty JSON object.
-// `go test` runs the seed corpus; `go test -fuzz FuzzParseGrab ./gateway` explores.
+// `go test` runs the seed corpus; `go test -fuzz FuzzParseGrab ./gateway/grab` explores.
 func FuzzParseGrab(f *testing.F) {
 	seeds := []struct{ session, prize, key, body string }{
 		{"1", "2", "", ""},

@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-type publisher interface {
+// Publisher writes grab events to Kafka and returns once they are acknowledged (kafka.Writer,
+// the writer pool).
+type Publisher interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
@@ -17,14 +19,14 @@ type publisher interface {
 // deliver (queue full, process killed) the reconciler finds as a stale reservation and
 // re-publishes. Publishing twice is safe: the consumer dedupes by request id.
 type relay struct {
-	w       publisher
+	w       Publisher
 	queue   chan kafka.Message
 	held    *unpublished // released once an event is published or given up
 	metrics *metrics
 	log     *slog.Logger
 }
 
-func newRelay(w publisher, size int, held *unpublished, m *metrics, log *slog.Logger) *relay {
+func newRelay(w Publisher, size int, held *unpublished, m *metrics, log *slog.Logger) *relay {
 	return &relay{w: w, queue: make(chan kafka.Message, size), held: held, metrics: m, log: log}
 }
 

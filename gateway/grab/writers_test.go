@@ -1,4 +1,4 @@
-package main
+package grab
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func (c *countingPublisher) WriteMessages(context.Context, ...kafka.Message) err
 // Every writer of the pool takes its turn, and a write's error is the caller's.
 func TestWriterPoolTakesTurns(t *testing.T) {
 	a, b, c := &countingPublisher{}, &countingPublisher{}, &countingPublisher{err: errors.New("not acknowledged")}
-	p := newWriterPool(a, b, c)
+	p := NewWriterPool(a, b, c)
 	var failed int
 	for range 9 {
 		if err := p.WriteMessages(context.Background(), kafka.Message{}); err != nil {
@@ -32,7 +32,7 @@ func TestWriterPoolTakesTurns(t *testing.T) {
 		t.Fatalf("writes %d/%d/%d, failed %d; want 3 each and 3 failed", a.writes, b.writes, c.writes, failed)
 	}
 	one := &countingPublisher{}
-	if err := newWriterPool(one).WriteMessages(context.Background()); err != nil || one.writes != 1 {
+	if err := NewWriterPool(one).WriteMessages(context.Background()); err != nil || one.writes != 1 {
 		t.Fatalf("a pool of one: %v, %d writes", err, one.writes)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package schedule
 
 import (
 	"context"
@@ -22,9 +22,9 @@ func (f fakeSchedule) Stocks(context.Context, ...int64) ([]seckill.Stock, error)
 func TestScheduleReportsOnlySuccessfulReloads(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	src := &fakeSchedule{}
-	c := newScheduleCache(src, time.Second, func() time.Time { return now })
+	c := New(src, time.Second, func() time.Time { return now })
 	var loaded []time.Time
-	c.onLoaded = func(at time.Time) { loaded = append(loaded, at) }
+	c.OnLoaded = func(at time.Time) { loaded = append(loaded, at) }
 	if err := c.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}

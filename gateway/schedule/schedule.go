@@ -1,4 +1,6 @@
-package main
+// Package schedule is the gateway's copy of the sessions around now and their prizes, so a
+// grab outside its session's window is answered from memory, without Redis or MySQL.
+package schedule
 
 import (
 	"context"
@@ -9,20 +11,23 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
-type scheduleSource interface {
+// Source is where the cache reads the schedule from (store.Catalog).
+type Source interface {
 	SessionsOverlapping(ctx context.Context, from, to time.Time) ([]seckill.Session, error)
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 }
 
-// scheduleCache holds the sessions around now and their prizes, so "not open" is answered
+// Cache holds the sessions around now and their prizes, so "not open" is answered
 // from memory without touching Redis or MySQL. It is reloaded every refresh; if MySQL is
 // down, the last good copy keeps serving (admission does not depend on MySQL).
-type scheduleCache struct {
-	src     scheduleSource
+type Cache struct {
+	src     Source
 	now     func() time.Time
 	refresh time.Duration
 
-	onLoaded func(at time.Time) // told of each successful reload (a metric); may be nil
+	// OnLoaded is told of each successful reload (a metric); may be nil. Set it before the
+	// first Reload.
+	OnLoaded func(at time.Time)
 
 	mu       sync.RWMutex
 	sessions map[int64]cachedSession
@@ -40,12 +45,13 @@ const (
 	scheduleAhead  = 24 * time.Hour
 )
 
-func newScheduleCache(src scheduleSource, refresh time.Duration, now func() time.Time) *scheduleCache {
-	return &scheduleCache{src: src, now: now, refresh: refresh, sessions: map[int64]cachedSession{}}
+// New returns an empty cache of src's sessions, reloaded every refresh by Run.
+func New(src Source, refresh time.Duration, now func() time.Time) *Cache {
+	return &Cache{src: src, now: now, refresh: refresh, sessions: map[int64]cachedSession{}}
 }
 
 // Reload replaces the cache from MySQL.
-func (c *scheduleCache) Reload(ctx context.Context) error {
+func (c *Cache) Reload(ctx context.Context) error {
 	now := c.now()
 	sessions, err := c.src.SessionsOverlapping(ctx, now.Add(-scheduleBehind), now.Add(scheduleAhead))
 	if err != nil {
@@ -69,15 +75,15 @@ func (c *scheduleCache) Reload(ctx context.Context) error {
 	c.mu.Lock()
 	c.sessions, c.loadedAt = next, now
 	c.mu.Unlock()
-	if c.onLoaded != nil {
-		c.onLoaded(now)
+	if c.OnLoaded != nil {
+		c.OnLoaded(now)
 	}
 	return nil
 }
 
 // Run reloads every refresh until ctx ends; failures are reported to onErr and the stale
 // copy stays in use.
-func (c *scheduleCache) Run(ctx context.Context, onErr func(error)) error {
+func (c *Cache) Run(ctx context.Context, onErr func(error)) error {
 	t := time.NewTicker(c.refresh)
 	defer t.Stop()
 	for {
@@ -92,20 +98,20 @@ func (c *scheduleCache) Run(ctx context.Context, onErr func(error)) error {
 	}
 }
 
-// errNotStarted is the ErrNotOpen of a known session that has not started yet: nothing of
+// ErrNotStarted is the ErrNotOpen of a known session that has not started yet: nothing of
 // it can have been admitted, so even a keyed grab needs no lookup.
-var errNotStarted = fmt.Errorf("%w: not started yet", seckill.ErrNotOpen)
+var ErrNotStarted = fmt.Errorf("%w: not started yet", seckill.ErrNotOpen)
 
 // Check says whether a grab on session×prize may go to Redis at t: nil when open,
-// seckill.ErrNotOpen when the session is not open (or unknown near now; errNotStarted when
+// seckill.ErrNotOpen when the session is not open (or unknown near now; ErrNotStarted when
 // it is known and starts later), seckill.ErrNotFound when the session has no such prize.
-func (c *scheduleCache) Check(sessionID, prizeID int64, t time.Time) error {
+func (c *Cache) Check(sessionID, prizeID int64, t time.Time) error {
 	c.mu.RLock()
 	s, ok := c.sessions[sessionID]
 	c.mu.RUnlock()
 	switch {
 	case ok && t.Before(s.session.Start):
-		return errNotStarted
+		return ErrNotStarted
 	case !ok || !s.session.OpenAt(t):
 		return seckill.ErrNotOpen
 	case s.prizes[prizeID] == 0:
@@ -116,7 +122,7 @@ func (c *scheduleCache) Check(sessionID, prizeID int64, t time.Time) error {
 
 // Buckets returns a session×prize's number of stock buckets; 1 for a prize without, or
 // one the cache does not know. It never changes once the session's stock rows exist.
-func (c *scheduleCache) Buckets(sessionID, prizeID int64) int {
+func (c *Cache) Buckets(sessionID, prizeID int64) int {
 	c.mu.RLock()
 	n := c.sessions[sessionID].prizes[prizeID]
 	c.mu.RUnlock()

@@ -1,54 +1,18 @@
-package main
+package ratelimit
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
-
-// An IPv6 client gets a /64 from its provider, so keyed by the full address it would have
-// 2^64 buckets: the per-IP limit keys IPv6 by its /64, IPv4 by the address.
-func TestPerIPLimitKeysIPv6ByItsSlash64(t *testing.T) {
-	a := &grabAPI{inflight: make(chan struct{}, 10), metrics: newMetrics(prometheus.NewRegistry()),
-		perIP: newKeyedLimiter(0.001, 1, 100, time.Now)}
-	h := a.guard("status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
-	from := func(peer string) int {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = peer
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
-	}
-	for _, tc := range []struct {
-		peer string
-		want int
-	}{
-		{"[2001:db8:1:2::1]:4000", 200},
-		{"[2001:db8:1:2::2]:4000", 429},                  // same /64, another address
-		{"[2001:db8:1:2:ffff:ffff:ffff:ffff]:4000", 429}, // the /64's last address
-		{"[2001:db8:1:3::1]:4000", 200},                  // the next /64
-		{"192.0.2.1:4000", 200},
-		{"192.0.2.2:4000", 200}, // IPv4: one bucket per address
-		{"[::ffff:192.0.2.3]:4000", 200},
-		{"[::ffff:192.0.2.3]:4001", 429}, // IPv4-mapped: the IPv4 address's bucket
-	} {
-		if got := from(tc.peer); got != tc.want {
-			t.Errorf("request from %s: %d, want %d", tc.peer, got, tc.want)
-		}
-	}
-}
 
 // A full key table evicts the least recently used key, not every key: a client that
 // cycles through fresh addresses (or users) cannot reset the bucket of a client it wants
 // to unblock, and the table never holds more than maxKeys.
 func TestLimiterEvictsLeastRecentlyUsedKeys(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	l := newKeyedLimiter(0.001, 1, 3, func() time.Time { return now })
+	l := NewKeyed(0.001, 1, 3, func() time.Time { return now })
 	allowed := func(key string) bool { ok, _ := l.Allow(key); return ok }
 	for _, k := range []string{"a", "b", "c"} {
 		if !allowed(k) {
@@ -85,7 +49,7 @@ func TestLimiterEvictsLeastRecentlyUsedKeys(t *testing.T) {
 }
 
 // The per-IP limiter sits on the grab path: one call per request under a lock shared by
-// every request. go test -run '^$' -bench KeyedLimiter -benchtime 200ms ./gateway/
+// every request. go test -run '^$' -bench KeyedLimiter -benchtime 200ms ./gateway/ratelimit/
 func BenchmarkKeyedLimiter(b *testing.B) {
 	for _, tc := range []struct {
 		name      string
@@ -99,7 +63,7 @@ func BenchmarkKeyedLimiter(b *testing.B) {
 			keys[i] = fmt.Sprintf("2001:db8:%x:%x::/64", i>>16, i&0xffff)
 		}
 		b.Run(tc.name, func(b *testing.B) {
-			l := newKeyedLimiter(1e9, 1e9, tc.max, time.Now)
+			l := NewKeyed(1e9, 1e9, tc.max, time.Now)
 			var seed atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(seed.Add(1) * 104729)

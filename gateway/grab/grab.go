@@ -1,4 +1,10 @@
-package main
+// Package grab is the gateway's public grab path: the grab and status-poll handlers behind
+// their guard (overload cap, per-IP and per-user limits), admission through the Redis gate,
+// the grab event's produce and its relay, the unpublished grabs the reconciler's rebuild guard
+// reads, the local sold-out flags and the stock buckets' home and sold-out decisions. main
+// builds it from a Config and mounts it with Register; the handlers' tests start it on the
+// real stack without the rest of the gateway.
+package grab
 
 import (
 	"context"
@@ -10,9 +16,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
+	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
+	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -24,18 +33,18 @@ type reserver interface {
 	Lookup(ctx context.Context, requestID string) (stock.Lookup, error)
 }
 
-// replicaWaiter confirms that a Redis replica holds a grab's reservation (stock.Gate).
-type replicaWaiter interface {
+// ReplicaWaiter confirms that a Redis replica holds a grab's reservation (stock.Gate).
+type ReplicaWaiter interface {
 	AwaitReplica(ctx context.Context, sessionID, prizeID int64, requestID string, timeout time.Duration) error
 }
 
-// orderFinder reads an order from MySQL, for status polls after the Redis keys expired.
-type orderFinder interface {
+// OrderFinder reads an order from MySQL, for status polls after the Redis keys expired.
+type OrderFinder interface {
 	ByRequestID(ctx context.Context, requestID string) (seckill.Order, error)
 }
 
-// userVerifier turns a bearer token into a user id.
-type userVerifier interface {
+// UserVerifier turns a bearer token into a user id.
+type UserVerifier interface {
 	User(token string) (string, error)
 }
 
@@ -43,18 +52,18 @@ type openChecker interface {
 	Check(sessionID, prizeID int64, t time.Time) error
 }
 
-// grabAPI serves the public grab and status endpoints.
-type grabAPI struct {
+// API serves the public grab and status endpoints.
+type API struct {
 	gate       reserver
-	orders     orderFinder
-	verifier   userVerifier
+	orders     OrderFinder
+	verifier   UserVerifier
 	userHeader string // upstream header with the user id, believed from userProxies only; "" = JWT only
 	schedule   openChecker
 	soldOut    *soldOutFlags
-	perUser    *keyedLimiter
-	perIP      *keyedLimiter
+	perUser    *ratelimit.Keyed
+	perIP      *ratelimit.Keyed
 	clients    *clientip.Proxies // whose address a per-IP bucket is (X-Forwarded-For from trusted proxies)
-	events     publisher
+	events     Publisher
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
 
@@ -67,7 +76,7 @@ type grabAPI struct {
 	buckets *bucketRouter
 	// replica, when set, is asked after a failed produce for a replica's acknowledgement of
 	// the reservation, waiting up to replicaWait (see onReplica); nil: the wait is off.
-	replica     replicaWaiter
+	replica     ReplicaWaiter
 	replicaWait time.Duration
 	inflight    chan struct{}
 	produceTTL  time.Duration
@@ -80,22 +89,100 @@ type grabAPI struct {
 
 const grabBodyLimit = 1 << 10
 
-// grabBatch is the most grab events one produce request to a partition carries (see the
-// writer in main).
-const grabBatch = 100
+// Batch is the most grab events one produce request to a partition carries (the writers
+// main makes).
+const Batch = 100
 
 // admitTimeout is how long the gateway waits for an admission verdict (go-redis retries
 // included) before answering 503 with the request id to poll.
 const admitTimeout = 5 * time.Second
 
-func (a *grabAPI) register(mux *http.ServeMux) {
+// Register mounts the grab and status routes on mux.
+func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.guard("grab", http.HandlerFunc(a.grab)))
 	mux.Handle("GET /api/v1/grabs/{request_id}", a.guard("status", http.HandlerFunc(a.status)))
 }
 
+// Config is what the grab path is built from; New makes its relay, sold-out flags, stock
+// bucket router and unpublished tracking from it.
+type Config struct {
+	Gate     Gate
+	Orders   OrderFinder
+	Verifier UserVerifier
+	// UserHeader is the upstream header naming the user, believed from UserProxies only; ""
+	// = bearer tokens only.
+	UserHeader  string
+	UserProxies *clientip.Proxies
+	Clients     *clientip.Proxies // whose address a per-IP bucket is
+	Schedule    Schedule
+	// SoldOutRecheck is how long Redis's "sold out" answers keyless grabs from memory.
+	SoldOutRecheck time.Duration
+	PerUser, PerIP *ratelimit.Keyed // nil: no limit
+	Events         Publisher
+	RelayQueue     int // grab events the relay holds at most
+	MaxInflight    int
+	ProduceTimeout time.Duration
+	// Replica, when set, confirms a reservation on a Redis replica after a failed produce,
+	// waiting up to ReplicaWait; nil: no wait.
+	Replica                            ReplicaWaiter
+	ReplicaWait                        time.Duration
+	BucketOthersCache, BucketWantedTTL time.Duration
+	Registry                           prometheus.Registerer
+	Log                                *slog.Logger
+	Now                                func() time.Time
+}
+
+// Gate is what the grab path needs from the Redis gate (stock.Gate).
+type Gate interface {
+	reserver
+	bucketGate
+}
+
+// Schedule says whether a session×prize is open and how many stock buckets it has
+// (schedule.Cache).
+type Schedule interface {
+	openChecker
+	bucketCounts
+}
+
+// New builds the grab path from cfg.
+func New(cfg Config) *API {
+	m := newMetrics(cfg.Registry)
+	held := newUnpublished()
+	return &API{
+		gate: cfg.Gate, orders: cfg.Orders, verifier: cfg.Verifier, userHeader: cfg.UserHeader,
+		schedule: cfg.Schedule, soldOut: newSoldOutFlags(cfg.SoldOutRecheck),
+		perUser: cfg.PerUser, perIP: cfg.PerIP,
+		clients: cfg.Clients, userProxies: cfg.UserProxies,
+		events: cfg.Events, relay: newRelay(cfg.Events, cfg.RelayQueue, held, m, cfg.Log), held: held,
+		inflight:   make(chan struct{}, cfg.MaxInflight),
+		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: cfg.Log, now: cfg.Now,
+		replica: cfg.Replica, replicaWait: cfg.ReplicaWait,
+		buckets: newBucketRouter(cfg.Gate, cfg.Schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, cfg.Log),
+	}
+}
+
+// Run flushes the stock buckets' demand until ctx ends.
+func (a *API) Run(ctx context.Context) error { return a.buckets.Run(ctx) }
+
+// RunRelay republishes the grab events whose first produce failed until ctx ends, then
+// drains within drain. It must stop only after the HTTP servers stopped taking grabs.
+func (a *API) RunRelay(ctx context.Context, drain time.Duration) error {
+	return a.relay.Run(ctx, drain)
+}
+
+// ReportUnpublished beats this gateway's heartbeat (id) with its unpublished grabs every
+// interval until ctx ends, then leaves the table; call it until the relay drained.
+func (a *API) ReportUnpublished(ctx context.Context, st UnpublishedReporter, id string, every time.Duration) {
+	reportUnpublished(ctx, st, id, a.held, every, a.log)
+}
+
+// ClearSoldOut drops every sold-out flag (after an admin change to stock or sessions).
+func (a *API) ClearSoldOut() { a.soldOut.Clear() }
+
 // guard applies, in order, the overload cap (cheapest refusal first), latency metrics and
 // the per-IP rate limit.
-func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
+func (a *API) guard(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusRecorder{ResponseWriter: rw, code: http.StatusOK}
 		defer func() { a.metrics.responses.WithLabelValues(route, strconv.Itoa(w.code)).Inc() }()
@@ -116,7 +203,7 @@ func (a *grabAPI) guard(route string, next http.Handler) http.Handler {
 		}()
 		if ok, wait := a.perIP.Allow(clientip.Bucket(a.clients.Of(r))); !ok {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
-			tooMany(w, wait)
+			ratelimit.TooMany(w, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -137,17 +224,11 @@ func (s *statusRecorder) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the real writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func tooMany(w http.ResponseWriter, wait time.Duration) {
-	secs := int(wait/time.Second) + 1
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	jsonapi.WriteError(w, http.StatusTooManyRequests, "rate_limited", "too many requests; retry after "+strconv.Itoa(secs)+"s")
-}
-
 // user returns the verified caller, or writes 401. The trusted user header counts only on
 // a request from one of its auth proxies (config refuses the header without one): from any
 // other peer, an X-Forwarded-For proxy included, it is the client's own claim, and the
 // bearer token decides.
-func (a *grabAPI) user(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (a *API) user(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if a.userHeader != "" && a.userProxies.PeerTrusted(r) {
 		// Exactly one value: with a second copy (sent by the client, or merged into one
 		// comma-separated line by a proxy) "the user" would be whichever copy came first.
@@ -206,14 +287,14 @@ func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
 	return in, nil
 }
 
-func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
+func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 	user, ok := a.user(w, r)
 	if !ok {
 		return
 	}
 	if ok, wait := a.perUser.Allow(user); !ok {
 		a.metrics.grabs.WithLabelValues("rate_limited").Inc()
-		tooMany(w, wait)
+		ratelimit.TooMany(w, wait)
 		return
 	}
 	in, err := parseGrab(w, r)
@@ -328,7 +409,7 @@ func (a *grabAPI) grab(w http.ResponseWriter, r *http.Request) {
 // sold_out: only when the prize is sold out in every bucket. Otherwise it answers 503
 // rebalancing (nothing was admitted: a retry, with the same key or without, is a fresh
 // attempt, which a transfer will have given units) and returns false.
-func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g seckill.Grab, now time.Time) bool {
+func (a *API) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g seckill.Grab, now time.Time) bool {
 	soldOut, err := a.buckets.soldOut(ctx, g, now)
 	if soldOut {
 		return true
@@ -350,8 +431,8 @@ func (a *grabAPI) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g se
 // must learn the grab's status, not hear "not open": it is looked up like a status poll
 // (Redis, then MySQL once the keys are gone). Before a session starts nothing of it can have
 // been admitted, so those requests, and keyless ones, are answered from memory.
-func (a *grabAPI) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user string, err error) {
-	if in.Key != "" && !errors.Is(err, errNotStarted) {
+func (a *API) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user string, err error) {
+	if in.Key != "" && !errors.Is(err, schedule.ErrNotStarted) {
 		v, found, err := a.existing(r.Context(), seckill.UserRequestID(in.SessionID, in.PrizeID, user, in.Key), user)
 		switch {
 		case err != nil:
@@ -373,7 +454,7 @@ func (a *grabAPI) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, 
 // id and its poll URL, so a client that sent no Idempotency-Key can still find out. An
 // admission the gateway never heard of is not published by it; the reconciler finds its
 // reservation stale and publishes it.
-func (a *grabAPI) unknownOutcome(w http.ResponseWriter, rid string, err error) {
+func (a *API) unknownOutcome(w http.ResponseWriter, rid string, err error) {
 	a.log.Error("admission outcome unknown", "request_id", rid, "error", err.Error())
 	a.metrics.grabs.WithLabelValues("unavailable").Inc()
 	w.Header().Set("Retry-After", "1")
@@ -390,7 +471,7 @@ func statusPath(rid string) string { return "/api/v1/grabs/" + rid }
 // failing over before the copy would leave nothing of a grab the client was promised. With
 // the wait on, the 202 waits until a replica acknowledged the reservation. Only this path
 // asks: a grab Kafka acknowledged is on two brokers already and pays nothing.
-func (a *grabAPI) onReplica(ctx context.Context, g seckill.Grab) bool {
+func (a *API) onReplica(ctx context.Context, g seckill.Grab) bool {
 	if a.replica == nil {
 		return true
 	}
@@ -431,7 +512,7 @@ func (a *grabAPI) onReplica(ctx context.Context, g seckill.Grab) bool {
 // made from it); the grab will most likely become an order, and the client learns it by
 // polling the request id, or by retrying with the same Idempotency-Key (the script answers
 // "seen" and the gateway publishes and waits again).
-func (a *grabAPI) notReplicated(w http.ResponseWriter, rid string) {
+func (a *API) notReplicated(w http.ResponseWriter, rid string) {
 	a.metrics.grabs.WithLabelValues("not_replicated").Inc()
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Location", statusPath(rid))
@@ -445,7 +526,7 @@ func (a *grabAPI) notReplicated(w http.ResponseWriter, rid string) {
 // The caller holds the grab in a.held (from before Reserve); publish releases it once Kafka
 // acknowledged, or hands it to the relay, which releases it after its own write. It reports
 // whether Kafka did not acknowledge (the grab now rests on the relay and the reservation).
-func (a *grabAPI) publish(ctx context.Context, g seckill.Grab) (relayed bool) {
+func (a *API) publish(ctx context.Context, g seckill.Grab) (relayed bool) {
 	msg, err := event.EncodeGrab(g)
 	if err != nil {
 		a.held.release(event.GrabKey(g))
@@ -488,13 +569,13 @@ func viewOf(rid string, st stock.Status) grabView {
 
 // status answers a poll from Redis; MySQL is asked only for a request id Redis does not
 // know (see existing), so a polling crowd of known grabs never reaches the database.
-func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
+func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	user, ok := a.user(w, r)
 	if !ok {
 		return
 	}
 	if ok, wait := a.perUser.Allow(user); !ok {
-		tooMany(w, wait)
+		ratelimit.TooMany(w, wait)
 		return
 	}
 	rid := r.PathValue("request_id")
@@ -521,7 +602,7 @@ func (a *grabAPI) status(w http.ResponseWriter, r *http.Request) {
 // every poll, is answered without the database; the lookups it cannot answer are one indexed
 // read each, bounded by the per-user and per-IP limits. Someone else's grab is "not found",
 // like one never admitted, so ids of other users cannot be probed.
-func (a *grabAPI) existing(ctx context.Context, rid, user string) (grabView, bool, error) {
+func (a *API) existing(ctx context.Context, rid, user string) (grabView, bool, error) {
 	// A prize with buckets keeps the grab in its user's home bucket: someone else's grab is
 	// then in no bucket this lookup reads, and MySQL's answer hides it the same way.
 	b, n := 0, 1
@@ -568,7 +649,7 @@ func orderID(o seckill.Order) int64 {
 
 // fail answers 503 for an infrastructure error (Redis or MySQL unreachable): the client may
 // retry with the same Idempotency-Key, which is safe by construction.
-func (a *grabAPI) fail(w http.ResponseWriter, route string, err error) {
+func (a *API) fail(w http.ResponseWriter, route string, err error) {
 	a.log.Error("request failed", "route", route, "error", err.Error())
 	if route == "grab" {
 		a.metrics.grabs.WithLabelValues("unavailable").Inc()
