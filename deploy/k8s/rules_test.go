@@ -336,6 +336,35 @@ func (c *checker) transport() {
 			}
 		}
 	}
+	c.userTokens()
+}
+
+// userTokens: the internet-facing gateway verifies the identity provider's public keys
+// (SECKILL_JWT_JWKS_URL or _FILE) and holds no HS256 secret, which could mint any user's
+// token.
+func (c *checker) userTokens() {
+	keySet := false
+	for _, cm := range c.m.configMaps {
+		keySet = keySet || cm.Data["SECKILL_JWT_JWKS_URL"] != "" || cm.Data["SECKILL_JWT_JWKS_FILE"] != ""
+	}
+	for _, d := range c.m.deployments {
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			if role(ctr) != "gateway" {
+				continue
+			}
+			for _, e := range ctr.Env {
+				switch e.Name {
+				case "SECKILL_JWT_JWKS_URL", "SECKILL_JWT_JWKS_FILE":
+					keySet = true
+				case "SECKILL_JWT_SECRET", "SECKILL_JWT_SECRET_FILE", "SECKILL_JWT_SECRET_PREVIOUS", "SECKILL_JWT_SECRET_PREVIOUS_FILE":
+					c.fail("Deployment %s container %s: sets %s: a gateway holding an HS256 secret can mint any user's token; verify the identity provider's keys (SECKILL_JWT_JWKS_URL)", d.Name, ctr.Name, e.Name)
+				}
+			}
+		}
+	}
+	if !keySet {
+		c.fail("no SECKILL_JWT_JWKS_URL or SECKILL_JWT_JWKS_FILE: the gateway has no identity provider's keys to verify user tokens with")
+	}
 }
 
 func (c *checker) configMaps(known map[string]bool) {
@@ -449,7 +478,10 @@ func (c *checker) deployment(d *appsv1.Deployment, want shape, byRole map[string
 			c.fail("%s: pkg/config refuses its environment: %v", where, err)
 			return
 		}
-		required = append(required, "SECKILL_ADMIN_TOKEN", "SECKILL_JWT_SECRET")
+		required = append(required, "SECKILL_ADMIN_TOKEN")
+		if cfg.JWTSecret != "" || (cfg.JWTJWKSURL == "" && cfg.JWTJWKSFile == "") {
+			required = append(required, "SECKILL_JWT_SECRET") // without a key set, HS256 is how tokens verify
+		}
 		listeners = []listener{{"SECKILL_GATEWAY_ADDR", cfg.HTTPAddr}, {"SECKILL_ADMIN_ADDR", cfg.AdminAddr}}
 		probeVar, shutdown = "SECKILL_GATEWAY_ADDR", cfg.ShutdownTimeout
 		// The HTTP servers drain, then the relay publishes what it holds, each within
