@@ -7,13 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill-pipeline/seckill/internal/contract"
-	"github.com/seckill-pipeline/seckill/internal/harness"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
-	"github.com/seckill-pipeline/seckill/pkg/stock"
 )
 
 // The grab path's answers that need the path alone to produce (every in-flight slot taken, an
@@ -69,22 +65,7 @@ func checkedCall(t *testing.T, api *contract.API, client *http.Client, base, met
 // checkLateVerdict: an admission verdict that arrives after the gateway stopped waiting
 // answers 503 unavailable with the request id and a Location to poll.
 func checkLateVerdict(t *testing.T, api *contract.API, client *http.Client) {
-	proxy, err := harness.NewProxy(stacktest.SingleRedisAddr(t), 1, 0, 800*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 5 * time.Second})
-	t.Cleanup(func() { slow.Close() })
-	slowGate, err := stock.NewGate(stacktest.Context(t, 10*time.Second), slow, stock.WithCoalescing(8, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(slowGate.Close)
-	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
-		a.gate = slowGate
-		a.admitTimeout = 150 * time.Millisecond
-	})
+	e, proxy := lateVerdictEnv(t)
 	proxy.HoldNext()
 	x, body := checkedCall(t, api, client, e.srv.URL, "POST", fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeA),
 		e.token(t, "alice"), 503, "unavailable")

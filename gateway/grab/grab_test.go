@@ -396,24 +396,7 @@ func TestKeyedRetryAfterSessionClosed(t *testing.T) {
 // delayed past the admission timeout) is answered 503 with the request id and a Location to
 // poll, so even a client that sent no Idempotency-Key can find its admitted grab.
 func TestLateAdmissionVerdictAnswersRequestID(t *testing.T) {
-	proxy, err := harness.NewProxy(stacktest.SingleRedisAddr(t), 1, 0, 800*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	// A read timeout longer than the delay: go-redis does not retry; the gateway gives up first.
-	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 5 * time.Second})
-	t.Cleanup(func() { slow.Close() })
-	slowGate, err := stock.NewGate(stacktest.Context(t, 10*time.Second), slow, stock.WithCoalescing(8, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(slowGate.Close)
-	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
-		a.gate = slowGate
-		a.admitTimeout = 150 * time.Millisecond
-	})
-
+	e, proxy := lateVerdictEnv(t)
 	proxy.HoldNext()
 	a := e.grab(t, e.open, e.prizeA, "alice", "")
 	expect(t, "late verdict", a, 503, "unavailable")
@@ -494,4 +477,29 @@ func TestGrabBodyMustBeAnObject(t *testing.T) {
 		})
 	}
 	expect(t, "empty object", e.request(t, "POST", path, tok, "alice-key-0100", `{}`), 202, "")
+}
+
+// lateVerdictEnv is a grab env whose gate reaches Redis through a proxy that holds back the
+// replies it is told to (HoldNext) for 800 ms, past the gateway's admission timeout of
+// 150 ms: the script runs, its verdict arrives after the gateway stopped waiting.
+func lateVerdictEnv(t *testing.T) (*grabEnv, *harness.Proxy) {
+	t.Helper()
+	proxy, err := harness.NewProxy(stacktest.SingleRedisAddr(t), 1, 0, 800*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	// A read timeout longer than the delay: go-redis does not retry; the gateway gives up first.
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { slow.Close() })
+	slowGate, err := stock.NewGate(stacktest.Context(t, 10*time.Second), slow, stock.WithCoalescing(8, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slowGate.Close)
+	e := newGrabEnv(t, 5, 5, 1, func(a *API) {
+		a.gate = slowGate
+		a.admitTimeout = 150 * time.Millisecond
+	})
+	return e, proxy
 }
