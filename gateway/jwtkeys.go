@@ -191,10 +191,8 @@ func (s *jwtSecrets) Run(ctx context.Context) {
 // reload reads the files (and the key set's URL when due) once and hands changed keys to
 // the verifier.
 func (s *jwtSecrets) reload(ctx context.Context) {
-	err := s.reloadSecrets()
-	if err == nil {
-		err = s.reloadKeySet(ctx)
-	}
+	// Both, whatever the other did: a broken secret file must not hold a key set rotation.
+	err := errors.Join(s.reloadSecrets(), s.reloadKeySet(ctx))
 	if err == nil {
 		s.lastErr = ""
 		return
