@@ -176,7 +176,7 @@ func NewDeadLetterWriter(brokers []string, t Topic, opts ...WriterOption) (*kafk
 // size. If Kafka still answers that a copy is too large (the topic was created by someone
 // else with a smaller max.message.bytes), the refused copies are written again as their
 // envelope alone: an answer that can never succeed is not retried, and the poison is still
-// set aside. Any other error is returned without a retry: the caller must not commit the
+// set aside; copies that failed beside them for another reason are written again whole. Any other error is returned without a retry: the caller must not commit the
 // poison messages' offsets (and may call Write again; copies that landed then land twice).
 func (d *DeadLetters) Write(ctx context.Context, poison ...Poison) error {
 	if len(poison) == 0 {
@@ -187,12 +187,15 @@ func (d *DeadLetters) Write(ctx context.Context, poison ...Poison) error {
 		out[i] = DeadLetter(p.Msg, p.Cause, d.budget)
 	}
 	err := d.w.WriteMessages(ctx, out...)
-	if refused := tooLarge(err, len(out)); refused != nil {
-		stubs := make([]kafka.Message, len(refused))
-		for i, j := range refused {
-			stubs[i] = stub(out[j])
+	if large, rest := tooLarge(err, len(out)); len(large) > 0 {
+		again := make([]kafka.Message, 0, len(large)+len(rest))
+		for _, i := range large {
+			again = append(again, stub(out[i]))
 		}
-		err = d.w.WriteMessages(ctx, stubs...)
+		for _, i := range rest {
+			again = append(again, out[i])
+		}
+		err = d.w.WriteMessages(ctx, again...)
 	}
 	if err != nil {
 		return fmt.Errorf("dead-letter %d messages (first %s/%d@%d): %w", len(out),
@@ -202,34 +205,37 @@ func (d *DeadLetters) Write(ctx context.Context, poison ...Poison) error {
 	return nil
 }
 
-// tooLarge returns the indexes of the n messages a write did not land when err says a
-// message or batch was too large (nil otherwise): the ones whose WriteErrors entry is set,
-// or all n when kafka-go refused before sending (MessageTooLargeError) or did not say.
-func tooLarge(err error, n int) []int {
+// tooLarge sorts the n messages a write did not land, when err says a message or batch was
+// too large (both nil otherwise): large, the ones refused for their size (every one when
+// kafka-go refused before sending, MessageTooLargeError, or did not say which), and rest,
+// the ones that failed in the same write for another reason (a leader change, a timeout),
+// which are sent again whole.
+func tooLarge(err error, n int) (large, rest []int) {
 	isLarge := func(err error) bool {
 		return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
 	}
 	var each kafka.WriteErrors
 	if errors.As(err, &each) && len(each) == n {
-		var refused []int
-		large := false
 		for i, e := range each {
-			if e != nil {
-				refused = append(refused, i)
-				large = large || isLarge(e)
+			switch {
+			case e == nil:
+			case isLarge(e):
+				large = append(large, i)
+			default:
+				rest = append(rest, i)
 			}
 		}
-		if large {
-			return refused
+		if len(large) == 0 {
+			return nil, nil
 		}
-		return nil
+		return large, rest
 	}
 	if err == nil || !isLarge(err) {
-		return nil
+		return nil, nil
 	}
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
+	large = make([]int, n)
+	for i := range large {
+		large[i] = i
 	}
-	return all
+	return large, nil
 }

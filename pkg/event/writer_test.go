@@ -164,13 +164,17 @@ func TestDeadLettersRefusedAsTooLargeAreWrittenAsEnvelopes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		answer func(msgs []kafka.Message) error
-		again  int
+		again  int // messages in the second write
+		whole  int // of them, copies sent again whole (failed for another reason)
 	}{
-		{"writer's own limit", func(msgs []kafka.Message) error { return kafka.MessageTooLargeError{Message: msgs[1]} }, 3},
+		{"writer's own limit", func(msgs []kafka.Message) error { return kafka.MessageTooLargeError{Message: msgs[1]} }, 3, 0},
 		{"broker, per message", func([]kafka.Message) error {
 			return kafka.WriteErrors{nil, fmt.Errorf("write: %w", kafka.MessageSizeTooLarge), nil}
-		}, 1},
-		{"broker, whole batch", func([]kafka.Message) error { return kafka.RecordListTooLarge }, 3},
+		}, 1, 0},
+		{"broker, whole batch", func([]kafka.Message) error { return kafka.RecordListTooLarge }, 3, 0},
+		{"one too large, one failed otherwise", func([]kafka.Message) error {
+			return kafka.WriteErrors{fmt.Errorf("write: %w", kafka.MessageSizeTooLarge), kafka.NotLeaderForPartition, nil}
+		}, 2, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n counter
@@ -195,10 +199,18 @@ func TestDeadLettersRefusedAsTooLargeAreWrittenAsEnvelopes(t *testing.T) {
 			if len(calls) != 2 || len(calls[1]) != tc.again {
 				t.Fatalf("%d writes, the second of %d messages; want 2 and %d", len(calls), len(calls[len(calls)-1]), tc.again)
 			}
+			whole := 0
 			for _, m := range calls[1] {
+				if string(m.Value) == "value" {
+					whole++ // a copy that failed for another reason, sent again as it was
+					continue
+				}
 				if len(m.Value) != 0 || m.Headers[len(m.Headers)-1].Key != HeaderTruncated || string(m.Headers[len(m.Headers)-1].Value) != "0" {
 					t.Fatalf("envelope-only copy %+v", m)
 				}
+			}
+			if whole != tc.whole {
+				t.Fatalf("%d copies sent again whole, want %d", whole, tc.whole)
 			}
 		})
 	}
