@@ -27,7 +27,10 @@ const method = "HS256"
 // previous one (SetSecrets): a token signed with either is accepted, so tokens issued before
 // the identity provider switched keep working for the overlap; it signs nothing.
 type Verifier struct {
-	keys             atomic.Pointer[keyPair]
+	keys atomic.Pointer[keyPair]
+	// setting serialises SetSecrets and SetKeySet: each builds the next pair from the one
+	// in force, and two at once would lose one's change (a rotation undone by a reload).
+	setting          sync.Mutex
 	issuer, audience string
 	now              func() time.Time
 	cache            *tokenCache
@@ -71,6 +74,8 @@ func (v *Verifier) SetSecrets(current, previous []byte) error {
 	if len(previous) > 0 {
 		k.previous = newHMACKey(bytes.Clone(previous))
 	}
+	v.setting.Lock()
+	defer v.setting.Unlock()
 	if old := v.keys.Load(); old != nil {
 		k.jwks = old.jwks
 	}
@@ -93,6 +98,8 @@ func NewKeySetVerifier(ks *KeySet, issuer, audience string, now func() time.Time
 // token). A key rotation is a new set holding the new key beside the old one for the
 // overlap. Tokens verified under the set before are verified again.
 func (v *Verifier) SetKeySet(ks *KeySet) {
+	v.setting.Lock()
+	defer v.setting.Unlock()
 	old := v.keys.Load()
 	v.keys.Store(&keyPair{current: old.current, previous: old.previous, jwks: ks})
 }

@@ -180,3 +180,4 @@ func TestParseKeySetRefuses(t *testing.T) {
 		t.Error("a verifier without keys was made")
 	}
 }
+

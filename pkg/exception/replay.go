@@ -91,9 +91,10 @@ func (r *Replayer) deadLetter(ctx context.Context, c store.CaseDetail) (string, 
 		return "", refuse("the message came from topic %q, not this deployment's grab or compensation topic", m.Topic)
 	}
 	if m.Truncated {
-		kept, _ := m.Bytes()
-		return "", refuse("the case kept only the first %d of the message's %d bytes; the original is at %s partition %d offset %d (sha256 %s)",
-			len(kept), m.Size, m.Topic, m.Partition, m.Offset, m.SHA256)
+		// The key or the value was cut (messageOf): replaying either would produce
+		// another message than the one dead-lettered.
+		return "", refuse("the case kept only part of the message (its key or its value of %d bytes); the original is at %s partition %d offset %d (sha256 %s)",
+			m.Size, m.Topic, m.Partition, m.Offset, m.SHA256)
 	}
 	value, err := m.Bytes()
 	if err != nil {
