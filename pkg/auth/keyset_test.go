@@ -180,4 +180,3 @@ func TestParseKeySetRefuses(t *testing.T) {
 		t.Error("a verifier without keys was made")
 	}
 }
-
