@@ -8,12 +8,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/operator"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -97,20 +97,12 @@ func New(cfg Config) *Console {
 		c.idle = 30 * time.Minute
 	}
 	if c.remote == nil {
-		c.remote = peer
+		c.remote = clientip.Peer
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	return c
-}
-
-func peer(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // Register mounts GET /console/, its assets, POST /console/login and POST /console/logout
