@@ -72,7 +72,7 @@ func TestACorrectHistoryPasses(t *testing.T) {
 		grab(0, "u1", "a", 0, 5, 202, "queued").
 		grab(1, "u2", "b", 1, 6, 202, "queued").
 		lost(2, "u3", "c", 2, 30).
-		grab(0, "u1", "a", 7, 9, 202, "queued").   // a double click
+		grab(0, "u1", "a", 7, 9, 202, "queued").     // a double click
 		grab(3, "u4", "d", 31, 33, 409, "sold_out"). // a, b and c took the three units
 		grab(0, "u1", "e", 40, 41, 409, "limit_reached").
 		read(2, "u3", "c", 50, 51, 200, "succeeded").

@@ -31,7 +31,7 @@ const (
 	rejected
 	cancelled
 
-	released byte = 8 // the grab no longer holds a slot of the user's limit
+	released  byte = 8 // the grab no longer holds a slot of the user's limit
 	phaseBits byte = 7
 )
 
@@ -41,13 +41,13 @@ var phaseNames = map[string]byte{"queued": queued, "succeeded": succeeded, "reje
 type outcome uint8
 
 const (
-	unknown     outcome = iota // no answer, a timeout, a 5xx that may have admitted: may or may not have taken effect
-	noEffect                   // refused before anything was written (429, 503 overloaded, not_loaded, rebalancing)
-	hasStatus                  // 202 of a grab or 200 of a read: Phase holds the status
-	soldOut                    // 409 sold_out
-	limitHit                   // 409 limit_reached
-	notFound                   // 404 of a status read
-	refused                    // any other refusal that says nothing about this register (not_open, …)
+	unknown   outcome = iota // no answer, a timeout, a 5xx that may have admitted: may or may not have taken effect
+	noEffect                 // refused before anything was written (429, 503 overloaded, not_loaded, rebalancing)
+	hasStatus                // 202 of a grab or 200 of a read: Phase holds the status
+	soldOut                  // 409 sold_out
+	limitHit                 // 409 limit_reached
+	notFound                 // 404 of a status read
+	refused                  // any other refusal that says nothing about this register (not_open, …)
 )
 
 type input struct {
