@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seckill-pipeline/seckill/internal/harness"
+	"github.com/seckill-pipeline/seckill/internal/history"
+	"github.com/seckill-pipeline/seckill/internal/linearcheck"
 )
 
 func main() {
@@ -55,8 +58,17 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	short := fs.Bool("short", false, "the short set (what `make test` runs) with the small crowd")
 	cluster := fs.Bool("cluster", os.Getenv("SECKILL_CLUSTER") == "1",
 		"the cluster profile's matrix (default when SECKILL_CLUSTER=1, as in .state/cluster/env)")
+	artifacts := fs.String("artifacts", filepath.Join("results", "chaos", time.Now().UTC().Format("20060102T150405Z")),
+		"where each row's history (and a violation's visualization) is written; empty: nowhere")
+	check := fs.String("check", "", "check one recorded history file (a row's .history.jsonl.gz) and exit: no stack needed")
 	if err := fs.Parse(args); err != nil {
 		return false, err
+	}
+	if fs.NArg() > 0 {
+		return false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *check != "" {
+		return checkFile(*check, out)
 	}
 	bin, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {
@@ -75,7 +87,7 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	if *cluster {
 		scenarios, profile = harness.ClusterScenarios(), "cluster"
 	}
-	fmt.Fprintf(out, "chaos suite (%s profile), base seed %d\n", profile, *seed)
+	fmt.Fprintf(out, "chaos suite (%s profile), base seed %d, histories in %s\n", profile, *seed, *artifacts)
 	var rows []harness.Result
 	ok := true
 	for i, sc := range scenarios {
@@ -84,7 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 		}
 		s := *seed + uint64(i)
 		fmt.Fprintf(out, "== %s (seed %d)\n", sc.Name, s)
-		res, err := harness.Run(ctx, sc, s, size, bin, out)
+		res, err := harness.Run(ctx, sc, s, size, bin, *artifacts, out)
 		if err != nil {
 			// The harness itself failed (a service that would not start, a server that would
 			// not come back): a failed row, and the suite goes on.
@@ -99,6 +111,30 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 		fmt.Fprintf(out, "\nINVARIANTS VIOLATED (base seed %d)\n", *seed)
 	}
 	return ok, nil
+}
+
+// checkFile checks a recorded history again, as the row did: the verdict, and every
+// violation with the operations that show it.
+func checkFile(path string, out io.Writer) (bool, error) {
+	h, ops, err := history.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	rep := linearcheck.Check(h, ops)
+	fmt.Fprintf(out, "%s (seed %d): %d operations, %d buyer partitions, checked in %s\n", h.Row, h.Seed, rep.Ops, rep.Partitions,
+		rep.Elapsed.Round(time.Millisecond))
+	for _, v := range rep.Violations {
+		fmt.Fprintln(out, v)
+		for _, op := range v.Ops {
+			fmt.Fprintln(out, "   ", linearcheck.Describe(op))
+		}
+	}
+	if rep.Linearizable() {
+		fmt.Fprintln(out, "linearizable: yes")
+		return true, nil
+	}
+	fmt.Fprintln(out, "linearizable: no")
+	return false, nil
 }
 
 // closeInheritedOnExec keeps the descriptors this process inherited (beyond stdin, stdout and

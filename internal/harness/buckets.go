@@ -399,7 +399,7 @@ func bucketCancellationStorm() Scenario {
 // transfers journal holds its first transfer (so a transfer may be in flight and the ledger
 // matters): the reconciler rebuilds each bucket from its row, its orders and the journal.
 func bucketKeyLoss() Scenario {
-	return bucketRow(Scenario{Name: "buckets: Redis key loss and rebuild", Short: true, At: 0.05,
+	return bucketRow(Scenario{Name: "buckets: Redis key loss and rebuild", Short: true, At: 0.05, RedisMayForget: true,
 		During: func(ctx context.Context, e *Env) error {
 			c := e.Pipeline
 			p := c.Prizes[bucketedPrize]
@@ -445,7 +445,7 @@ func bucketKeyLoss() Scenario {
 // until its replica is promoted, the other buckets sell, and drift per bucket corrects what
 // the failover lost.
 func bucketPrimaryKilled() Scenario {
-	return bucketRow(Scenario{Name: "cluster buckets: kill -9 the Redis primary of one bucket", Short: true, At: 0.05, Consumers: 3,
+	return bucketRow(Scenario{Name: "cluster buckets: kill -9 the Redis primary of one bucket", Short: true, At: 0.05, Consumers: 3, RedisMayForget: true,
 		During: func(ctx context.Context, e *Env) error {
 			c := e.Pipeline
 			keys := c.bucketKeys(bucketedPrize)

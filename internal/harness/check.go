@@ -41,13 +41,19 @@ type Result struct {
 	// units remained (verifySoldOut); Bucketed says the row had such a prize.
 	SoldOutEarly int
 	Bucketed     bool
+	// Linearizable is the verdict on the row's history (internal/linearcheck): "yes", "no",
+	// or "" when it was not checked (the harness failed first).
+	Linearizable string
+	HistoryOps   int
+	CheckTime    time.Duration
 	Duration     time.Duration
 	Problems     []string
 }
 
 // OK reports whether every invariant held.
 func (r Result) OK() bool {
-	return r.Oversold == 0 && r.Duplicates == 0 && r.Lost == 0 && r.Drift == 0 && r.SoldOutEarly == 0 && len(r.Problems) == 0
+	return r.Oversold == 0 && r.Duplicates == 0 && r.Lost == 0 && r.Drift == 0 && r.SoldOutEarly == 0 && r.Linearizable == "yes" &&
+		len(r.Problems) == 0
 }
 
 func (r *Result) problem(format string, args ...any) {
@@ -268,6 +274,10 @@ func (c *Pipeline) verifyNoDuplicates(ctx context.Context, res *Result) error {
 	return nil
 }
 
+// finalReaders numbers the clients of verifyAccepted's reads in the history, apart from the
+// crowd's.
+const finalReaders = 10000
+
 // verifyAccepted checks I3: every 202 ended succeeded or rejected-with-reason (or was
 // cancelled with one), in MySQL and through the status API.
 func (c *Pipeline) verifyAccepted(ctx context.Context, answers []Answer, res *Result) error {
@@ -287,19 +297,21 @@ func (c *Pipeline) verifyAccepted(ctx context.Context, answers []Answer, res *Re
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	work := make(chan string)
-	for range 16 {
+	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for rid := range work {
 				a := accepted[rid]
+				// Every 202 is read once more, order or not: the last read of the row's history.
+				reader := Reader{History: c.History, Client: finalReaders + w, User: userName(a.User), Prize: c.Prizes[a.Prize].ID}
 				why := ""
-				if _, ok := orders[rid]; !ok {
-					why = "no order in MySQL"
-				} else if tok, err := c.Token(userName(a.User)); err != nil {
+				if tok, err := c.Token(userName(a.User)); err != nil {
 					why = err.Error()
-				} else if st, reason, err := Poll(ctx, "http://"+c.GatewayAddr, tok, rid); err != nil {
+				} else if st, reason, err := PollAs(ctx, reader, "http://"+c.GatewayAddr, tok, rid); err != nil {
 					why = "status: " + err.Error()
+				} else if _, ok := orders[rid]; !ok {
+					why = "no order in MySQL"
 				} else if st != "succeeded" && !((st == "rejected" || st == "cancelled") && reason != "") {
 					why = "status " + st
 				}

@@ -174,7 +174,7 @@ func ClusterScenarios() []Scenario {
 				}
 				return killNode(ctx, e, node, "active controller", 8*time.Second)
 			}}),
-		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2,
+		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2, RedisMayForget: true,
 			During: func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Pipeline.hotPrize()) }}),
 		// MariaDB: a primary and a semi-synchronous replica behind one writer address
 		// (dbfailover.go).
@@ -268,7 +268,7 @@ func failOverRedisKey(ctx context.Context, e *Env, meta string) error {
 // failed produces instead of confirmed waits.
 func relayAndPrimaryLost() Scenario {
 	var iso *isolation
-	return Scenario{Name: "cluster: produce failed, then the gateway and the hot Redis primary killed", At: 0.2,
+	return Scenario{Name: "cluster: produce failed, then the gateway and the hot Redis primary killed", At: 0.2, RedisMayForget: true,
 		Repeats: 0.1, Consumers: 3, Gateways: 2, Reconcilers: 2,
 		Before: func(ctx context.Context, e *Env) error {
 			var err error

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/internal/history"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 )
 
 // Click is one grab a crowd member makes: who, which prize, with which Idempotency-Key.
@@ -69,6 +72,9 @@ type Crowd struct {
 	// Log, when set, records every attempt's answer (the scenarios that measure how long
 	// clients saw errors).
 	Log *AttemptLog
+	// History, when set, records every attempt as an operation of the row's history, and
+	// each admission is read back once at once (a 202 must be readable right away).
+	History *history.Recorder
 }
 
 // AttemptLog is every answer a crowd got, attempt by attempt, with its time.
@@ -124,7 +130,7 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range c.Concurrency {
+	for w := range c.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -138,7 +144,7 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 						time.Sleep(wait)
 					}
 				}
-				answers[i] = c.click(ctx, i, clicks[i])
+				answers[i] = c.click(ctx, w, i, clicks[i])
 				if onProgress != nil {
 					onProgress(int(done.Add(1)))
 				}
@@ -149,7 +155,7 @@ func (c *Crowd) Fire(ctx context.Context, clicks []Click, onProgress func(done i
 	return answers
 }
 
-func (c *Crowd) click(ctx context.Context, i int, k Click) (a Answer) {
+func (c *Crowd) click(ctx context.Context, client, i int, k Click) (a Answer) {
 	a = Answer{Click: k}
 	started := time.Now()
 	defer func() { a.Latency = time.Since(started) }()
@@ -158,13 +164,17 @@ func (c *Crowd) click(ctx context.Context, i int, k Click) (a Answer) {
 		targets = []string{c.Target}
 	}
 	path := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", c.Session, c.Prizes[k.Prize])
+	user := userName(k.User)
+	rid := seckill.UserRequestID(c.Session, c.Prizes[k.Prize], user, k.Key)
 	deadline := time.Now().Add(c.RetryBudget)
 	backoff := 50 * time.Millisecond
 	for {
 		a.Attempts++
 		a.Sent = time.Now()
+		call := c.History.Now()
 		code, body, retryAfter, err := c.post(ctx, targets[i%len(targets)]+path, c.Tokens(k.User), k.Key)
 		a.At = time.Now()
+		c.History.Add(grabOp(client, user, c.Prizes[k.Prize], k.Key, rid, call, c.History.Now(), code, body, err))
 		if c.Log != nil {
 			c.Log.add(code) // 0 with err
 		}
@@ -177,6 +187,12 @@ func (c *Crowd) click(ctx context.Context, i int, k Click) (a Answer) {
 			case http.StatusAccepted:
 				a.RequestID, _ = body["request_id"].(string)
 				a.Status, _ = body["status"].(string)
+				if c.History != nil && a.RequestID != "" {
+					// Read your own admission: a 202 whose status is not there yet is a
+					// violation the history shows, not something to wait out here.
+					_, _, _ = PollAs(ctx, Reader{History: c.History, Client: client, User: user, Prize: c.Prizes[k.Prize], Tries: 1},
+						targets[i%len(targets)], c.Tokens(k.User), a.RequestID)
+				}
 				return a
 			case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 				a.Status, _ = body["error"].(string)
@@ -220,6 +236,34 @@ func (c *Crowd) post(ctx context.Context, url, token, key string) (int, map[stri
 	return resp.StatusCode, body, retryAfter(resp.Header), nil
 }
 
+// grabOp is one grab attempt as an operation of the row's history: the answer's status (a
+// 202's, with its reason) or error code, or the transport error.
+func grabOp(client int, user string, prize int64, key, rid string, call, ret int64, code int, body map[string]any, err error) history.Op {
+	op := history.Op{Client: client, Kind: history.Grab, User: user, Prize: prize, Key: key, RID: rid, Call: call, Return: ret, Code: code}
+	if err != nil {
+		op.Code, op.Err = 0, err.Error()
+		return op
+	}
+	if got, _ := body["request_id"].(string); got != "" {
+		op.RID = got // the gateway's word, should it ever differ from the derivation
+	}
+	if code == http.StatusAccepted {
+		st, _ := body["status"].(string)
+		reason, _ := body["reason"].(string)
+		op.Out = joinReason(st, reason)
+	} else {
+		op.Out, _ = body["error"].(string)
+	}
+	return op
+}
+
+func joinReason(status, reason string) string {
+	if reason == "" {
+		return status
+	}
+	return status + "/" + reason
+}
+
 // retryAfter reads an answer's Retry-After in seconds (0 when absent or not a number).
 func retryAfter(h http.Header) time.Duration {
 	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
@@ -237,25 +281,53 @@ const pollTries = 15
 // anything about the grab, so it is asked again after Retry-After, a bounded number of
 // times; any other answer but 200 is an error.
 func Poll(ctx context.Context, target, token, requestID string) (string, string, error) {
+	return PollAs(ctx, Reader{}, target, token, requestID)
+}
+
+// Reader says who reads a status, for the row's history: every attempt is recorded when
+// History is set. Tries bounds the attempts (0: pollTries).
+type Reader struct {
+	History *history.Recorder
+	Client  int
+	User    string
+	Prize   int64
+	Tries   int
+}
+
+// PollAs is Poll as r: each attempt is an operation of r.History.
+func PollAs(ctx context.Context, r Reader, target, token, requestID string) (string, string, error) {
+	tries := r.Tries
+	if tries <= 0 {
+		tries = pollTries
+	}
 	for try := 1; ; try++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/api/v1/grabs/"+requestID, nil)
 		if err != nil {
 			return "", "", err
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
+		call := r.History.Now()
 		resp, err := crowdClient.Do(req)
 		if err != nil {
+			r.History.Add(history.Op{Client: r.Client, Kind: history.Status, User: r.User, Prize: r.Prize, RID: requestID,
+				Call: call, Return: r.History.Now(), Err: err.Error()})
 			return "", "", err
 		}
 		var body map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
+		st, _ := body["status"].(string)
+		reason, _ := body["reason"].(string)
+		out, _ := body["error"].(string)
+		if resp.StatusCode == http.StatusOK {
+			out = joinReason(st, reason)
+		}
+		r.History.Add(history.Op{Client: r.Client, Kind: history.Status, User: r.User, Prize: r.Prize, RID: requestID,
+			Call: call, Return: r.History.Now(), Code: resp.StatusCode, Out: out})
 		switch {
 		case resp.StatusCode == http.StatusOK:
-			st, _ := body["status"].(string)
-			reason, _ := body["reason"].(string)
 			return st, reason, nil
-		case (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && try < pollTries:
+		case (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && try < tries:
 			wait := time.Second
 			if ra := retryAfter(resp.Header); ra > 0 {
 				wait = min(ra, 5*time.Second)

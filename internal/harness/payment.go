@@ -7,11 +7,14 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/internal/history"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -62,7 +65,34 @@ func (c *Pipeline) Feedback(ctx context.Context, fs ...seckill.Feedback) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return c.feedback.WriteMessages(wctx, msgs...)
+	call := c.History.Now()
+	err := c.feedback.WriteMessages(wctx, msgs...)
+	ret := c.History.Now()
+	for _, f := range fs {
+		op := history.Op{Client: downstreamClient, Kind: history.Feedback, RID: f.RequestID, Call: call, Return: ret, Code: 1,
+			Out: joinReason(string(f.Kind), string(f.Reason))}
+		if prize, ok := prizeOf(f.RequestID); ok {
+			op.Prize = prize
+		}
+		if err != nil {
+			op.Code, op.Err = 0, err.Error()
+		}
+		c.History.Add(op)
+	}
+	return err
+}
+
+// downstreamClient is the downstream order system's client number in the history.
+const downstreamClient = 20000
+
+// prizeOf reads the prize id out of a request id (<session>-<prize>-<key>).
+func prizeOf(rid string) (int64, bool) {
+	parts := strings.SplitN(rid, "-", 3)
+	if len(parts) != 3 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(parts[1], 10, 64)
+	return id, err == nil
 }
 
 // draw is a seeded number in [0, 1) for one request id: the same order gets the same fate

@@ -19,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/internal/history"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
@@ -89,6 +90,10 @@ type Pipeline struct {
 	base *gorm.DB
 	dirs []string // removed on Close (builds made for a scenario)
 
+	// History records every client operation of the row (internal/history): the crowd's
+	// grabs and reads, the final reads, downstream feedback, deliberate stock changes.
+	History *history.Recorder
+
 	feedback     *kafka.Writer // downstream feedback, written by scenarios (Feedback)
 	feedbackOnce sync.Once
 	feedbackErr  error
@@ -120,7 +125,7 @@ func FreeAddr() (string, error) {
 // NewPipeline creates the database, topics and an activity whose only session opens two
 // seconds from now with the given prizes, preheats it, and starts the processes.
 func NewPipeline(ctx context.Context, o Options) (*Pipeline, error) {
-	c := &Pipeline{opts: o, ID: randomID(),
+	c := &Pipeline{opts: o, ID: randomID(), History: history.NewRecorder(),
 		Brokers: strings.Split(env("SECKILL_KAFKA_BROKERS", config.DefaultKafkaBrokers), ",")}
 	if err := c.setup(ctx); err != nil {
 		c.Close()

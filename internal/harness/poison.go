@@ -130,6 +130,9 @@ func poisonOnFeedback(ctx context.Context, e *Env) error {
 	return c.checkPoisonCases(ctx, c.Topics.Feedback, n)
 }
 
+// probeClient is the probe grabs' client number in the history.
+const probeClient = 20001
+
 // grabOnce grabs prize (an index of c.Prizes) as user through the gateway and returns the
 // request id of a 202, or "" for a refusal (sold out, limit).
 func (c *Pipeline) grabOnce(ctx context.Context, user string, prize int) (string, error) {
@@ -138,8 +141,12 @@ func (c *Pipeline) grabOnce(ctx context.Context, user string, prize int) (string
 		return "", err
 	}
 	url := fmt.Sprintf("%s/api/v1/sessions/%d/prizes/%d/grab", c.CrowdTargets()[0], c.Session.ID, c.Prizes[prize].ID)
+	key := user + "-probe-key"
+	rid := seckill.UserRequestID(c.Session.ID, c.Prizes[prize].ID, user, key)
 	for try := 1; ; try++ {
-		code, body, wait, err := (&Crowd{}).post(ctx, url, token, user+"-probe-key")
+		call := c.History.Now()
+		code, body, wait, err := (&Crowd{}).post(ctx, url, token, key)
+		c.History.Add(grabOp(probeClient, user, c.Prizes[prize].ID, key, rid, call, c.History.Now(), code, body, err))
 		switch {
 		case err == nil && code == http.StatusAccepted:
 			rid, _ := body["request_id"].(string)

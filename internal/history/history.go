@@ -81,8 +81,13 @@ type Header struct {
 	// Limit is the activity's per-user limit per prize.
 	Limit int `json:"limit"`
 	// RegrabAfterCancel says a cancelled order gives its buyer's slot back.
-	RegrabAfterCancel bool    `json:"regrab_after_cancel,omitempty"`
-	Prizes            []Prize `json:"prizes"`
+	RegrabAfterCancel bool `json:"regrab_after_cancel,omitempty"`
+	// RedisMayForget says the row's fault can make Redis forget writes it acknowledged
+	// (a restart from its append-only file, a failover, a flush, keys deleted): Redis may
+	// then admit beyond the stock, and the database's refusal of those grabs (rejected,
+	// sold_out) is the design's last guard, not a violation.
+	RedisMayForget bool    `json:"redis_may_forget,omitempty"`
+	Prizes         []Prize `json:"prizes"`
 }
 
 // Recorder collects the operations of one row from many goroutines. A nil *Recorder records

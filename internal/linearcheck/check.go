@@ -108,7 +108,7 @@ func Check(h history.Header, ops []history.Op) Report {
 	r.Partitions = len(parts)
 	r.Violations = append(r.Violations, r.checkBuyers(h, parts)...)
 	for _, p := range h.Prizes {
-		r.Violations = append(r.Violations, checkStock(p, ops)...)
+		r.Violations = append(r.Violations, checkStock(h, p, ops)...)
 	}
 	r.Violations = append(r.Violations, checkReadable(ops)...)
 	r.Elapsed = time.Since(start)
