@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	artifacts := fs.String("artifacts", filepath.Join("results", "chaos", time.Now().UTC().Format("20060102T150405Z")),
 		"where each row's history (and a violation's visualization) is written; empty: nowhere")
 	check := fs.String("check", "", "check one recorded history file (a row's .history.jsonl.gz) and exit: no stack needed")
+	mutations := fs.Bool("mutations", false,
+		"build each deliberately broken copy of the tree (internal/mutation), run its row with the small crowd, and fail unless the history check catches it")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -69,6 +71,9 @@ func run(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	}
 	if *check != "" {
 		return checkFile(*check, out)
+	}
+	if *mutations {
+		return runMutations(ctx, *seed, *only, *artifacts, out)
 	}
 	bin, err := os.MkdirTemp("", "seckill-chaos-")
 	if err != nil {

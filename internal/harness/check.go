@@ -13,6 +13,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/internal/history"
+	"github.com/seckill-pipeline/seckill/internal/linearcheck"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -44,6 +46,7 @@ type Result struct {
 	// Linearizable is the verdict on the row's history (internal/linearcheck): "yes", "no",
 	// or "" when it was not checked (the harness failed first).
 	Linearizable string
+	Violations   map[linearcheck.Class]int // what the history check found, by class
 	HistoryOps   int
 	CheckTime    time.Duration
 	Duration     time.Duration
@@ -281,10 +284,20 @@ const finalReaders = 10000
 // verifyAccepted checks I3: every 202 ended succeeded or rejected-with-reason (or was
 // cancelled with one), in MySQL and through the status API.
 func (c *Pipeline) verifyAccepted(ctx context.Context, answers []Answer, res *Result) error {
-	accepted := map[string]Answer{}
+	type grab struct {
+		user  string
+		prize int64
+	}
+	accepted := map[string]grab{}
 	for _, a := range answers {
 		if a.Code == 202 && a.RequestID != "" {
-			accepted[a.RequestID] = a
+			accepted[a.RequestID] = grab{userName(a.User), c.Prizes[a.Prize].ID}
+		}
+	}
+	// The scenarios' own grabs (a poison row's probes) are held to the same promise.
+	for _, op := range c.History.Ops() {
+		if op.Kind == history.Grab && op.Code == 202 && op.Client == probeClient {
+			accepted[op.RID] = grab{op.User, op.Prize}
 		}
 	}
 	res.Accepted = len(accepted)
@@ -303,17 +316,11 @@ func (c *Pipeline) verifyAccepted(ctx context.Context, answers []Answer, res *Re
 			defer wg.Done()
 			for rid := range work {
 				a := accepted[rid]
-				// Every 202 is read once more, order or not: the last read of the row's history.
-				reader := Reader{History: c.History, Client: finalReaders + w, User: userName(a.User), Prize: c.Prizes[a.Prize].ID}
-				why := ""
-				if tok, err := c.Token(userName(a.User)); err != nil {
-					why = err.Error()
-				} else if st, reason, err := PollAs(ctx, reader, "http://"+c.GatewayAddr, tok, rid); err != nil {
-					why = "status: " + err.Error()
-				} else if _, ok := orders[rid]; !ok {
+				// Every 202 is read again, order or not: the last reads of the row's history.
+				reader := Reader{History: c.History, Client: finalReaders + w, User: a.user, Prize: a.prize}
+				why := c.finalRead(ctx, reader, rid)
+				if _, ok := orders[rid]; !ok && why == "" {
 					why = "no order in MySQL"
-				} else if st != "succeeded" && !((st == "rejected" || st == "cancelled") && reason != "") {
-					why = "status " + st
 				}
 				if why != "" {
 					mu.Lock()
@@ -334,6 +341,27 @@ func (c *Pipeline) verifyAccepted(ctx context.Context, answers []Answer, res *Re
 		res.problem("I3 accepted but not final: %v", first(lost, 10))
 	}
 	return nil
+}
+
+// finalRead reads an accepted grab's status as its owner, retrying 429s and 503s, then once
+// more at once (a final status must read the same twice running: the history check compares
+// them), and says what is wrong with it ("" when it is final).
+func (c *Pipeline) finalRead(ctx context.Context, reader Reader, rid string) string {
+	tok, err := c.Token(reader.User)
+	if err != nil {
+		return err.Error()
+	}
+	st, reason, err := PollAs(ctx, reader, "http://"+c.GatewayAddr, tok, rid)
+	if err != nil {
+		return "status: " + err.Error()
+	}
+	if st != "succeeded" && !((st == "rejected" || st == "cancelled") && reason != "") {
+		return "status " + st
+	}
+	if _, _, err := PollAs(ctx, reader, "http://"+c.GatewayAddr, tok, rid); err != nil {
+		return "second read: " + err.Error()
+	}
+	return ""
 }
 
 // verifyNoDrift checks I4: Redis's left equals MySQL's (less the units returned after the

@@ -104,6 +104,10 @@ func (c *Pipeline) checkHistory(ctx context.Context, sc Scenario, seed uint64, d
 		return nil
 	}
 	res.Linearizable = "no"
+	res.Violations = map[linearcheck.Class]int{}
+	for _, v := range rep.Violations {
+		res.Violations[v.Class]++
+	}
 	for i, v := range rep.Violations {
 		if i == 5 {
 			res.problem("history: %d more violations", len(rep.Violations)-i)

@@ -29,13 +29,17 @@ func Build(dir string) error { return BuildVersion(dir, "") }
 // BuildVersion compiles the three deployables into dir with version stamped as their build
 // version (--version, seckill_build_info; "" leaves it unset): the "new release" of the
 // rolling upgrade scenarios.
-func BuildVersion(dir, version string) error {
+func BuildVersion(dir, version string) error { return BuildFrom(Root(), dir, version) }
+
+// BuildFrom compiles the three deployables of the module at root (a mutated copy of the
+// tree, internal/mutation) into dir.
+func BuildFrom(root, dir, version string) error {
 	args := []string{"build", "-o", dir + string(os.PathSeparator)}
 	if version != "" {
 		args = append(args, "-ldflags", "-X github.com/seckill-pipeline/seckill/pkg/buildinfo.version="+version)
 	}
 	cmd := exec.Command("go", append(args, "./gateway", "./consumer", "./reconciler")...)
-	cmd.Dir = Root()
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
