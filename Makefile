@@ -16,7 +16,7 @@ REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/seckill-pipeline/seckill/pkg/buildinfo.version=$(VERSION) \
 	-X github.com/seckill-pipeline/seckill/pkg/buildinfo.revision=$(REVISION)
 
-.PHONY: run test lint contract-fuzz chaos chaos-cluster-short cluster-test secure-test hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
+.PHONY: run test lint contract-fuzz chaos mutations chaos-cluster-short cluster-test secure-test hotrow bench stack-up stack-down stack-status build vet unit clean docker-env \
 	monitor dashboard dashboard-check rules-test rules firedrill console-shots fresh-runs backup help
 
 # Every target's line carries a "## " note: make help lists them, one line each.
@@ -127,16 +127,24 @@ vet: ## go vet ./...
 
 # Lint first (seconds), then unit and integration tests together, all under the race
 # detector; integration tests find the stack through the SECKILL_* variables the stack writes
-# to .state/env. Then the contract fuzzer (see contract-fuzz) and the short chaos set (happy
-# path and three fast faults), each alone, so their load does not slow the others.
+# to .state/env. Then the contract fuzzer (see contract-fuzz), the short chaos set (each row's
+# history checked too) and the mutation checks (see mutations), each alone, so their load does
+# not slow the others.
 # chromium for the console's browser tests (internal/consoletest fails under CI without it):
 # the stack installs it only when asked; prerequisites (stack-up) inherit the variable.
 test console-shots: export SECKILL_WITH_CHROMIUM := 1
-test: lint stack-up vet ## lint, then every test with -race on the stack, the contract fuzzer and the short chaos set
+test: lint stack-up vet ## lint, then every test with -race on the stack, the contract fuzzer, the short chaos set, the mutation checks
 	set -a && source $(STATE)/env && set +a && $(GO) test -race -count=1 -timeout 20m ./...
 	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' \
 		./internal/contractfuzz -schemathesis $(LINT_VENV)/bin/schemathesis
 	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos -short
+	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos -mutations
+
+# The deliberately broken builds of internal/mutation, one per class of violation the chaos
+# rows' history check claims to catch, each run against its row with the small crowd (about
+# 4 minutes): fails unless each is caught (docs/design.md, Histories). Part of make test.
+mutations: stack-up ## build each deliberately broken tree, run its chaos row, fail unless the history check catches it
+	set -a && source $(STATE)/env && set +a && $(GO) run ./cmd/chaos -mutations $(CHAOS_FLAGS)
 
 # The whole failure matrix of docs/design.md (about 5 minutes on the single node: 3 for the 13
 # fault scenarios, 2 for the cancellation ones); fails on any violated invariant.

@@ -37,7 +37,7 @@ func All() []Mutation {
 	return []Mutation{
 		{
 			Name: "sold-out-early", Row: "happy path", Catch: linearcheck.SoldOutEarly,
-			Bug: "the admission script answers sold_out while 5 units are left",
+			Bug:   "the admission script answers sold_out while 5 units are left",
 			Edits: []Edit{{File: "pkg/stock/lua/reserve.lua", Old: "  if left <= 0 then\n", New: "  if left <= 5 then\n"}},
 		},
 		{
@@ -48,14 +48,14 @@ func All() []Mutation {
 				New: "\tdefault:\n\t\tif v.Status == \"succeeded\" && time.Now().UnixMilli()%2 == 0 {\n\t\t\tv = grabView{RequestID: v.RequestID, Status: \"queued\"}\n\t\t}\n\t\tjsonapi.Write(w, http.StatusOK, v)\n\t}\n}"}},
 		},
 		{
-			Name: "unit-returned-twice", Row: "cancellation storm: 30% of winners cancel", Catch: linearcheck.OverAdmitted,
+			Name: "unit-returned-twice", Row: "buckets: cancellation storm with resale", Catch: linearcheck.OverAdmitted,
 			Bug: "a cancelled order's unit goes back into Redis twice",
 			Edits: []Edit{{File: "pkg/stock/lua/return.lua",
 				Old: "      redis.call('HINCRBY', KEYS[1], 'left', 1)\n", New: "      redis.call('HINCRBY', KEYS[1], 'left', 2)\n"}},
 		},
 		{
 			Name: "limit-off-by-one", Row: "happy path", Catch: linearcheck.OverLimit,
-			Bug: "the admission script lets a user hold one grab more than the per-user limit",
+			Bug:   "the admission script lets a user hold one grab more than the per-user limit",
 			Edits: []Edit{{File: "pkg/stock/lua/reserve.lua", Old: "  if n >= limit then\n", New: "  if n > limit then\n"}},
 		},
 		{
