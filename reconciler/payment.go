@@ -259,6 +259,10 @@ func (j paymentJob) redisStep(ctx context.Context, fence lease.Fence, now time.T
 		return err
 	}
 	rep, err := writepath.ReturnUnits(ctx, j.gate, steps)
+	// Stamped after the step, not at the run's start: the stamp says the unit was back in
+	// Redis no later than it, which is what readers of a sold_out answer rely on (the chaos
+	// rows' history check, docs/design.md "Histories").
+	doneAt := j.now()
 	sum["units_returned"] += int64(rep.Returned)
 	sum["outcomes_marked"] += int64(rep.Marked)
 	j.metrics.swept.WithLabelValues("returned").Add(float64(rep.Returned))
@@ -288,7 +292,7 @@ func (j paymentJob) redisStep(ctx context.Context, fence lease.Fence, now time.T
 		}
 		sum["waiting_for_keys"]++
 	}
-	if serr := j.returns.MarkRedisDone(ctx, done, now); serr != nil {
+	if serr := j.returns.MarkRedisDone(ctx, done, doneAt); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	if err != nil {

@@ -585,6 +585,10 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	}
 	v, found, err := a.existing(r.Context(), rid, user)
 	switch {
+	case errors.Is(err, errKeysLost):
+		// Expected while the reconciler rebuilds lost keys: no error to log, a retry to ask for.
+		w.Header().Set("Retry-After", "1")
+		jsonapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the prize's stock is being restored; retry")
 	case err != nil:
 		a.fail(w, "status", err)
 	case !found:
@@ -592,6 +596,19 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	default:
 		jsonapi.Write(w, http.StatusOK, v)
 	}
+}
+
+// errKeysLost says a grab is in neither Redis nor MySQL while its session is open and the
+// prize's stock keys are missing (lost, and not rebuilt yet): it may have been admitted
+// before the loss and be on its way to MySQL, so "not found" could contradict a 202 the
+// caller was given. The caller is told to ask again; once the keys are rebuilt (the
+// reconciler waits for every admitted grab to reach MySQL first) the answer is certain.
+var errKeysLost = errors.New("the prize's stock keys are lost and the grab is not in MySQL yet")
+
+// openNow says whether the session of request id rid is open now.
+func (a *API) openNow(rid string) bool {
+	sid, pid, _, err := seckill.ParseRequestID(rid)
+	return err == nil && a.schedule.Check(sid, pid, a.now()) == nil
 }
 
 // existing finds user's grab rid in Redis, and in MySQL's orders only when Redis does not
@@ -630,6 +647,8 @@ func (a *API) existing(ctx context.Context, rid, user string) (grabView, bool, e
 	}
 	o, err := a.orders.ByRequestID(ctx, rid)
 	switch {
+	case errors.Is(err, seckill.ErrNotFound) && !l.Live && a.openNow(rid):
+		return grabView{}, false, errKeysLost
 	case errors.Is(err, seckill.ErrNotFound) || (err == nil && o.UserID != user):
 		return grabView{}, false, nil
 	case err != nil:

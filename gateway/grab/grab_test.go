@@ -261,6 +261,37 @@ func TestStatusPolling(t *testing.T) {
 	expect(t, "another user's order in MySQL", e.request(t, "GET", "/api/v1/grabs/"+rid, e.token(t, "bob"), "", ""), 404, "not_found")
 }
 
+// While the open session's stock keys are lost (a flush, a restart that lost them) and
+// before the reconciler rebuilds them, a grab admitted before the loss may still be on its
+// way to MySQL: its poll says "retry", never "not found", which would contradict its 202.
+func TestStatusWhileTheKeysAreLostSaysRetry(t *testing.T) {
+	e := newGrabEnv(t, 5, 5, 1)
+	a := e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001")
+	expect(t, "admitted", a, 202, "")
+	rid := a.body["request_id"].(string)
+	k := stock.KeysFor(e.open.ID, e.prizeA)
+	if err := e.rdb.Del(context.Background(), k.Meta, k.Users, k.Reserved, k.Outcomes).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.request(t, "GET", "/api/v1/grabs/"+rid, e.token(t, "alice"), "", "")
+	expect(t, "poll of a grab admitted before the keys were lost", st, 503, "unavailable")
+	if st.hdr.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	err := e.db.Exec(`INSERT INTO orders (request_id, user_id, session_id, prize_id, status, reason,
+		per_user_limit, slot, admitted_at, created_at) VALUES (?, 'alice', ?, ?, 'succeeded', '', 1, 1, NOW(6), NOW(6))`,
+		rid, e.open.ID, e.prizeA).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = e.request(t, "GET", "/api/v1/grabs/"+rid, e.token(t, "alice"), "", "")
+	if st.code != 200 || st.body["status"] != "succeeded" {
+		t.Fatalf("poll once the order is in MySQL: %d %v", st.code, st.body)
+	}
+	// Another user's grab stays "not found", keys or not: ids of others cannot be probed.
+	expect(t, "another user's order", e.request(t, "GET", "/api/v1/grabs/"+rid, e.token(t, "bob"), "", ""), 404, "not_found")
+}
+
 // 500 users grab a stock of 100 at once through HTTP: exactly 100 are admitted and exactly
 // 100 grab events reach the topic.
 func TestConcurrentGrabsExactlyStockAndEvents(t *testing.T) {
