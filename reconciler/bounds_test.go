@@ -9,13 +9,16 @@ import (
 
 // A reservation whose event never reached Kafka is re-published within the stated bound
 // even though its partition is never idle (here: consumers stopped with an event in flight,
-// as under sustained traffic the lag never reaches 0).
+// as under sustained traffic the lag never reaches 0). Time passing is stood for by the
+// admission times and the bound, not by sleeping: the reservations are admitted 400 ms ago
+// (stale, but younger than the 1500 ms bound), and the second run has a bound of 300 ms,
+// which they are older than. The bound's instant is TestStaleThresholds', on a fake clock.
 func TestStaleRepublishedWithinBoundWhilePartitionBusy(t *testing.T) {
 	e := newRecEnv(t, 5, 1)
 	e.env["SECKILL_REPUBLISH_BOUND"] = "1500ms"
-	e.grab("busy", true) // on the topic, never consumed: the partition's lag stays 1
-	lost := e.grab("lost", false)
-	time.Sleep(400 * time.Millisecond) // stale, but younger than the bound
+	admitted := time.Now().Add(-400 * time.Millisecond)
+	e.grabAt("busy", true, admitted) // on the topic, never consumed: the partition's lag stays 1
+	lost := e.grabAt("lost", false, admitted)
 	rep, err := e.once()
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +26,7 @@ func TestStaleRepublishedWithinBoundWhilePartitionBusy(t *testing.T) {
 	if s := jobOf(rep, "stale"); s.Summary["republished"] != 0 || s.Summary["in_flight"] != 2 {
 		t.Fatalf("stale job before the bound: %+v", s)
 	}
-	time.Sleep(1200 * time.Millisecond) // now older than the bound; the partition is still busy
+	e.env["SECKILL_REPUBLISH_BOUND"] = "300ms" // now older than the bound; the partition is still busy
 	rep, err = e.once()
 	if err != nil {
 		t.Fatal(err)

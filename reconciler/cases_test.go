@@ -33,12 +33,14 @@ func (e *recEnv) cases(kind string) []store.Case {
 // A reservation that stays without an order (here: no consumer at all) is re-published
 // every run, and handed to a person once SECKILL_STALE_CASE_AFTER old; the exceptions job
 // reports it, the run report is kept for the console, and a consumer then settles it.
+// Time passing is stood for by the threshold, not by sleeping: the reservation is admitted
+// 1500 ms ago, younger than the first run's SECKILL_STALE_CASE_AFTER (1 min), older than the
+// second's (1 s). The threshold's instant is TestStaleThresholds', on a fake clock.
 func TestStaleReservationHandedToAPerson(t *testing.T) {
 	e := newRecEnv(t, 5, 1)
 	e.env["SECKILL_REPUBLISH_BOUND"] = "1s"
-	e.env["SECKILL_STALE_CASE_AFTER"] = "1s"
-	g := e.grab("late", false)
-	time.Sleep(400 * time.Millisecond)
+	e.env["SECKILL_STALE_CASE_AFTER"] = "1m"
+	g := e.grabAt("late", false, time.Now().Add(-1500*time.Millisecond))
 	rep, err := e.once()
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func TestStaleReservationHandedToAPerson(t *testing.T) {
 	if s := jobOf(rep, "stale"); s.Summary["republished"] != 1 || len(e.cases(seckill.CaseStaleReservation)) != 0 {
 		t.Fatalf("a young stale reservation: stale job %+v, cases %d", s, len(e.cases(seckill.CaseStaleReservation)))
 	}
-	time.Sleep(700 * time.Millisecond)
+	e.env["SECKILL_STALE_CASE_AFTER"] = "1s"
 	if rep, err = e.once(); err != nil {
 		t.Fatal(err)
 	}

@@ -47,9 +47,20 @@ func TestPausedReconcilerCannotWriteAfterTakeover(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Real waits, both: a process (not a fake clock) is paused, and MySQL (not Go) expires its
+	// lease. The in-process timing of a lost lease is TestRunStopsWhenTheLeaseIsLostMidRun's
+	// and pkg/lease's TestDo* tests', in synctest bubbles.
 	time.Sleep(500 * time.Millisecond) // into the rebuild job's wait for the consumers
 	paused.Signal(syscall.SIGSTOP)
-	time.Sleep(3 * time.Second) // past the 2 s TTL: the lease expires while it sleeps
+	// The paused holder's lease expires (2 s TTL): polled, so the wait ends as MySQL says so.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if holder, _, err := lease.Holder(e.ctx); err == nil && holder == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the paused holder's lease did not expire in 20s")
+		}
+	}
 
 	e.startConsumer()
 	e.waitOrders(2)

@@ -80,9 +80,22 @@ func (e *recEnv) startConsumer() {
 // grab admits one grab in Redis; with produce it also emits the grab event, as the gateway.
 func (e *recEnv) grab(user string, produce bool) seckill.Grab {
 	e.t.Helper()
+	return e.grabAt(user, produce, time.Now())
+}
+
+// staleAge is how long ago a test admits a reservation it needs older than the tests'
+// SECKILL_STALE_AFTER (300 ms) and younger than the default SECKILL_REPUBLISH_BOUND (1 min).
+const staleAge = time.Second
+
+// grabAt is grab admitted at admitted. A test that needs a reservation older than a
+// threshold admits it that long ago instead of sleeping: the gate keeps the admission time
+// the gateway gives it, and the reconciler ages the reservation from there. (The thresholds'
+// instants are TestStaleThresholds', on a fake clock.)
+func (e *recEnv) grabAt(user string, produce bool, admitted time.Time) seckill.Grab {
+	e.t.Helper()
 	e.seq++
 	g := seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, fmt.Sprintf("key-%s-%04d", user, e.seq)),
-		UserID: user, SessionID: e.session, PrizeID: e.prize, AdmittedAt: time.Now().UTC()}
+		UserID: user, SessionID: e.session, PrizeID: e.prize, AdmittedAt: admitted.UTC()}
 	v, err := e.gate.Reserve(e.ctx, g)
 	if err != nil || v.Code != stock.Admitted {
 		e.t.Fatalf("reserve %s: %s %v", user, v.Code, err)
@@ -265,8 +278,7 @@ func TestDriftCorrectedBothWaysButNotWhileInFlight(t *testing.T) {
 func TestStaleReservationBecomesOrder(t *testing.T) {
 	e := newRecEnv(t, 5, 1)
 	e.startConsumer()
-	g := e.grab("lost", false)
-	time.Sleep(400 * time.Millisecond) // older than SECKILL_STALE_AFTER
+	g := e.grabAt("lost", false, time.Now().Add(-staleAge)) // older than SECKILL_STALE_AFTER
 	rep, err := e.once()
 	if err != nil {
 		t.Fatal(err)

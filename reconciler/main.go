@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -178,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	republished, settled := newStaleMetrics(reg)
 	// The runner and the rebalance loop take turns at the one lease: the fences of the
 	// transfers' scripts and journal are its numbers.
-	held := serialLeaser{mu: &sync.Mutex{}, l: lease.New(db, cfg.LeaseName, cfg.LeaseTTL)}
+	held := newSerialLeaser(lease.New(db, cfg.LeaseName, cfg.LeaseTTL))
 	transfers := transferExecutor{catalog: catalog, gate: gate, grace: cfg.KeyGrace, metrics: newRebalanceMetrics(reg), now: time.Now}
 	r := &runner{
 		lease:   held,

@@ -127,8 +127,7 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 	}
 	var due []int64
 	for _, s := range sessions {
-		// Nothing of a session can be due before it has been open for one timeout.
-		if t := timeouts[s.ID]; t > 0 && !now.Before(s.Start.Add(t)) {
+		if sessionMayHaveDue(s, timeouts[s.ID], now) {
 			due = append(due, s.ID)
 		}
 	}
@@ -141,7 +140,7 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 	// every candidate's due time.
 	var flight *inFlight
 	for _, st := range stocks {
-		cutoff := now.Add(-timeouts[st.SessionID]).Truncate(time.Microsecond) // MySQL keeps microseconds
+		cutoff := paymentCutoff(now, timeouts[st.SessionID])
 		unpublished, err := j.orders.CountUnpublishedUnpaid(ctx, st.SessionID, st.PrizeID, cutoff)
 		if err != nil {
 			return err
@@ -198,6 +197,23 @@ func (j paymentJob) timeouts(ctx context.Context, fence lease.Fence, now time.Ti
 		}
 	}
 	return nil
+}
+
+// sessionMayHaveDue says whether a session's orders may be due at now: nothing of a session
+// can be due before it has been open for one timeout (its orders are published after its
+// start). Inclusive, so it never hides an order the cut-off would find due.
+func sessionMayHaveDue(s seckill.Session, timeout time.Duration, now time.Time) bool {
+	return timeout > 0 && !now.Before(s.Start.Add(timeout))
+}
+
+// paymentCutoff is the payment timeout's deadline turned round: an order whose order.created
+// was published before the cut-off is due (store.Orders.DueUnpaid's event_published_at < ?,
+// and decideFeedback's DueBefore). Strictly before: an order published exactly timeout ago
+// has its deadline now, and the deadline's instant is still the buyer's. The cut-off is cut
+// to the microsecond MySQL keeps, downwards, so it is never later than now - timeout: no
+// order is timed out early, one is at most a microsecond late.
+func paymentCutoff(now time.Time, timeout time.Duration) time.Time {
+	return now.Add(-timeout).Truncate(time.Microsecond)
 }
 
 // cancel times out one batch of a session×prize's due orders and gives their units back.

@@ -143,7 +143,16 @@ func (e *recEnv) refundsAndCases() (refunds, cases int64) {
 	return refunds, cases
 }
 
-func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+// deadlinePasses stands for the payment deadline passing, without sleeping: the activity's
+// timeout becomes 1 ms, so every order published before the call is past its deadline at
+// the next run (its instant on the run's clock is TestPaymentTimeoutAtTheDeadline's, in a
+// synctest bubble). An activity cannot be created with less than seckill.MinPaymentTimeout;
+// the reconciler reads whatever the row holds, and does the same with it.
+func (e *recEnv) deadlinePasses() {
+	e.t.Helper()
+	e.paymentTimeout(time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // and 1 ms passed since the last order published before the call
+}
 
 // Orders not paid within the activity's timeout are cancelled by the reconciler, once, and
 // their units are sold again; a paid order is kept; Redis and MySQL agree throughout.
@@ -157,13 +166,13 @@ func TestPaymentTimeoutCancelsUnpaidOrdersAndResellsTheirUnits(t *testing.T) {
 	d := e.grab("d", true)
 	e.waitOrders(4)
 	e.waitSettled()
-	pub := e.waitPublished(a.RequestID, b.RequestID, c.RequestID, d.RequestID) // the timeouts count from here
+	e.waitPublished(a.RequestID, b.RequestID, c.RequestID, d.RequestID) // the timeouts count from here
 	e.pay(a.RequestID)
 	if v, _ := e.gate.Reserve(e.ctx, seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, "key-e-000001"),
 		UserID: "e", SessionID: e.session, PrizeID: e.prize, AdmittedAt: time.Now()}); v.Code != stock.SoldOut {
 		t.Fatalf("before the timeout: %s, want sold out", v.Code)
 	}
-	sleepUntil(pub.Add(1200 * time.Millisecond))
+	e.deadlinePasses()
 
 	rep, err := e.once()
 	if err != nil {
@@ -221,7 +230,8 @@ func TestTimeoutsWhileRedisLostItsKeysCountEachUnitOnce(t *testing.T) {
 	b := e.grab("b", true)
 	e.waitOrders(2)
 	e.waitSettled()
-	sleepUntil(e.waitPublished(a.RequestID, b.RequestID).Add(1200 * time.Millisecond))
+	e.waitPublished(a.RequestID, b.RequestID)
+	e.deadlinePasses()
 	if err := e.consumer.Stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -243,6 +253,7 @@ func TestTimeoutsWhileRedisLostItsKeysCountEachUnitOnce(t *testing.T) {
 	}
 
 	e.env["SECKILL_CATCHUP_WAIT"] = "30s"
+	e.paymentTimeout(time.Second) // c's order, stored next, is not past its deadline
 	e.startConsumer()
 	e.waitOrders(3)
 	rep, err := e.once()
@@ -263,10 +274,10 @@ func TestTimeoutsWhileRedisLostItsKeysCountEachUnitOnce(t *testing.T) {
 	}
 }
 
-// The feedback consumer is down past a payment deadline. The buyer paid one second after the
-// order's creation event went out (order.paid is on the feedback topic, unread); at three
-// seconds, with a two-second timeout, the reconciler must not cancel it: the evidence has
-// not been read. An unpaid order whose report partition holds nothing unread is timed out
+// The feedback consumer is down past a payment deadline. The buyer paid within the two-second
+// timeout after the order's creation event went out (order.paid is on the feedback topic,
+// unread); past the deadline (deadlinePasses) the reconciler must not cancel it: the
+// evidence has not been read. An unpaid order whose report partition holds nothing unread is timed out
 // as usual. Once the consumer is back the payment is applied: paid, no refund.
 func TestPaidInTimeNotCancelledWhileFeedbackIsUnread(t *testing.T) {
 	e := newRecEnv(t, 4, 1)
@@ -276,14 +287,13 @@ func TestPaidInTimeNotCancelledWhileFeedbackIsUnread(t *testing.T) {
 	b := e.grab("b", true)
 	e.waitOrders(2)
 	e.waitSettled()
-	pub := e.waitPublished(a.RequestID, b.RequestID)
+	e.waitPublished(a.RequestID, b.RequestID)
 	if err := e.consumer.Stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 
-	sleepUntil(pub.Add(time.Second))
-	e.report(seckill.Feedback{RequestID: a.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()})
-	sleepUntil(pub.Add(3 * time.Second))
+	e.report(seckill.Feedback{RequestID: a.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()}) // in time
+	e.deadlinePasses()
 	rep, err := e.once()
 	if err != nil {
 		t.Fatalf("reconcile: %v %+v", err, rep)
@@ -327,9 +337,9 @@ func TestPaidInTimeNotCancelledWhileFeedbackIsUnread(t *testing.T) {
 }
 
 // The order relay is paused: the orders are stored, but downstream never saw order.created
-// and could not collect payment. Three seconds after their creation, with a two-second
-// timeout, they are not cancelled. Once the relay publishes, the timeout counts from then:
-// a buyer who pays a second later keeps the order, and an unpaid one is timed out.
+// and could not collect payment. Past their deadline counted from their creation
+// (deadlinePasses), they are not cancelled. Once the relay publishes, the timeout counts
+// from then: a buyer who pays within it keeps the order, and an unpaid one is timed out.
 func TestOrderNotTimedOutBeforeItsCreationEventIsPublished(t *testing.T) {
 	e := newRecEnv(t, 4, 1)
 	e.paymentTimeout(2 * time.Second)
@@ -339,10 +349,8 @@ func TestOrderNotTimedOutBeforeItsCreationEventIsPublished(t *testing.T) {
 	b := e.grab("b", true)
 	e.waitOrders(2)
 	e.waitSettled()
-	var created time.Time
-	e.db.Raw("SELECT MAX(created_at) FROM orders").Row().Scan(&created)
 
-	sleepUntil(created.Add(3 * time.Second))
+	e.deadlinePasses()
 	if e.orders(store.PublishedSQL("orders")) != 0 {
 		t.Fatal("the relay published while paused: the test tests nothing")
 	}
@@ -355,13 +363,13 @@ func TestOrderNotTimedOutBeforeItsCreationEventIsPublished(t *testing.T) {
 			e.orders("status = 'cancelled'"), p)
 	}
 
+	e.paymentTimeout(2 * time.Second) // back to the activity's timeout, now counted from the publication
 	release()
-	pub := e.waitPublished(a.RequestID, b.RequestID)
-	sleepUntil(pub.Add(time.Second))
-	e.report(seckill.Feedback{RequestID: a.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()})
+	e.waitPublished(a.RequestID, b.RequestID)
+	e.report(seckill.Feedback{RequestID: a.RequestID, Kind: seckill.FeedbackPaid, At: time.Now()}) // in time
 	e.waitUntil("paid", func() bool { return e.orders("request_id = ? AND paid_at IS NOT NULL", a.RequestID) == 1 })
 	e.waitFeedbackRead()
-	sleepUntil(pub.Add(3 * time.Second))
+	e.deadlinePasses()
 	rep, err = e.once()
 	if err != nil {
 		t.Fatalf("reconcile: %v %+v", err, rep)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -217,14 +216,23 @@ func (r rebalancer) round(ctx context.Context, f lease.Fence, prizes []store.Pri
 // serialLeaser lets one process's runner and rebalance loop take turns at the lease
 // without finding each other "busy": the in-process lock queues them, the lease keeps
 // other instances out.
+//
+// The lock is a channel of one token, not a sync.Mutex, with the same behaviour (a turn
+// waits however long the other takes): a goroutine waiting on a channel is durably blocked
+// for testing/synctest, so a test can let a run and a round fall due at once on a fake
+// clock (TestRunsDueAtOnceDoNotOverlap); one waiting on a Mutex is not, and stops the clock.
 type serialLeaser struct {
-	mu *sync.Mutex
-	l  leaser
+	turn chan struct{}
+	l    leaser
+}
+
+func newSerialLeaser(l leaser) serialLeaser {
+	return serialLeaser{turn: make(chan struct{}, 1), l: l}
 }
 
 func (s serialLeaser) Do(ctx context.Context, work func(ctx context.Context, fence lease.Fence) error) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.turn <- struct{}{}
+	defer func() { <-s.turn }()
 	return s.l.Do(ctx, work)
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -153,7 +152,7 @@ func TestRebalanceLoopTakesTheLease(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	exec := s.executor(nil)
 	exec.metrics = newRebalanceMetrics(reg)
-	loop := rebalanceLoop{rebalancer: s.rebalancer(exec), lease: serialLeaser{mu: &sync.Mutex{}, l: s.lease}, every: time.Second,
+	loop := rebalanceLoop{rebalancer: s.rebalancer(exec), lease: newSerialLeaser(s.lease), every: time.Second,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
 	s.signal(t, 2, 3, false)
 

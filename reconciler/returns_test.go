@@ -147,7 +147,9 @@ func TestPendingReservationOutlivesTheKeysTTL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first run: %v %+v", err, rep)
 	}
-	time.Sleep(time.Until(expiry.Add(time.Second))) // past the TTL the keys were loaded with
+	// A real wait: what is tested is Redis's own expiry of the keys (PEXPIREAT, milliseconds),
+	// which no fake clock moves; 100 ms past it the keys would be gone had the run not kept them.
+	time.Sleep(time.Until(expiry.Add(100 * time.Millisecond)))
 	if !e.reservationPending(g.RequestID) {
 		t.Fatal("the reservation expired with the keys' TTL")
 	}
@@ -172,13 +174,12 @@ func TestPendingReservationOutlivesTheKeysTTL(t *testing.T) {
 // reservation still pending there is re-published until it has its order.
 func TestStaleJobLooksPastTheGraceWhileReservationsPending(t *testing.T) {
 	e := newRecEnv(t, 5, 1)
-	g := e.grab("late", false)
+	g := e.grabAt("late", false, time.Now().Add(-staleAge)) // older than SECKILL_STALE_AFTER
 	// The session ended two hours ago (the key grace is one hour); its keys are still there.
 	if err := e.db.Exec("UPDATE sessions SET starts_at = ?, ends_at = ? WHERE id = ?",
 		time.Now().UTC().Add(-3*time.Hour), time.Now().UTC().Add(-2*time.Hour), e.session).Error; err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond) // older than SECKILL_STALE_AFTER
 	e.startConsumer()
 	rep, err := e.once()
 	if err != nil {

@@ -103,17 +103,8 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 				return result{Summary: sum}, err
 			}
 			busy := flight.pendingKey(event.BucketPartitionKey(sid, pid, b)) > 0
-			var old []stock.Reservation
-			for _, r := range reserved {
-				age := now.Sub(r.AdmittedAt)
-				switch {
-				case age < j.stale:
-				case busy && age < j.bound:
-					sum["in_flight"]++ // the consumer is probably about to settle it
-				default:
-					old = append(old, r)
-				}
-			}
+			old, inFlight := j.oldOf(reserved, now, busy)
+			sum["in_flight"] += inFlight
 			if len(old) == 0 {
 				continue
 			}
@@ -127,6 +118,36 @@ func (j staleJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		}
 	}
 	return result{Summary: sum}, nil
+}
+
+// oldOf picks, of a bucket's reservations at now, the ones old enough to act on, and counts
+// those stale but left to the consumer, which is probably about to settle them: their
+// partition is busy and they are younger than bound. The thresholds are inclusive: a
+// reservation exactly stale old is stale, one exactly bound old is taken while busy.
+func (j staleJob) oldOf(reserved []stock.Reservation, now time.Time, busy bool) (old []stock.Reservation, inFlight int64) {
+	for _, r := range reserved {
+		age := now.Sub(r.AdmittedAt)
+		switch {
+		case age < j.stale:
+		case busy && age < j.bound:
+			inFlight++
+		default:
+			old = append(old, r)
+		}
+	}
+	return old, inFlight
+}
+
+// staleCases are the exception cases of re-published reservations still without an order
+// caseAfter (inclusive) after their admission, at most maxStaleCases.
+func (j staleJob) staleCases(sessionID, prizeID int64, missing []stock.Reservation, now time.Time) []store.CaseReport {
+	var cases []store.CaseReport
+	for _, r := range missing {
+		if age := now.Sub(r.AdmittedAt); age >= j.caseAfter && len(cases) < maxStaleCases {
+			cases = append(cases, exception.StaleReport(sessionID, prizeID, r, age))
+		}
+	}
+	return cases
 }
 
 // keptScope is the session×prizes ended longer than the key grace ago (within the
@@ -219,13 +240,7 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	j.republished.Add(float64(len(msgs)))
 	j.log.Warn("stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "bucket", b, "count", len(msgs))
 	now := j.now()
-	var cases []store.CaseReport
-	for _, r := range missing {
-		if age := now.Sub(r.AdmittedAt); age >= j.caseAfter && len(cases) < maxStaleCases {
-			cases = append(cases, exception.StaleReport(st.SessionID, st.PrizeID, r, age))
-		}
-	}
-	if len(cases) > 0 {
+	if cases := j.staleCases(st.SessionID, st.PrizeID, missing, now); len(cases) > 0 {
 		if err := j.cases.Record(ctx, now, cases...); err != nil {
 			return settled, int64(len(msgs)), err
 		}

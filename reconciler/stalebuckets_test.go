@@ -47,9 +47,16 @@ func userIn(t *testing.T, prefix string, b, n int) string {
 // nothing: the gateway died between the admission and the produce.
 func (e *recEnv) grabHome(user string) seckill.Grab {
 	e.t.Helper()
+	return e.grabHomeAt(user, time.Now())
+}
+
+// grabHomeAt is grabHome admitted at admitted (as grabAt: a reservation made old without
+// sleeping).
+func (e *recEnv) grabHomeAt(user string, admitted time.Time) seckill.Grab {
+	e.t.Helper()
 	e.seq++
 	g := seckill.Grab{RequestID: seckill.RequestID(e.session, e.prize, fmt.Sprintf("key-%s-%04d", user, e.seq)),
-		UserID: user, SessionID: e.session, PrizeID: e.prize, Bucket: stock.HomeBucket(user, staleBuckets), Buckets: staleBuckets, AdmittedAt: time.Now().UTC()}
+		UserID: user, SessionID: e.session, PrizeID: e.prize, Bucket: stock.HomeBucket(user, staleBuckets), Buckets: staleBuckets, AdmittedAt: admitted.UTC()}
 	if v, err := e.gate.Reserve(e.ctx, g); err != nil || v.Code != stock.Admitted {
 		e.t.Fatalf("reserve %s in bucket %d: %s %v", user, g.Bucket, v.Code, err)
 	}
@@ -129,9 +136,9 @@ func (e *recEnv) settledIn(g seckill.Grab, b int, state string) stock.Lookup {
 func TestStaleReservationInABucketBecomesOneOrder(t *testing.T) {
 	e := newBucketedRecEnv(t)
 	e.startConsumer()
-	inTwo := e.grabHome(userIn(t, "lost", 2, staleBuckets))
-	inZero := e.grabHome(userIn(t, "lost", 0, staleBuckets))
-	time.Sleep(400 * time.Millisecond) // older than SECKILL_STALE_AFTER
+	// Older than SECKILL_STALE_AFTER.
+	inTwo := e.grabHomeAt(userIn(t, "lost", 2, staleBuckets), time.Now().Add(-staleAge))
+	inZero := e.grabHomeAt(userIn(t, "lost", 0, staleBuckets), time.Now().Add(-staleAge))
 	rep, err := e.once()
 	if err != nil {
 		t.Fatal(err)
@@ -187,12 +194,11 @@ func TestStaleReservationInABucketBecomesOneOrder(t *testing.T) {
 // stale job, not re-published; a second run finds nothing.
 func TestStaleReservationInABucketWithItsOrderIsSettled(t *testing.T) {
 	e := newBucketedRecEnv(t)
-	g := e.grabHome(userIn(t, "unsettled", 3, staleBuckets))
+	g := e.grabHomeAt(userIn(t, "unsettled", 3, staleBuckets), time.Now().Add(-staleAge)) // older than SECKILL_STALE_AFTER
 	res, err := store.NewOrders(e.db).Persist(e.ctx, e.session, e.prize, []seckill.Grab{g}, time.Now())
 	if err != nil || len(res.Outcomes) != 1 || res.Bucket != 3 {
 		t.Fatalf("persist: %+v %v", res, err)
 	}
-	time.Sleep(400 * time.Millisecond)
 	rep, err := e.once()
 	if s := jobOf(rep, "stale"); err != nil || s.Summary["settled"] != 1 || s.Summary["republished"] != 0 {
 		t.Fatalf("stale job %+v %v, want the reservation settled, nothing re-published", s, err)

@@ -66,7 +66,8 @@ func TestAddGrabPartitionsBetweenSales(t *testing.T) {
 	e.waitOrders(20)
 	e.waitSettled()
 	// A grab whose event never reached Kafka (its gateway died after the admission).
-	admitted = append(admitted, e.grab("unsent", false))
+	// Admitted staleAge ago: older than SECKILL_STALE_AFTER when the reconciler looks at it.
+	admitted = append(admitted, e.grabAt("unsent", false, time.Now().Add(-staleAge)))
 
 	got, err := e.tool(nil, "drained")
 	if !errors.Is(err, errFoundProblems) || got["drained"] != false || !strings.Contains(fmt.Sprint(failing(got)), "no_session_open") {
@@ -80,7 +81,6 @@ func TestAddGrabPartitionsBetweenSales(t *testing.T) {
 		t.Fatalf("drained with a reservation Kafka never got: %v %v", err, got)
 	}
 	// The reconciler re-publishes it (stale after 300 ms here), the consumer persists it.
-	time.Sleep(400 * time.Millisecond)
 	if _, err := e.once(); err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,24 @@ func (l *Lease) Holder(ctx context.Context) (string, int64, error) {
 // fails, work's context is cancelled with ErrLost as its cause, so work stops acting; writes
 // it is already making are refused by their fence checks.
 func (l *Lease) Do(ctx context.Context, work func(ctx context.Context, fence Fence) error) (acquired bool, err error) {
-	h, ok, err := l.TryAcquire(ctx)
+	return do(ctx, l, l.ttl, work)
+}
+
+// row is what Do needs of the lease's row: a *Lease, or in a unit test of Do's timing a fake
+// the test controls (the expiry itself is judged by MySQL's clock, which no fake can be).
+type row interface {
+	TryAcquire(ctx context.Context) (Held, bool, error)
+	Renew(ctx context.Context, h Held) (bool, error)
+	Release(ctx context.Context, h Held) error
+}
+
+// do is Do's timing: renew every ttl/3, give one renewal at most ttl/3, and cancel work on
+// the first renewal refused, failed or timed out. So work's context ends at most two thirds
+// of a TTL after the tick of the last renewal MySQL accepted, a third of a TTL before that
+// renewal can expire and another holder take the lease: the margin work has to stop in. A
+// holder that overruns it (a pause) is the fence's to refuse.
+func do(ctx context.Context, r row, ttl time.Duration, work func(ctx context.Context, fence Fence) error) (acquired bool, err error) {
+	h, ok, err := r.TryAcquire(ctx)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -149,15 +166,15 @@ func (l *Lease) Do(ctx context.Context, work func(ctx context.Context, fence Fen
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(l.ttl / 3)
+		t := time.NewTicker(ttl / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-wctx.Done():
 				return
 			case <-t.C:
-				rctx, rcancel := context.WithTimeout(wctx, l.ttl/3)
-				ok, err := l.Renew(rctx, h)
+				rctx, rcancel := context.WithTimeout(wctx, ttl/3)
+				ok, err := r.Renew(rctx, h)
 				rcancel()
 				if err != nil || !ok {
 					cancel(fmt.Errorf("%w: renewal: ok=%v err=%v", ErrLost, ok, err))
@@ -171,7 +188,7 @@ func (l *Lease) Do(ctx context.Context, work func(ctx context.Context, fence Fen
 	<-done
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer rcancel()
-	if rerr := l.Release(rctx, h); rerr != nil && err == nil {
+	if rerr := r.Release(rctx, h); rerr != nil && err == nil {
 		err = rerr
 	}
 	if cause := context.Cause(wctx); errors.Is(cause, ErrLost) && err == nil {

@@ -56,12 +56,15 @@ func TestOneHolderAndFencing(t *testing.T) {
 func TestPausedHolderIsFencedOutAfterTakeover(t *testing.T) {
 	_, db := stacktest.Migrated(t)
 	ctx := stacktest.Context(t, 30*time.Second)
-	a, b := lease.New(db, "r", 300*time.Millisecond), lease.New(db, "r", 300*time.Millisecond)
+	// The expiry is MySQL's (expires_at against NOW(6)), so this test waits on the server's
+	// clock, not a fake one: a TTL of 20 ms keeps the wait short, and waitExpired ends it as
+	// soon as MySQL says the lease expired. Do's timing is TestDoStopsWorkBeforeTheLeaseCanBeTakenOver's.
+	a, b := lease.New(db, "r", 20*time.Millisecond), lease.New(db, "r", 20*time.Millisecond)
 	h1, ok, err := a.TryAcquire(ctx)
 	if err != nil || !ok {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	time.Sleep(400 * time.Millisecond) // "paused" past the TTL, nobody took over yet
+	waitExpired(ctx, t, a) // "paused" past the TTL, nobody took over yet
 	if err := h1.Fence.Check(ctx); err != nil {
 		t.Fatalf("expired but not retaken: %v; nobody else acted, the fence is still current", err)
 	}
@@ -80,6 +83,28 @@ func TestPausedHolderIsFencedOutAfterTakeover(t *testing.T) {
 	}
 }
 
+// waitExpired polls until MySQL holds l expired (Holder reads it with TryAcquire's
+// condition), so a test waits no longer than the server's clock takes.
+func waitExpired(ctx context.Context, t *testing.T, l *lease.Lease) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		holder, _, err := l.Holder(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holder == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease has not expired after 10s")
+		}
+	}
+}
+
+// Renewal against the real server: the work outlives the TTL twice on the wall clock, so
+// MySQL's expiry would let another instance in if a renewal did not land. The renewal's
+// timing itself (every ttl/3, each given ttl/3) is TestDoRenewsEveryThirdOfTheTTL's, in a
+// synctest bubble.
 func TestDoRunsOneActorAndRenews(t *testing.T) {
 	_, db := stacktest.Migrated(t)
 	ctx := stacktest.Context(t, 30*time.Second)

@@ -11,6 +11,7 @@ func TestDecideFeedback(t *testing.T) {
 	k := seckill.SessionPrize{Session: 7, Prize: 3}
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	before, due := t0.Add(-time.Minute), t0
+	justBefore := due.Add(-time.Microsecond) // the closest MySQL's DATETIME(6) can be
 	order := func(status seckill.OrderStatus, reason seckill.Reason, paid, published *time.Time) *orderRow {
 		return &orderRow{ID: 1, RequestID: "7-3-key00001", SessionID: k.Session, PrizeID: k.Prize,
 			Status: string(status), Reason: string(reason), PaidAt: paid, EventPublishedAt: published}
@@ -45,6 +46,9 @@ func TestDecideFeedback(t *testing.T) {
 		{"cancelled, paid", cancel, order(seckill.OrderSucceeded, "", &before, &before),
 			feedbackDecision{feedbackRecordCase, seckill.CaseCancelAfterPaid, "cancelled (buyer_cancelled) after it was paid; kept paid"}},
 		{"timeout, published before due", timeout, order(seckill.OrderSucceeded, "", nil, &before), feedbackDecision{Action: feedbackCancel}},
+		// The payment timeout's boundary (reconciler's paymentCutoff is DueBefore): strictly
+		// before. Published exactly at the cut-off, the deadline is the run's instant: not due.
+		{"timeout, published 1 µs before due", timeout, order(seckill.OrderSucceeded, "", nil, &justBefore), feedbackDecision{Action: feedbackCancel}},
 		{"timeout, published at due", timeout, order(seckill.OrderSucceeded, "", nil, &due), feedbackDecision{Action: feedbackNotDue}},
 		{"timeout, not published", timeout, order(seckill.OrderSucceeded, "", nil, nil), feedbackDecision{Action: feedbackNotDue}},
 		{"timeout, paid meanwhile", timeout, order(seckill.OrderSucceeded, "", &before, &before), feedbackDecision{Action: feedbackNotDue}},
