@@ -19,8 +19,9 @@ import (
 
 // fakeReturns is the stock_returns table in memory.
 type fakeReturns struct {
-	rows []store.StockReturn
-	done map[int64]bool
+	rows     []store.StockReturn
+	done     map[int64]bool
+	doneAtOf map[int64]time.Time // the stamp each return was given (when the map is set)
 }
 
 func (f *fakeReturns) pending() []store.StockReturn {
@@ -64,9 +65,12 @@ func (f *fakeReturns) PendingRedisOf(_ context.Context, sessionID, prizeID int64
 	return out, nil
 }
 
-func (f *fakeReturns) MarkRedisDone(_ context.Context, orderIDs []int64, _ time.Time) error {
+func (f *fakeReturns) MarkRedisDone(_ context.Context, orderIDs []int64, at time.Time) error {
 	for _, id := range orderIDs {
 		f.done[id] = true
+		if f.doneAtOf != nil {
+			f.doneAtOf[id] = at
+		}
 	}
 	return nil
 }
@@ -147,5 +151,44 @@ func TestReturnSweepDoesNotStarveBehindAFailingPrize(t *testing.T) {
 				t.Fatalf("a failing return was stamped done: %v", rets.done)
 			}
 		})
+	}
+}
+
+// slowGate gives every unit back, and its script takes an hour of the run's clock.
+type slowGate struct{ clock *time.Time }
+
+func (g slowGate) ReturnAll(_ context.Context, items []stock.UnitReturn) (stock.ReturnReport, error) {
+	*g.clock = g.clock.Add(time.Hour)
+	var rep stock.ReturnReport
+	for _, it := range items {
+		rep.Done = append(rep.Done, it.OrderID)
+		rep.Returned++
+	}
+	return rep, nil
+}
+
+// A return's redis_done_at says the unit was back in Redis no later than it: the sweep
+// stamps it after its Redis step, not with the time its run started (readers of a sold_out
+// answer, the chaos rows' history check and the bucket rows' rule, rely on it).
+func TestReturnStampedAfterItsRedisStep(t *testing.T) {
+	_, db := stacktest.Migrated(t)
+	ctx := stacktest.Context(t, time.Minute)
+	l := lease.New(db, "t-stamp-"+stacktest.ID(t), time.Minute)
+	start := time.Now()
+	clock := start
+	rets := &fakeReturns{done: map[int64]bool{}, doneAtOf: map[int64]time.Time{},
+		rows: []store.StockReturn{{OrderID: 1, RequestID: "r1", UserID: "u", SessionID: 9, PrizeID: 1,
+			Reason: seckill.ReasonBuyerCancelled, Resale: true}}}
+	j := paymentJob{catalog: sweepCatalog{}, returns: rets, gate: slowGate{clock: &clock},
+		grace: time.Hour, batch: 10, perRun: 10, sweep: 2, metrics: newPaymentMetrics(prometheus.NewRegistry()),
+		log: slog.New(slog.DiscardHandler), now: func() time.Time { return clock }}
+	if _, err := l.Do(ctx, func(ctx context.Context, f lease.Fence) error {
+		_, err := j.Run(ctx, f)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := rets.doneAtOf[1]; !ok || at.Before(start.Add(time.Hour)) {
+		t.Fatalf("return stamped %v (run started %v, its Redis step ended %v)", at, start, start.Add(time.Hour))
 	}
 }
