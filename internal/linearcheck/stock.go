@@ -37,6 +37,7 @@ func checkStock(h history.Header, p history.Prize, ops []history.Op) []Violation
 	}
 	var back []int64
 	var backUnits []int
+	var soldOuts []history.Op
 	down, raised := 0, 0
 	for _, op := range ops {
 		if op.Prize != p.ID {
@@ -45,6 +46,9 @@ func checkStock(h history.Header, p history.Prize, ops []history.Op) []Violation
 		switch op.Kind {
 		case history.Grab:
 			o := classify(op)
+			if o.what == soldOut {
+				soldOuts = append(soldOuts, op)
+			}
 			if o.what == hasStatus || o.what == unknown {
 				if t, ok := first[op.RID]; !ok || op.Call < t {
 					first[op.RID] = op.Call
@@ -88,10 +92,7 @@ func checkStock(h history.Header, p history.Prize, ops []history.Op) []Violation
 
 	worst, early := 0, 0
 	var worstOp history.Op
-	for _, op := range ops {
-		if op.Prize != p.ID || op.Kind != history.Grab || classify(op).what != soldOut {
-			continue
-		}
+	for _, op := range soldOuts {
 		units := p.Total + cum[atMost(sortedBack, op.Call-int64(p.Stale))] - atMost(calls, op.Return) - down
 		if units > 0 {
 			early++
