@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-pipeline/seckill/gateway/admission"
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
@@ -79,7 +80,10 @@ type API struct {
 	replica     ReplicaWaiter
 	replicaWait time.Duration
 	inflight    chan struct{}
-	produceTTL  time.Duration
+	// admission bounds the grabs between the cheap checks and the costly work (the
+	// admission script, the Kafka write): over its adaptive limit a grab is refused at once.
+	admission  *admission.Gate
+	produceTTL time.Duration
 	// admitTimeout bounds the wait for the admission script's verdict.
 	admitTimeout time.Duration
 	metrics      *metrics
@@ -88,6 +92,15 @@ type API struct {
 }
 
 const grabBodyLimit = 1 << 10
+
+// The answers a crowd gets by the thousand, encoded once (constants in all but syntax): after
+// the last unit the sold-out answer is most of what the gateway writes, and under a crowd
+// above capacity the refusal is.
+var (
+	soldOutAnswer    = jsonapi.Encode(http.StatusConflict, jsonapi.Error{Code: "sold_out", Message: "sold out"})
+	overloadedAnswer = jsonapi.Encode(http.StatusServiceUnavailable, jsonapi.Error{Code: "overloaded",
+		Message: "too many requests in flight; retry after the time Retry-After gives"})
+)
 
 // Batch is the most grab events one produce request to a partition carries (the writers
 // main makes).
@@ -99,7 +112,7 @@ const admitTimeout = 5 * time.Second
 
 // Register mounts the grab and status routes on mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.guard("grab", http.HandlerFunc(a.grab)))
+	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.soldOutFirst(a.guard("grab", http.HandlerFunc(a.grab))))
 	mux.Handle("GET /api/v1/grabs/{request_id}", a.guard("status", http.HandlerFunc(a.status)))
 }
 
@@ -121,6 +134,9 @@ type Config struct {
 	Events         Publisher
 	RelayQueue     int // grab events the relay holds at most
 	MaxInflight    int
+	// Admission sets the adaptive limit on grabs doing their Redis and Kafka work
+	// (package admission); its Now defaults to Now.
+	Admission      admission.Config
 	ProduceTimeout time.Duration
 	// Replica, when set, confirms a reservation on a Redis replica after a failed produce,
 	// waiting up to ReplicaWait; nil: no wait.
@@ -147,10 +163,15 @@ type Schedule interface {
 
 // New builds the grab path from cfg.
 func New(cfg Config) *API {
-	m := newMetrics(cfg.Registry)
 	held := newUnpublished()
+	if cfg.Admission.Now == nil {
+		cfg.Admission.Now = cfg.Now
+	}
+	gate := admission.New(cfg.Admission)
+	m := newMetrics(cfg.Registry, gate)
 	return &API{
-		gate: cfg.Gate, orders: cfg.Orders, verifier: cfg.Verifier, userHeader: cfg.UserHeader,
+		admission: gate,
+		gate:      cfg.Gate, orders: cfg.Orders, verifier: cfg.Verifier, userHeader: cfg.UserHeader,
 		schedule: cfg.Schedule, soldOut: newSoldOutFlags(cfg.SoldOutRecheck),
 		perUser: cfg.PerUser, perIP: cfg.PerIP,
 		clients: cfg.Clients, userProxies: cfg.UserProxies,
@@ -189,9 +210,7 @@ func (a *API) guard(route string, next http.Handler) http.Handler {
 		select {
 		case a.inflight <- struct{}{}:
 		default:
-			a.metrics.grabs.WithLabelValues("overloaded").Inc()
-			w.Header().Set("Retry-After", "1")
-			jsonapi.WriteError(w, http.StatusServiceUnavailable, "overloaded", "too many requests in flight; retry shortly")
+			a.overloaded(w)
 			return
 		}
 		a.metrics.inflight.Inc()
@@ -205,6 +224,39 @@ func (a *API) guard(route string, next http.Handler) http.Handler {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
 			ratelimit.TooMany(w, wait)
 			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// overloaded refuses a request the gateway has no room for now, before it cost anything:
+// 503 with a Retry-After drawn from 1 to SECKILL_ADMISSION_RETRY_AFTER_MAX seconds, so the
+// refused part of a crowd does not come back as one wave.
+func (a *API) overloaded(w http.ResponseWriter) {
+	a.metrics.grabs.WithLabelValues("overloaded").Inc()
+	w.Header().Set("Retry-After", a.admission.RetryAfter())
+	jsonapi.WriteEncoded(w, overloadedAnswer)
+}
+
+// soldOutFirst answers a keyless, bodiless grab of a prize this gateway knows is sold out
+// before anything else is done for it: no in-flight slot, no rate limit, no token
+// verification (whether a prize is sold out is public), so the crowd after the last unit
+// costs what a trivial handler costs. A keyed grab may repeat one admitted before the
+// sell-out and must hear its status; a grab with a body must hear what is wrong with it:
+// both take the whole path.
+func (a *API) soldOutFirst(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 && len(r.Header["Idempotency-Key"]) == 0 {
+			sid, err1 := jsonapi.ParseID(r.PathValue("session"))
+			pid, err2 := jsonapi.ParseID(r.PathValue("prize"))
+			if start := time.Now(); err1 == nil && err2 == nil && a.soldOut.Flagged(sid, pid, start) {
+				defer func() { a.metrics.grabLatency.Observe(time.Since(start).Seconds()) }()
+				a.metrics.soldOutHits.Inc()
+				a.metrics.soldOutGrabs.Inc()
+				a.metrics.soldOut409.Inc()
+				jsonapi.WriteEncoded(w, soldOutAnswer)
+				return
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -318,10 +370,18 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 	// client must hear "queued" again, not "sold out". Keyed requests ask Redis.
 	if in.Key == "" && a.soldOut.Flagged(in.SessionID, in.PrizeID, now) {
 		a.metrics.soldOutHits.Inc()
-		a.metrics.grabs.WithLabelValues("sold_out").Inc()
-		jsonapi.WriteError(w, http.StatusConflict, "sold_out", "sold out")
+		a.metrics.soldOutGrabs.Inc()
+		jsonapi.WriteEncoded(w, soldOutAnswer)
 		return
 	}
+	// Past the cheap checks: what follows costs a Redis call and a Kafka write, and waits
+	// for both. Over the adaptive limit the grab is refused now rather than queued.
+	if !a.admission.Enter() {
+		a.overloaded(w)
+		return
+	}
+	entered := time.Now()
+	defer func() { a.admission.Leave(time.Since(entered)) }()
 	// A client's key names a grab of this user only (seckill.UserRequestID): another user's
 	// same key is another grab, in whichever bucket either user's home is.
 	var rid string
@@ -389,8 +449,8 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.soldOut.Set(in.SessionID, in.PrizeID, now)
-		a.metrics.grabs.WithLabelValues("sold_out").Inc()
-		jsonapi.WriteError(w, http.StatusConflict, "sold_out", "sold out")
+		a.metrics.soldOutGrabs.Inc()
+		jsonapi.WriteEncoded(w, soldOutAnswer)
 	case stock.NotLoaded:
 		a.metrics.grabs.WithLabelValues("not_loaded").Inc()
 		w.Header().Set("Retry-After", "1")

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill-pipeline/seckill/gateway/admission"
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
 	"github.com/seckill-pipeline/seckill/gateway/schedule"
@@ -101,13 +101,14 @@ func serveGrabs(t testing.TB, ctx context.Context, db *gorm.DB, cat *store.Catal
 	if err := sched.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m := newMetrics(prometheus.NewRegistry())
+	m := testMetrics()
 	log := slog.New(slog.DiscardHandler)
 	api := &API{
 		gate: gate, orders: store.NewOrders(db), verifier: verifier, schedule: sched,
 		soldOut: newSoldOutFlags(time.Minute), perUser: nil, perIP: nil, events: w,
 		relay: newRelay(w, 100, nil, m, log), inflight: make(chan struct{}, 10000), produceTTL: 5 * time.Second,
 		admitTimeout: admitTimeout, metrics: m, log: log, now: time.Now,
+		admission: admission.New(admission.Config{Max: 10000}),
 	}
 	for _, tw := range tweaks {
 		tw(api)
@@ -363,7 +364,7 @@ func TestRateLimitAndOverload(t *testing.T) {
 	expect(t, "other user", e.grab(t, e.open, e.prizeA, "bob", "bob-key-0001"), 202, "")
 
 	// The in-flight cap answers 503 at once instead of queueing.
-	full := &API{inflight: make(chan struct{}, 1), metrics: e.api.metrics}
+	full := &API{inflight: make(chan struct{}, 1), metrics: e.api.metrics, admission: e.api.admission}
 	block, release := make(chan struct{}), make(chan struct{})
 	h := full.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(block)

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/seckill-pipeline/seckill/gateway/admission"
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -103,13 +103,13 @@ func TestGrabIsHeldFromBeforeReserve(t *testing.T) {
 			held.inDoubt = 0 // count the admission call from its start, to see that it is tracked
 			gate := &verdictGate{held: held, verdict: tc.verdict, err: tc.err}
 			w := &recordingWriter{held: held, fail: tc.produceFails}
-			m := newMetrics(prometheus.NewRegistry())
+			m := testMetrics()
 			log := slog.New(slog.DiscardHandler)
 			// The user header counts only from a trusted proxy: httptest's requests come from 192.0.2.1.
 			a := &API{gate: gate, userHeader: "X-User", userProxies: clientip.New([]netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}),
 				schedule: alwaysOpen{}, soldOut: newSoldOutFlags(time.Minute),
 				events: w, relay: newRelay(w, 10, held, m, log), held: held, produceTTL: time.Second,
-				admitTimeout: time.Second, metrics: m, log: log, now: time.Now}
+				admitTimeout: time.Second, metrics: m, log: log, now: time.Now, admission: admission.New(admission.Config{Max: 10})}
 			req := httptest.NewRequest(http.MethodPost, "/api/v1/sessions/7/prizes/9/grab", nil)
 			req.SetPathValue("session", "7")
 			req.SetPathValue("prize", "9")
@@ -151,7 +151,7 @@ func TestRelayDrainReleasesAfterTheWrite(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		held := newUnpublished()
 		w := &recordingWriter{held: held, fail: fail}
-		r := newRelay(w, 10, held, newMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+		r := newRelay(w, 10, held, testMetrics(), slog.New(slog.DiscardHandler))
 		for range 2 {
 			held.hold(event.PartitionKey(7, 9)) // as publish holds before handing it over
 			if !r.Enqueue(kafka.Message{Key: event.PartitionKey(7, 9)}) {

@@ -6,15 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/seckill-pipeline/seckill/gateway/admission"
 	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
 )
 
 // An IPv6 client gets a /64 from its provider, so keyed by the full address it would have
 // 2^64 buckets: the per-IP limit keys IPv6 by its /64, IPv4 by the address.
 func TestPerIPLimitKeysIPv6ByItsSlash64(t *testing.T) {
-	a := &API{inflight: make(chan struct{}, 10), metrics: newMetrics(prometheus.NewRegistry()),
+	a := &API{inflight: make(chan struct{}, 10), metrics: testMetrics(), admission: admission.New(admission.Config{Max: 10}),
 		perIP: ratelimit.NewKeyed(0.001, 1, 100, time.Now)}
 	h := a.guard("status", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	from := func(peer string) int {

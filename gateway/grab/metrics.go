@@ -2,7 +2,9 @@ package grab
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/seckill-pipeline/seckill/gateway/admission"
 )
 
 // metrics are the grab path's Prometheus series, registered on the registry main creates as
@@ -21,9 +23,15 @@ type metrics struct {
 	soldOutHits   prometheus.Counter
 	inflight      prometheus.Gauge
 	replicaWaits  *prometheus.CounterVec
+
+	// The series of the sold-out answer, resolved once: after the last unit that answer is
+	// most of the traffic, and a label lookup per request is a cost the flag exists to avoid.
+	soldOutGrabs prometheus.Counter  // grabs{outcome="sold_out"}
+	soldOut409   prometheus.Counter  // responses{route="grab",code="409"}
+	grabLatency  prometheus.Observer // latency{route="grab"}
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, gate *admission.Gate) *metrics {
 	f := promauto.With(reg)
 	fast := []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5}
 	m := &metrics{
@@ -57,5 +65,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Waits for a Redis replica to hold a reservation after a failed produce, by result (confirmed: 202; timeout, gone, error: 503)."},
 			[]string{"result"}),
 	}
+	m.soldOutGrabs = m.grabs.WithLabelValues("sold_out")
+	m.soldOut409 = m.responses.WithLabelValues("grab", "409")
+	m.grabLatency = m.latency.WithLabelValues("grab")
+	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_gateway_admission_limit",
+		Help: "Grabs the adaptive admission limit lets do their Redis and Kafka work at once now."},
+		func() float64 { return float64(gate.Limit()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_gateway_admission_inflight",
+		Help: "Grabs doing their Redis and Kafka work now (inside the admission limit)."},
+		func() float64 { return float64(gate.InFlight()) })
 	return m
 }

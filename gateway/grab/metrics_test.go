@@ -8,11 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/seckill-pipeline/seckill/gateway/admission"
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 )
 
+// testMetrics are the grab path's metrics on a registry of their own.
+func testMetrics() *metrics {
+	return newMetrics(prometheus.NewRegistry(), admission.New(admission.Config{Max: 1}))
+}
+
 func TestResponsesCountedByRouteAndCode(t *testing.T) {
-	api := &API{inflight: make(chan struct{}, 1), metrics: newMetrics(prometheus.NewRegistry())}
+	api := &API{inflight: make(chan struct{}, 1), metrics: testMetrics(), admission: admission.New(admission.Config{Max: 1})}
 	h := api.guard("grab", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("fail") != "" {
 			jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_loaded", "retry")

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -56,7 +55,7 @@ func TestRelayShutdownDrainIsBounded(t *testing.T) {
 			var logs bytes.Buffer
 			var logMu sync.Mutex
 			log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
-			r := newRelay(w, 10, nil, newMetrics(prometheus.NewRegistry()), log)
+			r := newRelay(w, 10, nil, testMetrics(), log)
 			for _, k := range []string{"a", "b", "c"} {
 				if !r.Enqueue(kafka.Message{Key: []byte(k)}) {
 					t.Fatal("enqueue refused")

@@ -26,19 +26,19 @@ import (
 type unpublished struct {
 	mu        sync.Mutex
 	n         map[string]int
-	admitting map[uint64]admission // admission calls in flight, by ticket
+	admitting map[uint64]scriptCall // admission calls in flight, by ticket
 	ticket    uint64
 	inDoubt   time.Duration // a call in flight this long counts as held
 	now       func() time.Time
 }
 
-type admission struct {
+type scriptCall struct {
 	key   string
 	start time.Time
 }
 
 func newUnpublished() *unpublished {
-	return &unpublished{n: map[string]int{}, admitting: map[uint64]admission{}, inDoubt: store.AdmissionInDoubt, now: time.Now}
+	return &unpublished{n: map[string]int{}, admitting: map[uint64]scriptCall{}, inDoubt: store.AdmissionInDoubt, now: time.Now}
 }
 
 // admit records an admission call for key about to start (before the script can run) and
@@ -50,7 +50,7 @@ func (u *unpublished) admit(key []byte) uint64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.ticket++
-	u.admitting[u.ticket] = admission{key: string(key), start: u.now()}
+	u.admitting[u.ticket] = scriptCall{key: string(key), start: u.now()}
 	return u.ticket
 }
 

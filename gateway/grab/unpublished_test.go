@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
@@ -35,7 +34,7 @@ func TestUnpublishedGrabsAreReportedUntilPublished(t *testing.T) {
 	held := newUnpublished()
 	w := &flakyWriter{}
 	w.fail.Store(true)
-	r := newRelay(w, 10, held, newMetrics(prometheus.NewRegistry()), log)
+	r := newRelay(w, 10, held, testMetrics(), log)
 	key := event.PartitionKey(7, 9)
 	held.hold(key) // as the grab handler does before Reserve; the produce failed:
 	if !r.Enqueue(kafka.Message{Key: key}) {

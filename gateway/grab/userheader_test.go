@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 )
@@ -29,7 +27,7 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 	// Two lists: the X-Forwarded-For proxies (10.0.0.0/8) and the auth proxy that sets the
 	// user header (10.9.9.9). Being trusted to name the client's address is not being
 	// trusted to name the user: a load balancer in 10/8 forwards clients' headers as sent.
-	a := &API{verifier: verifier, userHeader: "X-User-Id", metrics: newMetrics(prometheus.NewRegistry()),
+	a := &API{verifier: verifier, userHeader: "X-User-Id", metrics: testMetrics(),
 		clients:     clientip.New([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}),
 		userProxies: clientip.New([]netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")})}
 	for _, tc := range []struct {

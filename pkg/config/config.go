@@ -212,15 +212,21 @@ type Gateway struct {
 	// per its own peer address. Empty (the default): X-Forwarded-For is never read.
 	TrustedProxies []netip.Prefix
 
-	MaxInflight     int     // concurrent grab/status requests; beyond it, fast 503s
-	RatePerUser     float64 // token bucket per user (requests/s; 0 disables)
-	BurstPerUser    int
-	RatePerIP       float64 // token bucket per client IP (requests/s; 0 disables)
-	BurstPerIP      int
-	RateMaxKeys     int           // users or IP buckets each limiter holds; the least recently used is evicted
-	SoldOutRecheck  time.Duration // how long a local sold-out flag answers before asking Redis again
-	ScheduleRefresh time.Duration // how often the session schedule cache reloads from MySQL
-	ProduceTimeout  time.Duration // how long a grab waits for Kafka's acknowledgement
+	MaxInflight int // concurrent grab/status requests; beyond it, fast 503s
+	// Admission is the adaptive limit on grabs doing their Redis and Kafka work (package
+	// gateway/admission): its latency target, bounds and refusals' Retry-After.
+	AdmissionTarget        time.Duration
+	AdmissionMin           int
+	AdmissionMax           int
+	AdmissionRetryAfterMax int
+	RatePerUser            float64 // token bucket per user (requests/s; 0 disables)
+	BurstPerUser           int
+	RatePerIP              float64 // token bucket per client IP (requests/s; 0 disables)
+	BurstPerIP             int
+	RateMaxKeys            int           // users or IP buckets each limiter holds; the least recently used is evicted
+	SoldOutRecheck         time.Duration // how long a local sold-out flag answers before asking Redis again
+	ScheduleRefresh        time.Duration // how often the session schedule cache reloads from MySQL
+	ProduceTimeout         time.Duration // how long a grab waits for Kafka's acknowledgement
 	// KafkaBatchTimeout is the grab writer's batch timeout (event.WithBatchTimeout).
 	KafkaBatchTimeout time.Duration
 	// KafkaWriters is how many writers the grab events take turns on.
@@ -296,6 +302,12 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		TrustedProxies:    r.prefixes("SECKILL_TRUSTED_PROXIES"),
 		UserHeaderProxies: r.prefixes("SECKILL_USER_HEADER_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
+
+		AdmissionTarget:        r.duration("SECKILL_ADMISSION_TARGET", 25*time.Millisecond, 0, 10*time.Second),
+		AdmissionMin:           r.integer("SECKILL_ADMISSION_MIN", 16, 1, 1_000_000),
+		AdmissionMax:           r.integer("SECKILL_ADMISSION_MAX", 1024, 1, 1_000_000),
+		AdmissionRetryAfterMax: r.integer("SECKILL_ADMISSION_RETRY_AFTER_MAX", 3, 1, 3600),
+
 		RatePerUser:       float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),
 		BurstPerUser:      r.integer("SECKILL_BURST_PER_USER", 10, 1, 1_000_000),
 		RatePerIP:         float64(r.integer("SECKILL_RATE_PER_IP", 2000, 0, 10_000_000)),
@@ -313,6 +325,12 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		BucketMax:         r.integer("SECKILL_BUCKET_MAX", 16, 1, 1024),
 		BucketWantedTTL:   r.duration("SECKILL_BUCKET_WANTED_TTL", 2*time.Second, 100*time.Millisecond, time.Minute),
 		BucketOthersCache: r.duration("SECKILL_BUCKET_OTHERS_CACHE", 100*time.Millisecond, 10*time.Millisecond, 10*time.Second),
+	}
+	// The gateway's memory follows the crowd (connections, requests in flight): without a
+	// container limit it still gets a soft one, so the collector works before it grows past it.
+	g.MemLimit.Fallback = int64(r.integer("SECKILL_MEMLIMIT_FALLBACK_MIB", 128, 0, 1<<20)) << 20
+	if g.AdmissionMin > g.AdmissionMax {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMISSION_MIN=%d is above SECKILL_ADMISSION_MAX=%d", g.AdmissionMin, g.AdmissionMax))
 	}
 	if g.AdminToken == "" && g.AdminTokensFile == "" {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_ADMIN_TOKEN (or SECKILL_ADMIN_TOKEN_FILE) or SECKILL_ADMIN_TOKENS_FILE is required (an admin credential)"))

@@ -31,6 +31,10 @@ type Config struct {
 	GOMEMLIMIT string
 	// Ratio is the share of the cgroup's memory limit that becomes the soft limit, in (0, 1].
 	Ratio float64
+	// Fallback is the soft limit in bytes when neither GOMEMLIMIT nor a cgroup limit gives
+	// one (0: none). A service whose memory a crowd drives (the gateway: connections and
+	// requests in flight) sets one, so it collects harder before it grows past its budget.
+	Fallback int64
 }
 
 // Validate says whether the ratio is one Apply can use.
@@ -38,6 +42,9 @@ func (c Config) Validate() error {
 	// Written so NaN fails too.
 	if !(c.Ratio > 0 && c.Ratio <= 1) {
 		return fmt.Errorf("SECKILL_MEMLIMIT_RATIO=%v: want a number in (0, 1]", c.Ratio)
+	}
+	if c.Fallback < 0 {
+		return fmt.Errorf("a fallback soft limit of %d bytes: want 0 (none) or more", c.Fallback)
 	}
 	return nil
 }
@@ -49,7 +56,8 @@ type Source string
 const (
 	SourceGOMEMLIMIT Source = "GOMEMLIMIT" // the operator's, applied by the runtime at start
 	SourceCgroup     Source = "cgroup"     // Ratio of the cgroup's memory limit, set by Apply
-	SourceNone       Source = "none"       // no cgroup limit: left as it was (no limit)
+	SourceFallback   Source = "fallback"   // no cgroup limit: Config.Fallback, set by Apply
+	SourceNone       Source = "none"       // no cgroup limit and no fallback: left as it was (no limit)
 )
 
 // Result is what Apply did, for the service's start-up log.
@@ -89,7 +97,8 @@ func WithProvider(p automem.Provider) Option {
 // Apply sets the runtime's soft memory limit (debug.SetMemoryLimit) to cfg.Ratio of the
 // cgroup's memory limit, and returns what is in force afterwards. An explicit GOMEMLIMIT
 // wins: the limit is left as the runtime applied it, and the cgroup is not read. Without a
-// cgroup limit (or outside Linux) nothing changes. A cgroup that cannot be read is an
+// cgroup limit (or outside Linux) the soft limit is cfg.Fallback, or, without one, nothing
+// changes. A cgroup that cannot be read is an
 // error: the service would otherwise run without the limit its manifest promises.
 func Apply(cfg Config, opts ...Option) (Result, error) {
 	if err := cfg.Validate(); err != nil {
@@ -106,6 +115,10 @@ func Apply(cfg Config, opts ...Option) (Result, error) {
 	cgroup, err := o.provider()
 	switch {
 	case errors.Is(err, automem.ErrNoLimit), errors.Is(err, automem.ErrNoCgroup), errors.Is(err, automem.ErrCgroupsNotSupported):
+		if cfg.Fallback > 0 {
+			debug.SetMemoryLimit(cfg.Fallback)
+			return Result{Source: SourceFallback, Limit: cfg.Fallback}, nil
+		}
 		return Result{Source: SourceNone, Limit: current}, nil
 	case err != nil:
 		return Result{}, fmt.Errorf("read the cgroup's memory limit (set GOMEMLIMIT to choose the soft limit yourself): %w", err)
