@@ -166,6 +166,23 @@ func ClusterScenarios() []Scenario {
 				}
 				return killNode(ctx, e, node, "leader of the hot prize's grab partition", 8*time.Second)
 			}}),
+		// The open of a sale: a crowd of 256 clients presses before the open and retries
+		// every refusal, against gateways whose admission limit is kept small (so this
+		// machine's crowd is far above it and the limit refuses, 503 overloaded with a
+		// jittered Retry-After), and the hot partition's leader dies as the sale opens.
+		fleet(Scenario{Name: "cluster: a sale opens under a crowd above capacity, the hot partition's leader killed at the open",
+			Short: true, OpensIn: 3 * time.Second, Concurrency: 256,
+			GatewayEnv: func(uint64) (map[string]string, func(), error) {
+				return map[string]string{"SECKILL_ADMISSION_MAX": "24", "SECKILL_ADMISSION_MIN": "4"}, func() {}, nil
+			},
+			During: func(ctx context.Context, e *Env) error {
+				sleepCtx(ctx, time.Until(e.Pipeline.Session.Start))
+				node, err := e.Pipeline.GrabLeader(ctx, e.Pipeline.hotPrize())
+				if err != nil {
+					return err
+				}
+				return killNode(ctx, e, node, "leader of the hot prize's grab partition, at the open", 8*time.Second)
+			}}),
 		fleet(Scenario{Name: "cluster: kill -9 the active KRaft controller", At: 0.3,
 			During: func(ctx context.Context, e *Env) error {
 				node, err := ActiveController(ctx)

@@ -69,6 +69,9 @@ type Crowd struct {
 	// Rate, when > 0, paces the crowd: click i is sent no earlier than i/Rate seconds after
 	// the start, so a sale lasts long enough for returned units to be sold again.
 	Rate float64
+	// RetryNotOpen makes a click answered not_open try again (within RetryBudget), as a
+	// buyer waiting for the open keeps pressing: the crowd of a sale that opens under it.
+	RetryNotOpen bool
 	// Log, when set, records every attempt's answer (the scenarios that measure how long
 	// clients saw errors).
 	Log *AttemptLog
@@ -89,6 +92,19 @@ func (l *AttemptLog) add(code int) {
 	defer l.mu.Unlock()
 	l.at = append(l.at, time.Now())
 	l.codes = append(l.codes, code)
+}
+
+// Count returns how many attempts were answered code (0: not answered).
+func (l *AttemptLog) Count(code int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.codes {
+		if c == code {
+			n++
+		}
+	}
+	return n
 }
 
 // LongestErrorRun returns the longest stretch, from its first answer to its last, in which
@@ -196,6 +212,10 @@ func (c *Crowd) click(ctx context.Context, client, i int, k Click) (a Answer) {
 				return a
 			case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 				a.Status, _ = body["error"].(string)
+			case http.StatusConflict:
+				if a.Status, _ = body["error"].(string); !c.RetryNotOpen || a.Status != "not_open" {
+					return a
+				}
 			default:
 				a.Status, _ = body["error"].(string)
 				return a

@@ -52,6 +52,10 @@ type Options struct {
 	// spreads its clicks over them itself and tries another on a refused connection.
 	NoProxy     bool
 	Replication *event.Replication // the topics' replication (nil: the brokers' defaults)
+	// OpensLater makes the session open an hour after the pipeline is made instead of 2 s
+	// (open by the time the services are up), for a row that opens it itself (OpenIn); the
+	// stock is preheated at once either way.
+	OpensLater bool
 }
 
 // Pipeline is the three deployables as processes on the local stack, isolated from every
@@ -186,7 +190,11 @@ func (c *Pipeline) setup(ctx context.Context) error {
 	}
 
 	now := time.Now().UTC()
-	start := now.Add(2 * time.Second).Truncate(time.Millisecond)
+	opensIn := 2 * time.Second
+	if c.opts.OpensLater {
+		opensIn = time.Hour
+	}
+	start := now.Add(opensIn).Truncate(time.Millisecond)
 	act := seckill.Activity{Name: "chaos " + c.ID, WindowStart: start, WindowEnd: start.Add(30 * time.Minute),
 		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit,
 		PaymentTimeout: c.opts.PaymentTimeout, RegrabAfterCancel: c.opts.RegrabAfterCancel}
@@ -262,6 +270,9 @@ func (c *Pipeline) setup(ctx context.Context) error {
 			return err
 		}
 		c.Reconcilers = append(c.Reconcilers, p)
+	}
+	if c.opts.OpensLater {
+		return nil // the row opens it (OpenIn)
 	}
 	// Wait for the session to open.
 	select {
@@ -448,4 +459,23 @@ func (c *Pipeline) Close() {
 // Token signs a token for a crowd user.
 func (c *Pipeline) Token(user string) (string, error) {
 	return c.Signer.Token(user, time.Now(), 2*time.Hour)
+}
+
+// OpenIn moves the session's start to d from now, as an operator rescheduling it would (the
+// services see it at their next schedule reload, every second by default; d of at least 2 s
+// leaves them time). The session must not have started.
+func (c *Pipeline) OpenIn(ctx context.Context, d time.Duration) error {
+	if !time.Now().Before(c.Session.Start) {
+		return fmt.Errorf("open the session in %s: it started at %s already", d, c.Session.Start.Format(time.RFC3339Nano))
+	}
+	start := time.Now().UTC().Add(d).Truncate(time.Millisecond)
+	res := c.DB.WithContext(ctx).Table("sessions").Where("id = ?", c.Session.ID).Update("starts_at", start)
+	if res.Error != nil {
+		return fmt.Errorf("open the session in %s: %w", d, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return fmt.Errorf("open the session in %s: %d sessions rescheduled, want 1", d, res.RowsAffected)
+	}
+	c.Session.Start = start
+	return nil
 }

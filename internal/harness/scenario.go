@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,14 @@ type Scenario struct {
 	// history.Header): the history's stock count then leaves the grabs the database refused
 	// for want of stock to the design's last guard.
 	RedisMayForget bool
+
+	// OpensIn > 0: the sale opens under the crowd. The session opens this long after the
+	// services are up (at least 2 s: their schedules reload every second); the crowd starts
+	// one second before the open, and a click answered not_open presses again until it opens.
+	OpensIn time.Duration
+	// Concurrency, when > 0, replaces the size's client count (a crowd above the gateways'
+	// admission limit).
+	Concurrency int
 }
 
 // Env is what a scenario's hooks can act on.
@@ -265,7 +274,7 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 	}
 	c, err := NewPipeline(ctx, Options{Bin: bin, Stocks: size.Stocks, Buckets: buckets, Limit: max(sc.Limit, 1), Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
 		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv,
-		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers, NoProxy: sc.NoProxy})
+		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers, NoProxy: sc.NoProxy, OpensLater: sc.OpensIn > 0})
 	if err != nil {
 		return res, fmt.Errorf("pipeline: %w", err)
 	}
@@ -289,7 +298,10 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 	}
 	crowd := &Crowd{Targets: c.CrowdTargets(), Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
 		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate, Log: e.Attempts,
-		History: c.History}
+		History: c.History, RetryNotOpen: sc.OpensIn > 0}
+	if sc.Concurrency > 0 {
+		crowd.Concurrency = sc.Concurrency
+	}
 	clicks := Plan(seed, size.Requests, size.Users, len(prizes), sc.Repeats)
 	if sc.Buckets > 1 {
 		skewToBucketZero(clicks, sc.Buckets, size.Users, seed)
@@ -316,11 +328,27 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 			}()
 		})
 	}
+	if sc.OpensIn > 0 {
+		// The crowd arrives a second before the open, as a flash crowd does.
+		if err := c.OpenIn(ctx, sc.OpensIn); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(log, "  the session opens at %s; the crowd starts a second before\n", c.Session.Start.Format(time.RFC3339Nano))
+		sleepCtx(ctx, time.Until(c.Session.Start.Add(-time.Second)))
+	}
 	phase := time.Now()
 	answers := crowd.Fire(ctx, clicks, onProgress)
 	close(e.stop)
 	faultWG.Wait()
 	fmt.Fprintf(log, "  crowd: %d clicks in %s\n", len(clicks), time.Since(phase).Round(time.Millisecond))
+	if sc.OpensIn > 0 {
+		// A row about a crowd above capacity that never met a refusal tested nothing of it.
+		refused := e.Attempts.Count(http.StatusServiceUnavailable)
+		fmt.Fprintf(log, "  answered 503 (over the admission limit, or the fault): %d attempts\n", refused)
+		if refused == 0 {
+			res.problem("the crowd was never refused: it did not exceed the gateways' admission limit")
+		}
+	}
 	if faultErr != nil {
 		res.problem("fault injection: %v", faultErr)
 	}
