@@ -14,7 +14,7 @@ import (
 
 // latencies are the quantiles of one set of answers, in ms.
 type latencies struct {
-	n                    int
+	n                   int
 	p50, p99, p999, max float64
 }
 
