@@ -56,9 +56,9 @@ func (r report) openSection() string {
 		"timed from each request's due time in vegeta's schedule. Goodput: 202s per second from the open to the last "+
 		"202. Times are seconds after the open. CPU: utime + stime over the run (and, for the pipeline, until its "+
 		"orders were committed); the generator's is vegeta's own over the attack.\n\n"+
-		"Closed-loop max of the whole pipeline (1×): %s grabs/s. Crowd rate (the highest of %s that vegeta sustains "+
-		"against the trivial handler, no error and ≥ 99 %% of the rate): %s/s.\n\n", openLead, rateList(crowdRates),
-		spr(closed.ThroughputPS), spr(crowd.ThroughputPS))
+		"Closed-loop max of the whole pipeline (1×): %s grabs/s. Crowd rate (the highest of %s/s that vegeta sustains "+
+		"against the trivial handler, no error and ≥ 99 %% of the rate): %s/s.\n\n", openLead, spr(closed.ThroughputPS),
+		rateList(crowdRates), spr(crowd.ThroughputPS))
 	b.WriteString(r.openGatewayTable())
 	b.WriteString(r.openTrivialTable())
 	b.WriteString(r.openMixTable())
@@ -83,12 +83,16 @@ func exOr(x *row, k string) string {
 	return "–"
 }
 
-// withRatio is a figure and, when the row has it, its ratio: "12 (3.1×)".
+// withRatio is a figure and, when the row has it, its ratio: "12 [3.1× (2.9–3.3)]".
 func withRatio(fig string, x *row, ratio string) string {
-	if v, ok := x.Ratios[ratio]; ok {
-		return fmt.Sprintf("%s (%s×)", fig, spr(v))
+	v, ok := x.Ratios[ratio]
+	switch {
+	case !ok:
+		return fig
+	case v.N <= 1 || v.Min == v.Max:
+		return fmt.Sprintf("%s [%s×]", fig, num(v.Median))
 	}
-	return fig
+	return fmt.Sprintf("%s [%s× (%s–%s)]", fig, num(v.Median), num(v.Min), num(v.Max))
 }
 
 func (r report) openGatewayTable() string {
