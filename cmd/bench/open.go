@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/adminclient"
@@ -242,7 +243,7 @@ func (b *bench) crowdRate(ctx context.Context, triv trivialServer, conns int) (i
 		b.logf("  crowd rate? %d/s against the trivial handler: achieved %.0f/s, p99 %.1f ms; %s", rate, f.achievedPS, f.all.p99, mixLine(f.mix))
 		return f, nil
 	})
-	b.logf("  crowd rate: %v", tried)
+	b.logf("  crowd rate: %s", strings.Join(tried, "; "))
 	return rate, tried, err
 }
 

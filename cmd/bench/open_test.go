@@ -338,11 +338,13 @@ func TestOpenRates(t *testing.T) {
 
 func TestOpenRatios(t *testing.T) {
 	gw := &sample{P50ms: 4, P99ms: 300, Extra: map[string]any{"max_ms": 900.0, "achieved_per_s": 9000.0, "admitted_p99_ms": 600.0,
-		"cpu_us_per_admitted_gateway": 150.0, "goodput_per_s": 6000.0}}
-	triv := &sample{P50ms: 2, P99ms: 30, Extra: map[string]any{"max_ms": 90.0, "achieved_per_s": 10000.0, "cpu_us_per_request_trivial": 50.0}}
+		"cpu_us_per_admitted_gateway": 150.0, "goodput_per_s": 6000.0, "sold_out_after_per_s": 5000.0, "gateway_peak_rss_mb": 160.0}}
+	triv := &sample{ThroughputPS: 10000, P50ms: 2, P99ms: 30, Extra: map[string]any{"max_ms": 90.0, "achieved_per_s": 10000.0,
+		"cpu_us_per_request_trivial": 50.0, "trivial_peak_rss_mb": 40.0}}
 	setOpenRatios(gw, triv, 8000)
 	want := map[string]float64{"p50_over_trivial": 2, "p99_over_trivial": 10, "max_over_trivial": 10, "achieved_over_trivial": 0.9,
-		"admitted_p99_over_trivial": 20, "cpu_per_admitted_over_trivial": 3, "goodput_over_closed_max": 0.75}
+		"admitted_p99_over_trivial": 20, "cpu_per_admitted_over_trivial": 3, "goodput_over_closed_max": 0.75,
+		"goodput_over_trivial": 0.6, "sold_out_after_over_trivial": 0.5, "peak_rss_over_trivial": 4}
 	if len(gw.Ratios) != len(want) {
 		t.Fatalf("ratios %v, want %v", gw.Ratios, want)
 	}

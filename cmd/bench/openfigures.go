@@ -392,7 +392,15 @@ func setOpenRatios(gw, triv *sample, closedMax float64) {
 	set("cpu_per_admitted_over_trivial", gc, tc, ok1 && ok2)
 	if gp, ok := x(gw, "goodput_per_s"); ok {
 		set("goodput_over_closed_max", gp, closedMax, true)
+		// The trivial handler answers every request 202: its throughput is its goodput.
+		set("goodput_over_trivial", gp, triv.ThroughputPS, true)
 	}
+	if sa, ok := x(gw, "sold_out_after_per_s"); ok {
+		set("sold_out_after_over_trivial", sa, triv.ThroughputPS, true)
+	}
+	gr, ok1 := x(gw, "gateway_peak_rss_mb")
+	tr, ok2 := x(triv, "trivial_peak_rss_mb")
+	set("peak_rss_over_trivial", gr, tr, ok1 && ok2)
 }
 
 // setSoldOutRatios sets a sold-out row's ratios to the trivial handler's run at the same

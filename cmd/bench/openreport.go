@@ -98,8 +98,8 @@ func withRatio(fig string, x *row, ratio string) string {
 func (r report) openGatewayTable() string {
 	var b strings.Builder
 	b.WriteString("| load | offered/s | achieved/s | goodput/s (× closed max) | p50 ms | p99 ms (× trivial) | max ms | " +
-		"202s p50 / p99 / max ms | first sold_out s | last 202 s | sold_out/s after the last 202 | open after attack start s | " +
-		"gateway peak RSS MB | gateway CPU µs per 202 (× trivial per request) |\n" +
+		"202s p50 / p99 / max ms | first sold_out s | last 202 s | sold_out/s after the last 202 (× trivial/s) | open after attack start s | " +
+		"gateway peak RSS MB (× trivial) | gateway CPU µs per 202 (× trivial per request) |\n" +
 		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range openLoads {
 		x := r.find(keyOpenGateway(l.label))
@@ -110,8 +110,8 @@ func (r report) openGatewayTable() string {
 			exOr(x, "offered_per_s"), exOr(x, "achieved_per_s"), withRatio(exOr(x, "goodput_per_s"), x, "goodput_over_closed_max"),
 			spr(x.P50ms), withRatio(spr(x.P99ms), x, "p99_over_trivial"), exOr(x, "max_ms"),
 			exOr(x, "admitted_p50_ms"), exOr(x, "admitted_p99_ms"), exOr(x, "admitted_max_ms"),
-			exOr(x, "first_sold_out_s"), exOr(x, "last_admitted_s"), exOr(x, "sold_out_after_per_s"), exOr(x, "open_after_attack_start_s"),
-			exOr(x, "gateway_peak_rss_mb"), withRatio(exOr(x, "cpu_us_per_admitted_gateway"), x, "cpu_per_admitted_over_trivial"))
+			exOr(x, "first_sold_out_s"), exOr(x, "last_admitted_s"), withRatio(exOr(x, "sold_out_after_per_s"), x, "sold_out_after_over_trivial"),
+			exOr(x, "open_after_attack_start_s"), withRatio(exOr(x, "gateway_peak_rss_mb"), x, "peak_rss_over_trivial"), withRatio(exOr(x, "cpu_us_per_admitted_gateway"), x, "cpu_per_admitted_over_trivial"))
 	}
 	return b.String()
 }
