@@ -78,7 +78,7 @@ type openRate struct {
 // the open at 1×.
 func openRates(closedMax float64, crowd int, d time.Duration) []openRate {
 	sellable := int(math.Round(closedMax * openStockTime.Seconds()))
-	half := int(math.Round(closedMax / 2))
+	half := max(1, int(math.Round(closedMax/2))) // vegeta reads a rate of 0 as "as fast as it can"
 	rates := []openRate{
 		{"half", "0.5×", half, int(float64(half)*d.Seconds()) + 1, false},
 		{"max", "1×", int(math.Round(closedMax)), sellable, true},
