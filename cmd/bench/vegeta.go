@@ -130,14 +130,17 @@ func (b *bench) attack(ctx context.Context, spec attackSpec) (attackResult, erro
 		return res, fmt.Errorf("start vegeta: %w", err)
 	}
 	waited := false
-	defer func() {
-		if !waited { // an early return: end the run we started, and reap it
+	stop := func() { // an early return: end the run we started, and reap it
+		if !waited {
+			waited = true
 			_ = stdin.Close()
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
-	}()
+	}
+	defer stop()
 	if _, err := stdin.Write(lines); err != nil {
+		stop() // vegeta has exited or is ended: its stderr is complete
 		return res, fmt.Errorf("feed vegeta its targets: %w (%s)", err, stderr.String())
 	}
 	if late := time.Since(spec.startAt); !spec.startAt.IsZero() && late > 0 {
