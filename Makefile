@@ -190,12 +190,14 @@ secure-test: ## the secure profile (credentials and TLS on every server): refusa
 # figure the median (min-max); results.json, results.md (targets met/missed) and one chart per
 # question (strategies.png, persistence.png, latency.png, stages.png, buckets.png) under
 # results/<time>/. BENCH_FLAGS: -reps N, -only
-# ceilings,gateway,salecurve,strategies,persistence,sale,buckets, -binlog=false (no
+# ceilings,gateway,salecurve,strategies,persistence,sale,buckets,open, -binlog=false (no
 # MariaDB restarts), -quick (one small repetition: a smoke test, not a measurement),
 # -compare REV|shipped (baseline and candidate in every repetition: docs/performance.md).
 # PROFILE=cluster: 1 vs 2 gateways behind HAProxy and RF 3 / min ISR 2 vs RF 1, same crowd.
 # Stock buckets alone: BENCH_FLAGS=-only buckets (Kafka -> MySQL of one hot prize in 1, 2, 4
 # buckets); PROFILE=cluster BENCH_FLAGS=-only buckets (admissions, one primary vs three).
+# The open of a sale under a crowd alone (vegeta, a Go tool dependency): BENCH_FLAGS=-only open
+# (-open-connections N, -pin-generator).
 bench: stack-up ## benchmarks (about 10 min; BENCH_FLAGS), results under results/<time>/
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/bench $(BENCH_FLAGS)
 

@@ -60,6 +60,12 @@ type bench struct {
 	// profileDir, with -profile, is where the gateway step writes its CPU profiles
 	// (profile.go); "" = no profile.
 	profileDir string
+
+	// The open step (open.go): vegeta's path once built (vegeta.go), its connections
+	// (-open-connections), and -pin-generator (vegeta under taskset -c 1).
+	vegeta       string
+	openConns    int
+	pinGenerator bool
 }
 
 // step is one question the bench answers; it runs once per repetition.
@@ -80,6 +86,7 @@ func (b *bench) steps() []step {
 		{"persistence", b.persistence},
 		{"sale", b.sale},
 		{"buckets", b.buckets},
+		{"open", b.saleOpen},
 	}
 }
 
@@ -137,7 +144,7 @@ func newBench(out io.Writer, quick, binlog bool, reps int) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &bench{out: out, quick: quick, binlog: binlog, reps: reps, bin: bin, secret: secret, es256: es256,
+	return &bench{out: out, quick: quick, binlog: binlog, reps: reps, bin: bin, secret: secret, es256: es256, openConns: openDefaultConnections,
 		signer: auth.NewSigner([]byte(secret), "seckill", "seckill-gateway"),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048}}}, nil
 }

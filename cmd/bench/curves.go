@@ -91,11 +91,16 @@ func (b *bench) closedWindow(ctx context.Context, conc int, url func(int) string
 // listener at adminAddr for its histograms, -gateway-env added and -kafka-config set on
 // the brokers. done restores the brokers and stops the pipeline.
 func (b *bench) curvePipeline(ctx context.Context, stock int) (c *harness.Pipeline, adminAddr string, done func(), err error) {
+	return b.pipelineWith(ctx, stock, map[string]string{"SECKILL_MAX_INFLIGHT": "100000"})
+}
+
+// pipelineWith is curvePipeline with env added to the gateway's (before -gateway-env).
+func (b *bench) pipelineWith(ctx context.Context, stock int, env map[string]string) (c *harness.Pipeline, adminAddr string, done func(), err error) {
 	if adminAddr, err = harness.FreeAddr(); err != nil {
 		return nil, "", nil, err
 	}
-	gwEnv := map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_MAX_INFLIGHT": "100000",
-		"SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}
+	gwEnv := map[string]string{"SECKILL_RATE_PER_USER": "0", "SECKILL_ADMIN_ADDR": adminAddr, "SECKILL_JWT_SECRET": b.secret}
+	maps.Copy(gwEnv, env)
 	maps.Copy(gwEnv, b.gatewayEnv) // -gateway-env (kafkatune.go)
 	if c, err = harness.NewPipeline(ctx, harness.Options{Bin: b.bin, Stocks: []int{stock}, Limit: 1, Consumers: 0, GatewayEnv: gwEnv}); err != nil {
 		return nil, "", nil, err

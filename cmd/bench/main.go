@@ -50,12 +50,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	quick := fs.Bool("quick", false, "smaller runs and one repetition (a smoke test of the bench itself)")
 	reps := fs.Int("reps", 3, "repetitions, interleaved (-quick: 1)")
 	binlog := fs.Bool("binlog", true, "also measure persistence with binary logging and sync_binlog=1 (restarts MariaDB once per repetition)")
-	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale,buckets "+
+	only := fs.String("only", "", "run only these steps: ceilings,gateway,salecurve,strategies,persistence,sale,buckets,open "+
 		"(cluster profile: buckets, the only step there)")
 	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
 	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
 	compare := fs.String("compare", "", "a git revision, or \"shipped\": run every step that starts the deployables twice per repetition, as that baseline and as this tree (with -gateway-env/-kafka-config), and report the paired change (compare.go)")
 	profile := fs.Bool("profile", false, "also write a CPU profile of the gateway at its closed-loop max, one per repetition (and side), into the results folder (profile.go)")
+	openConns := fs.Int("open-connections", openDefaultConnections, "the open step's connections (vegeta's -connections and -max-connections)")
+	pinGenerator := fs.Bool("pin-generator", false, "the open step runs vegeta under taskset -c 1 (trivial and gateway runs alike; nothing else pinned)")
 	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -95,6 +97,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer b.close()
+	if *openConns < 1 {
+		return fmt.Errorf("-open-connections must be at least 1, not %d", *openConns)
+	}
+	b.openConns, b.pinGenerator = *openConns, *pinGenerator
 	if b.cluster = cluster; cluster {
 		rep.Machine["kafka"] = "Apache Kafka 4.4.0 (KRaft, three brokers, cluster profile)"
 		rep.Machine["note"] += "; cluster profile: a six-node Redis Cluster (three primaries), three brokers, MariaDB primary and replica"

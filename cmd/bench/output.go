@@ -143,6 +143,7 @@ func (r report) markdown(charts []string) string {
 	}
 	b.WriteString(r.cpuSection())
 	b.WriteString(r.curveSection())
+	b.WriteString(r.openSection())
 	if drawn["strategies.png"] {
 		b.WriteString("\n## Strategies on one hot item\n\n![strategies on one hot item](strategies.png)\n")
 	}

@@ -276,7 +276,7 @@ type target struct {
 	Name      string  `json:"name"`
 	Row       string  `json:"row"`
 	Figure    string  `json:"figure"` // "throughput_per_s", "p99_ms", "ratio:<name>" or "extra:<name>"
-	Op        string  `json:"op"`     // ">=", "<", or "" for a figure reported without a target
+	Op        string  `json:"op"`     // ">=", "<", "<=", or "" for a figure reported without a target
 	Threshold float64 `json:"threshold,omitempty"`
 	Unit      string  `json:"unit"`
 	Value     *spread `json:"value,omitempty"`
@@ -308,6 +308,7 @@ func targetDefs() []target {
 	}
 	ts = append(ts, target{Name: fmt.Sprintf("cluster: gateway admissions, one hot prize in %d buckets on %d primaries over 1 bucket (no target)", clusterSpread, clusterSpread),
 		Row: keyBucketsGateway(clusterSpread), Figure: "ratio:over_one_bucket", Unit: "×"})
+	ts = append(ts, openTargets()...) // the open of a sale (open.go)
 	return append(ts,
 		target{Name: "gateway peak RSS < 150 MB at max rate", Row: keyGatewayMax, Figure: "extra:gateway_peak_rss_mb", Op: "<", Threshold: 150, Unit: "MB"},
 		target{Name: "consumer peak RSS during the whole sale (largest consumer; no target)", Row: keySale, Figure: "extra:consumer_peak_rss_mb", Unit: "MB"},
@@ -331,7 +332,8 @@ func evaluate(rows []*row) []target {
 				switch {
 				case t.Op == "":
 					t.Verdict = "reported"
-				case t.Op == ">=" && v.Median >= t.Threshold, t.Op == "<" && v.Median < t.Threshold:
+				case t.Op == ">=" && v.Median >= t.Threshold, t.Op == "<" && v.Median < t.Threshold,
+					t.Op == "<=" && v.Median <= t.Threshold:
 					t.Verdict = "met"
 				default:
 					t.Verdict = "missed"

@@ -77,26 +77,7 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 		return nil, err
 	}
 	defer done()
-	// The harness's reconciler runs test settings; this one runs the shipped ones.
-	if err := c.Reconciler.Stop(10 * time.Second); err != nil {
-		return nil, fmt.Errorf("stop the harness's reconciler: %w", err)
-	}
-	shipped := shippedEnv(c.Env)
-	recAddr, err := harness.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	recEnv := maps.Clone(shipped)
-	recEnv["SECKILL_RECONCILER_ADDR"] = recAddr
-	rec, err := harness.Start("reconciler", filepath.Join(b.bin, "reconciler"), recEnv)
-	if err != nil {
-		return nil, err
-	}
-	c.Reconciler, c.Reconcilers = rec, []*harness.Proc{rec} // c.Close stops it
-	if err := waitHTTP(ctx, rec, "http://"+recAddr+"/healthz", 30*time.Second); err != nil {
-		return nil, err
-	}
-	consumerURLs, err := b.startConsumers(ctx, c, curveConsumers, shipped)
+	consumerURLs, err := b.shippedServices(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -139,32 +120,10 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 
 	next := b.userFeed()
 
-	var best load.Summary
-	var bestConc int
-	var bestCPU map[string]float64
-	var bestLag float64
-	for _, conc := range gatewayConcurrencies {
-		// The window's CPU includes persisting its grabs: the orders first, then the CPU.
-		var lag float64
-		s, per, err := b.closedWindow(ctx, conc, url, next, "pc", procs, func() (err error) {
-			lag, err = persisted()
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("closed loop at %d clients: %w", conc, err)
-		}
-		b.logf("  pipeline closed loop, concurrency %d: %s; all persisted %.2fs after; CPU µs/grab: %s", conc, s, lag, cpuAll(per))
-		if s.ThroughputPS > best.ThroughputPS {
-			best, bestConc, bestCPU, bestLag = s, conc, per, lag
-		}
+	ms, err := b.pipelineMax(ctx, url, next, "pc", procs, persisted)
+	if err != nil {
+		return nil, err
 	}
-	if best.ThroughputPS == 0 {
-		return nil, fmt.Errorf("the pipeline served nothing in the closed loop")
-	}
-	ms := sampleFrom(best)
-	ms.Extra["concurrency"] = bestConc
-	ms.Extra["persist_lag_s"] = bestLag
-	maps.Copy(ms.Extra, anyMap(bestCPU))
 	out := []measured{{keySaleMax, fmt.Sprintf("pipeline (gateway + %d consumer + reconciler persisting every grab): grabs/s, closed loop (best of 64, 256, 768 clients)", curveConsumers), ms}}
 
 	for _, pct := range openLevels {
@@ -172,7 +131,7 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 		if err != nil {
 			return nil, err
 		}
-		sm, err := b.openLevel(ctx, pct, best.ThroughputPS, url, next, "po")
+		sm, err := b.openLevel(ctx, pct, ms.ThroughputPS, url, next, "po")
 		if err != nil {
 			return nil, err
 		}
@@ -205,6 +164,66 @@ func (b *bench) saleCurve(ctx context.Context, rep int) ([]measured, error) {
 		m.s.Oversold = max(0, orders-curveStock)
 	}
 	return out, cerr
+}
+
+// shippedServices replaces the harness's reconciler (test settings) with one on the shipped
+// settings and starts curveConsumers consumers on them; it returns their /metrics URLs.
+// c.Close stops them all.
+func (b *bench) shippedServices(ctx context.Context, c *harness.Pipeline) ([]string, error) {
+	if err := c.Reconciler.Stop(10 * time.Second); err != nil {
+		return nil, fmt.Errorf("stop the harness's reconciler: %w", err)
+	}
+	shipped := shippedEnv(c.Env)
+	recAddr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	recEnv := maps.Clone(shipped)
+	recEnv["SECKILL_RECONCILER_ADDR"] = recAddr
+	rec, err := harness.Start("reconciler", filepath.Join(b.bin, "reconciler"), recEnv)
+	if err != nil {
+		return nil, err
+	}
+	c.Reconciler, c.Reconcilers = rec, []*harness.Proc{rec} // c.Close stops it
+	if err := waitHTTP(ctx, rec, "http://"+recAddr+"/healthz", 30*time.Second); err != nil {
+		return nil, err
+	}
+	return b.startConsumers(ctx, c, curveConsumers, shipped)
+}
+
+// pipelineMax is the whole pipeline's closed-loop maximum: one window of fresh users per
+// client count of gatewayConcurrencies, each window's CPU read after persisted (its orders
+// committed), and the best window's sample with its concurrency, persistence lag and CPU
+// per grab.
+func (b *bench) pipelineMax(ctx context.Context, url func(int) string, next feed, keyPrefix string, procs []cpuProc,
+	persisted func() (float64, error)) (*sample, error) {
+	var best load.Summary
+	var bestConc int
+	var bestCPU map[string]float64
+	var bestLag float64
+	for _, conc := range gatewayConcurrencies {
+		// The window's CPU includes persisting its grabs: the orders first, then the CPU.
+		var lag float64
+		s, per, err := b.closedWindow(ctx, conc, url, next, keyPrefix, procs, func() (err error) {
+			lag, err = persisted()
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("closed loop at %d clients: %w", conc, err)
+		}
+		b.logf("  pipeline closed loop, concurrency %d: %s; all persisted %.2fs after; CPU µs/grab: %s", conc, s, lag, cpuAll(per))
+		if s.ThroughputPS > best.ThroughputPS {
+			best, bestConc, bestCPU, bestLag = s, conc, per, lag
+		}
+	}
+	if best.ThroughputPS == 0 {
+		return nil, fmt.Errorf("the pipeline served nothing in the closed loop")
+	}
+	ms := sampleFrom(best)
+	ms.Extra["concurrency"] = bestConc
+	ms.Extra["persist_lag_s"] = bestLag
+	maps.Copy(ms.Extra, anyMap(bestCPU))
+	return ms, nil
 }
 
 // cpuAll lists every process's CPU per grab, sorted by name, for the log.
