@@ -393,10 +393,12 @@ func checkPublic(t *testing.T, public, admin contractListener, gate *stock.Gate,
 		{method: "POST", path: grab(s1, p2), token: token("carol"), header: key("carol-key-0001"), status: 503, code: "not_loaded"},
 		{method: "POST", path: grab(s2, p1), token: token("carol"), body: "{}", status: 409, code: "not_open"},
 		{method: "POST", path: grab(s1, 999999999), token: token("carol"), status: 404, code: "not_found"},
-		{method: "POST", path: grab(s2, p1), status: 401, code: "unauthorized", docRefuses: true},
-		{method: "POST", path: grab(s2, p1), token: "forged.token.value", status: 401, code: "unauthorized"},
-		// A keyless grab of a prize known sold out is answered before its token is read.
+		{method: "POST", path: grab(s1, p2), status: 401, code: "unauthorized", docRefuses: true},
+		{method: "POST", path: grab(s1, p2), token: "forged.token.value", status: 401, code: "unauthorized"},
+		// A keyless grab of a prize known sold out, or of a session not open, is answered
+		// before its token is read.
 		{method: "POST", path: grab(s1, p1), status: 409, code: "sold_out", docRefuses: true},
+		{method: "POST", path: grab(s2, p1), status: 409, code: "not_open", docRefuses: true},
 		{method: "POST", path: grab(s1, p1), header: key("carol-key-0009"), status: 401, code: "unauthorized", docRefuses: true},
 		{method: "POST", path: grab(s1, p1), token: token("carol"), header: key("short"), status: 400, code: "invalid_input", docRefuses: true},
 		{method: "POST", path: grab(s1, p1), token: token("carol"), body: `{"quantity": 5}`, status: 400, code: "invalid_input", docRefuses: true},
@@ -415,7 +417,8 @@ func checkPublic(t *testing.T, public, admin contractListener, gate *stock.Gate,
 		public.do(t, c)
 	}
 	// Per-user and per-IP token buckets (5/s, burst 10 per user; 20/s, burst 40 on /readyz).
-	limited = public.until(t, contractCall{method: "POST", path: grab(s2, p1), token: token("dave")}, http.StatusTooManyRequests, 30)
+	// (Keyed: a keyless grab of a session not open is answered before any limit.)
+	limited = public.until(t, contractCall{method: "POST", path: grab(s2, p1), token: token("dave"), header: key("dave-key-0001")}, http.StatusTooManyRequests, 30)
 	public.until(t, contractCall{method: "GET", path: "/api/v1/grabs/" + rid, token: token("frank")}, http.StatusTooManyRequests, 30)
 	public.until(t, contractCall{method: "GET", path: "/readyz"}, http.StatusTooManyRequests, 100)
 

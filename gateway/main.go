@@ -254,7 +254,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Events:  grabEvents, RelayQueue: cfg.RelayQueue, MaxInflight: cfg.MaxInflight, ProduceTimeout: cfg.ProduceTimeout,
 		// The limit starts at a quarter of its maximum: room for the open's first wave at once,
 		// moved within a few windows of 100 ms to what the latency allows.
-		Admission: admission.Config{Target: cfg.AdmissionTarget, Min: cfg.AdmissionMin, Max: cfg.AdmissionMax,
+		Admission: admission.Config{Tolerance: cfg.AdmissionTolerance, Min: cfg.AdmissionMin, Max: cfg.AdmissionMax,
 			Start: max(cfg.AdmissionMax/4, cfg.AdmissionMin), RetryAfterMax: cfg.AdmissionRetryAfterMax},
 		Replica: replica, ReplicaWait: cfg.ReplicaWait,
 		BucketOthersCache: cfg.BucketOthersCache, BucketWantedTTL: cfg.BucketWantedTTL,
@@ -344,7 +344,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"jwt_issuer", cfg.JWTIssuer, "jwt_audience", cfg.JWTAudience, "jwt_previous_secret", cfg.JWTSecretPrevious != "", "jwt_max_lifetime", cfg.JWTMaxLifetime.String(),
 		"jwt_secret_reloaded", jwtFiles != nil, "trust_user_header", cfg.TrustUserHeader,
 		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies), "user_header_proxies", fmt.Sprint(cfg.UserHeaderProxies),
-		"max_inflight", cfg.MaxInflight, "admission_target", cfg.AdmissionTarget.String(),
+		"max_inflight", cfg.MaxInflight, "admission_tolerance", cfg.AdmissionTolerance,
 		"admission_min", cfg.AdmissionMin, "admission_max", cfg.AdmissionMax, "rate_per_user", cfg.RatePerUser, "burst_per_user", cfg.BurstPerUser,
 		"rate_per_ip", cfg.RatePerIP, "burst_per_ip", cfg.BurstPerIP, "soldout_recheck", cfg.SoldOutRecheck.String(),
 		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String())

@@ -4,16 +4,26 @@
 // bounded while the pipeline still serves at its capacity.
 //
 // The gate is a concurrency limit that follows the grab path's measured latency (the time
-// from entering to leaving: the admission script and the Kafka acknowledgement). Every
-// window the limit is multiplied by target / (the window's mean latency), clamped to
-// [0.75, 1.25]: latency above the target shrinks it, latency below grows it, but only in a
-// window where the limit was reached (a limit nobody presses against says nothing about
-// whether more would help). At equilibrium the grab path holds about throughput × target
-// grabs, which is the concurrency the batching Redis coalescer and Kafka writer need to run
-// at their maximum, and no more. A grab over the limit is refused (503 overloaded with a
-// jittered Retry-After, see RetryAfter) without waiting: there is no queue inside the
-// gateway, because a queue is exactly the waiting this bounds; the client's backoff is the
-// queue, spread over seconds by the jitter.
+// from entering to leaving: the admission script and the Kafka acknowledgement), after the
+// gradient design of Netflix's concurrency-limits. Every window (100 ms) it compares the
+// window's mean latency (short) with a slow average of the past windows (long, about 2 s):
+//   - short above Tolerance × long: the work behind the gate is queueing (a broker leader
+//     election, a slow Redis): the limit is multiplied by Tolerance × long / short, at most
+//     down to 0.75 a window, so the crowd is refused instead of piling up behind it;
+//   - otherwise, if the crowd pressed against the limit in that window, it grows by its
+//     square root (more grabs at once batch better in the Redis coalescer and the Kafka
+//     writer, up to a point the latency then shows).
+//
+// The comparison is with the gate's own recent latency, not a fixed target: on a machine
+// whose CPU a crowd saturates, the grab path is slow whatever the limit (the run queue is
+// shared with the refusals and everything else), and a fixed target would shrink the limit
+// to its floor and starve the sale; a queue forming behind the gate shows as latency rising
+// faster than its recent level, which is what it reacts to. A grab over the limit is refused
+// (503 overloaded with a jittered Retry-After, see RetryAfter) without waiting: there is no
+// queue inside the gateway, because a queue is exactly the waiting this bounds; the client's
+// backoff is the queue, spread over seconds by the jitter. While nothing completes (a
+// produce that hangs until a new leader is elected) the limit cannot move, but it holds:
+// the grabs inside wait, every other is refused at once.
 //
 // Why not a CoDel queue: CoDel judges the time a request spent queued, and the requests of a
 // flash crowd queue where the gateway cannot see them (the listen backlog, the connections'
@@ -32,8 +42,9 @@ import (
 
 // Config sets the gate.
 type Config struct {
-	// Target is the grab path's mean latency the limit steers to (0: the limit stays at Max).
-	Target time.Duration
+	// Tolerance is how many times its recent level the grab path's latency may rise before
+	// the limit shrinks (0: the limit stays at Max).
+	Tolerance float64
 	// Min and Max bound the limit; the gate starts at Start (clamped into [Min, Max]).
 	Min, Max, Start int
 	// Window is how often the limit is recomputed, from the latencies of that window.
@@ -50,11 +61,15 @@ type Config struct {
 const (
 	DefaultWindow     = 100 * time.Millisecond
 	DefaultMinSamples = 20
+	// longWindows is how many windows the slow average spans (about 2 s at 100 ms).
+	longWindows = 20
+	// minFactor is the most the limit shrinks in one window.
+	minFactor = 0.75
 )
 
 // Gate is the adaptive concurrency limit. Its methods are safe for concurrent use.
 type Gate struct {
-	target        time.Duration
+	tolerance     float64
 	min, max      int64
 	window        time.Duration
 	minSamples    int64
@@ -69,6 +84,7 @@ type Gate struct {
 	windowStart time.Time
 	sum         time.Duration
 	count       int64
+	long        float64 // the slow average of the windows' mean latency, in ns (0: none yet)
 }
 
 // New makes a gate from cfg.
@@ -81,13 +97,13 @@ func New(cfg Config) *Gate {
 	}
 	cfg.Min = max(cfg.Min, 1)
 	cfg.Max = max(cfg.Max, cfg.Min)
-	if cfg.Target <= 0 || cfg.Start <= 0 {
+	if cfg.Tolerance <= 0 || cfg.Start <= 0 {
 		cfg.Start = cfg.Max
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Gate{target: cfg.Target, min: int64(cfg.Min), max: int64(cfg.Max), window: cfg.Window,
+	g := &Gate{tolerance: cfg.Tolerance, min: int64(cfg.Min), max: int64(cfg.Max), window: cfg.Window,
 		minSamples: int64(cfg.MinSamples), retryAfterMax: max(cfg.RetryAfterMax, 1), now: cfg.Now}
 	g.limit.Store(min(max(int64(cfg.Start), g.min), g.max))
 	g.windowStart = cfg.Now()
@@ -112,7 +128,7 @@ func (g *Gate) Enter() bool {
 // Leave gives the place back and records how long the grab took since it entered.
 func (g *Gate) Leave(took time.Duration) {
 	g.inflight.Add(-1)
-	if g.target <= 0 {
+	if g.tolerance <= 0 {
 		return
 	}
 	now := g.now()
@@ -130,21 +146,23 @@ func (g *Gate) Leave(took time.Duration) {
 	g.pressed.Store(false)
 }
 
-// adjust moves the limit by target / mean, clamped; growth only when the limit was pressed.
-func (g *Gate) adjust(mean time.Duration) {
-	factor := 1.25
-	if mean > 0 {
-		factor = min(max(float64(g.target)/float64(mean), 0.75), 1.25)
-	}
-	if factor > 1 && !g.pressed.Load() {
-		return
-	}
+// adjust moves the limit after a window whose mean latency was short (see the package
+// comment), and folds the window into the slow average.
+func (g *Gate) adjust(short time.Duration) {
 	cur := g.limit.Load()
-	next := int64(math.Round(float64(cur) * factor))
-	if factor > 1 && next == cur {
-		next++ // a small limit must still be able to grow
+	next := cur
+	shortNS := float64(short)
+	if g.long > 0 && shortNS > g.tolerance*g.long {
+		next = int64(math.Round(float64(cur) * max(g.tolerance*g.long/shortNS, minFactor)))
+	} else if g.pressed.Load() {
+		next = cur + max(int64(math.Sqrt(float64(cur))), 1)
 	}
 	g.limit.Store(min(max(next, g.min), g.max))
+	if g.long == 0 {
+		g.long = shortNS
+	} else {
+		g.long += (shortNS - g.long) / longWindows
+	}
 }
 
 // Limit is the current limit.

@@ -12,7 +12,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func newTestGate(c *clock, start int) *Gate {
-	return New(Config{Target: 10 * time.Millisecond, Min: 4, Max: 1000, Start: start,
+	return New(Config{Tolerance: 2, Min: 4, Max: 1000, Start: start,
 		Window: 100 * time.Millisecond, MinSamples: 5, RetryAfterMax: 3, Now: c.now})
 }
 
@@ -59,46 +59,69 @@ func TestEnterRefusesBeyondTheLimitAndLeaveFreesAPlace(t *testing.T) {
 	}
 }
 
-func TestLatencyAboveTheTargetShrinksTheLimit(t *testing.T) {
+func TestLatencyRisingAboveItsRecentLevelShrinksTheLimit(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	g := newTestGate(c, 100)
-	window(t, g, c, 50, 40*time.Millisecond) // 4x the target: shrinks by the clamp, 0.75
-	if got := g.Limit(); got != 75 {
-		t.Fatalf("limit %d after a slow window, want 75", got)
+	window(t, g, c, 50, 10*time.Millisecond) // sets the recent level: 10 ms
+	if got := g.Limit(); got != 100 {
+		t.Fatalf("limit %d after the first window (not pressed), want 100", got)
 	}
-	for range 20 {
-		window(t, g, c, 50, 40*time.Millisecond)
+	window(t, g, c, 50, 25*time.Millisecond) // 2.5x the level, tolerance 2: x 0.8
+	if got := g.Limit(); got != 80 {
+		t.Fatalf("limit %d after a window at 2.5x the recent latency, want 80", got)
+	}
+	window(t, g, c, 50, time.Second) // far above: at most x 0.75 a window
+	if got := g.Limit(); got != 60 {
+		t.Fatalf("limit %d after a window at 100x, want 60 (0.75 a window at most)", got)
+	}
+	for range 10 {
+		window(t, g, c, 50, 10*time.Second)
 	}
 	if got := g.Limit(); got != 4 {
-		t.Fatalf("limit %d after many slow windows, want the minimum 4", got)
+		t.Fatalf("limit %d after many windows far above, want the minimum 4", got)
 	}
 }
 
-func TestLatencyBelowTheTargetGrowsOnlyAPressedLimit(t *testing.T) {
+// A saturated machine makes the grab path slow whatever the limit: once the slow latency
+// is the recent level, the limit stops shrinking (and grows again when pressed), instead
+// of starving the sale at its floor.
+func TestASteadilySlowPathDoesNotStarveTheLimit(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	g := newTestGate(c, 256)
+	window(t, g, c, 50, 5*time.Millisecond)
+	for range 200 { // 20 s at 3x the first level, pressed
+		window(t, g, c, 2000, 15*time.Millisecond)
+	}
+	if got := g.Limit(); got < 256 {
+		t.Fatalf("limit %d after 20 s of a steady 15 ms, pressed: it starved (started at 256)", got)
+	}
+}
+
+func TestAPressedLimitGrowsByItsSquareRootAndAnIdleOneStays(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	g := newTestGate(c, 100)
-	window(t, g, c, 50, 2*time.Millisecond) // fast, but the limit was never reached
+	window(t, g, c, 50, 5*time.Millisecond) // not pressed
 	if got := g.Limit(); got != 100 {
-		t.Fatalf("limit %d after a fast window that never reached it, want 100 unchanged", got)
+		t.Fatalf("limit %d after a window that never reached it, want 100 unchanged", got)
 	}
-	if refused := window(t, g, c, 150, 8*time.Millisecond); refused != 50 {
+	if refused := window(t, g, c, 150, 5*time.Millisecond); refused != 50 {
 		t.Fatalf("%d refused of 150 at a limit of 100, want 50", refused)
 	}
-	if got := g.Limit(); got != 125 {
-		t.Fatalf("limit %d after a pressed window at 8 ms (target 10 ms), want 125", got)
+	if got := g.Limit(); got != 110 {
+		t.Fatalf("limit %d after a pressed window at the recent latency, want 110", got)
 	}
-	for range 50 {
-		window(t, g, c, 2000, time.Millisecond)
+	for range 200 {
+		window(t, g, c, 2000, 5*time.Millisecond)
 	}
 	if got := g.Limit(); got != 1000 {
-		t.Fatalf("limit %d after many pressed fast windows, want the maximum 1000", got)
+		t.Fatalf("limit %d after many pressed windows, want the maximum 1000", got)
 	}
 }
 
 func TestASmallLimitCanGrow(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
-	g := New(Config{Target: 10 * time.Millisecond, Min: 1, Max: 10, Start: 1, MinSamples: 1, Now: c.now})
-	window(t, g, c, 3, 9*time.Millisecond) // factor 1.11: round(1 x 1.11) is still 1
+	g := New(Config{Tolerance: 2, Min: 1, Max: 10, Start: 1, MinSamples: 1, Now: c.now})
+	window(t, g, c, 3, time.Millisecond)
 	if got := g.Limit(); got != 2 {
 		t.Fatalf("limit %d, want 2", got)
 	}
@@ -107,21 +130,23 @@ func TestASmallLimitCanGrow(t *testing.T) {
 func TestAWindowWithTooFewGrabsMovesNothing(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	g := newTestGate(c, 100)
+	window(t, g, c, 50, time.Millisecond)
 	window(t, g, c, 3, time.Second) // 4 samples, MinSamples 5
 	if got := g.Limit(); got != 100 {
 		t.Fatalf("limit %d after a window of 4 grabs, want 100 unchanged", got)
 	}
 }
 
-func TestWithoutATargetTheLimitIsFixed(t *testing.T) {
+func TestWithoutAToleranceTheLimitIsFixed(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	g := New(Config{Min: 1, Max: 8, Start: 2, Now: c.now})
 	if got := g.Limit(); got != 8 {
-		t.Fatalf("limit %d without a target, want the maximum 8", got)
+		t.Fatalf("limit %d without a tolerance, want the maximum 8", got)
 	}
+	window(t, g, c, 20, time.Millisecond)
 	window(t, g, c, 20, time.Hour)
 	if got := g.Limit(); got != 8 {
-		t.Fatalf("limit %d moved without a target", got)
+		t.Fatalf("limit %d moved without a tolerance", got)
 	}
 }
 

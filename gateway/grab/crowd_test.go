@@ -13,9 +13,10 @@ import (
 )
 
 // After the last unit, a keyless grab is answered from the flag before its token is read
-// (whether a prize is sold out is public); a keyed grab, which may repeat one admitted
-// before the sell-out, and a grab with a body still take the whole path.
-func TestSoldOutIsAnsweredBeforeTheToken(t *testing.T) {
+// (whether a prize is sold out is public), and so is one of a session not open; a keyed
+// grab, which may repeat one admitted before the sell-out, and a grab with a body still
+// take the whole path.
+func TestPublicAnswersComeBeforeTheToken(t *testing.T) {
 	e := newGrabEnv(t, 1, 5, 1)
 	expect(t, "last unit", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001"), 202, "")
 	expect(t, "sold out, sets the flag", e.grab(t, e.open, e.prizeA, "bob", ""), 409, "sold_out")
@@ -28,11 +29,15 @@ func TestSoldOutIsAnsweredBeforeTheToken(t *testing.T) {
 	expect(t, "keyless with a bad body", e.request(t, "POST", path, e.token(t, "dave"), "", "[]"), 400, "")
 	// The repeat of the grab admitted before the sell-out still hears its status.
 	expect(t, "keyed repeat of the last unit", e.grab(t, e.open, e.prizeA, "alice", "alice-key-0001"), 202, "")
+	// A session not open is public too; a keyed grab there still needs its token.
+	later := fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.later.ID, e.prizeA)
+	expect(t, "keyless, not open, no token", e.request(t, "POST", later, "", "", ""), 409, "not_open")
+	expect(t, "keyed, not open, no token", e.request(t, "POST", later, "", "erin-key-0001", ""), 401, "unauthorized")
 	// Another prize's flag is its own.
 	expect(t, "other prize, no token", e.request(t, "POST",
 		fmt.Sprintf("/api/v1/sessions/%d/prizes/%d/grab", e.open.ID, e.prizeB), "", "", ""), 401, "unauthorized")
-	if got := testutil.ToFloat64(e.api.metrics.responses.WithLabelValues("grab", "409")); got != 3 {
-		t.Fatalf("grab 409s counted %v, want 3: the flag's two answers counted too", got)
+	if got := testutil.ToFloat64(e.api.metrics.responses.WithLabelValues("grab", "409")); got != 4 {
+		t.Fatalf("grab 409s counted %v, want 4: the public answers counted too", got)
 	}
 }
 

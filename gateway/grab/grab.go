@@ -98,6 +98,7 @@ const grabBodyLimit = 1 << 10
 // above capacity the refusal is.
 var (
 	soldOutAnswer    = jsonapi.Encode(http.StatusConflict, jsonapi.Error{Code: "sold_out", Message: "sold out"})
+	notOpenAnswer    = jsonapi.Encode(http.StatusConflict, jsonapi.Error{Code: "not_open", Message: "the session is not open"})
 	overloadedAnswer = jsonapi.Encode(http.StatusServiceUnavailable, jsonapi.Error{Code: "overloaded",
 		Message: "too many requests in flight; retry after the time Retry-After gives"})
 )
@@ -112,7 +113,7 @@ const admitTimeout = 5 * time.Second
 
 // Register mounts the grab and status routes on mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.soldOutFirst(a.guard("grab", http.HandlerFunc(a.grab))))
+	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.publicFirst(a.guard("grab", http.HandlerFunc(a.grab))))
 	mux.Handle("GET /api/v1/grabs/{request_id}", a.guard("status", http.HandlerFunc(a.status)))
 }
 
@@ -238,23 +239,34 @@ func (a *API) overloaded(w http.ResponseWriter) {
 	jsonapi.WriteEncoded(w, overloadedAnswer)
 }
 
-// soldOutFirst answers a keyless, bodiless grab of a prize this gateway knows is sold out
-// before anything else is done for it: no in-flight slot, no rate limit, no token
-// verification (whether a prize is sold out is public), so the crowd after the last unit
-// costs what a trivial handler costs. A keyed grab may repeat one admitted before the
-// sell-out and must hear its status; a grab with a body must hear what is wrong with it:
-// both take the whole path.
-func (a *API) soldOutFirst(next http.Handler) http.Handler {
+// publicFirst answers a keyless, bodiless grab whose answer is public before anything else
+// is done for it: of a prize this gateway knows is sold out (409 sold_out), or of a session
+// not open (409 not_open). No in-flight slot, no rate limit, no token verification (whether
+// a prize is sold out or a session open is public), so the crowd before the open and after
+// the last unit costs what a trivial handler costs. A keyed grab may repeat one admitted
+// before the sell-out or the close and must hear its status; a grab with a body must hear
+// what is wrong with it: both take the whole path.
+func (a *API) publicFirst(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength == 0 && len(r.Header["Idempotency-Key"]) == 0 {
 			sid, err1 := jsonapi.ParseID(r.PathValue("session"))
 			pid, err2 := jsonapi.ParseID(r.PathValue("prize"))
-			if start := time.Now(); err1 == nil && err2 == nil && a.soldOut.Flagged(sid, pid, start) {
-				defer func() { a.metrics.grabLatency.Observe(time.Since(start).Seconds()) }()
-				a.metrics.soldOutHits.Inc()
-				a.metrics.soldOutGrabs.Inc()
-				a.metrics.soldOut409.Inc()
-				jsonapi.WriteEncoded(w, soldOutAnswer)
+			if err1 == nil && err2 == nil {
+				start := a.now()
+				answer := soldOutAnswer
+				if a.soldOut.Flagged(sid, pid, start) {
+					a.metrics.soldOutHits.Inc()
+					a.metrics.soldOutGrabs.Inc()
+				} else if errors.Is(a.schedule.Check(sid, pid, start), seckill.ErrNotOpen) {
+					answer = notOpenAnswer
+					a.metrics.notOpenGrabs.Inc()
+				} else {
+					next.ServeHTTP(w, r)
+					return
+				}
+				a.metrics.grab409.Inc()
+				jsonapi.WriteEncoded(w, answer)
+				a.metrics.grabLatency.Observe(time.Since(start).Seconds())
 				return
 			}
 		}
@@ -340,6 +352,15 @@ func parseGrab(w http.ResponseWriter, r *http.Request) (grabInput, error) {
 }
 
 func (a *API) grab(w http.ResponseWriter, r *http.Request) {
+	// The gate comes first: a grab over the limit is refused before it costs anything, its
+	// token's verification included; what follows may cost a Redis call and a Kafka write,
+	// and waits for both.
+	if !a.admission.Enter() {
+		a.overloaded(w)
+		return
+	}
+	entered := time.Now()
+	defer func() { a.admission.Leave(time.Since(entered)) }()
 	user, ok := a.user(w, r)
 	if !ok {
 		return
@@ -374,14 +395,6 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		jsonapi.WriteEncoded(w, soldOutAnswer)
 		return
 	}
-	// Past the cheap checks: what follows costs a Redis call and a Kafka write, and waits
-	// for both. Over the adaptive limit the grab is refused now rather than queued.
-	if !a.admission.Enter() {
-		a.overloaded(w)
-		return
-	}
-	entered := time.Now()
-	defer func() { a.admission.Leave(time.Since(entered)) }()
 	// A client's key names a grab of this user only (seckill.UserRequestID): another user's
 	// same key is another grab, in whichever bucket either user's home is.
 	var rid string
@@ -504,8 +517,8 @@ func (a *API) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user
 			return
 		}
 	}
-	a.metrics.grabs.WithLabelValues("not_open").Inc()
-	jsonapi.WriteError(w, http.StatusConflict, "not_open", "the session is not open")
+	a.metrics.notOpenGrabs.Inc()
+	jsonapi.WriteEncoded(w, notOpenAnswer)
 }
 
 // unknownOutcome answers a grab whose admission verdict never arrived (Redis error, or no

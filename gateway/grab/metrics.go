@@ -24,10 +24,12 @@ type metrics struct {
 	inflight      prometheus.Gauge
 	replicaWaits  *prometheus.CounterVec
 
-	// The series of the sold-out answer, resolved once: after the last unit that answer is
-	// most of the traffic, and a label lookup per request is a cost the flag exists to avoid.
+	// The series of the public answers, resolved once: before the open and after the last
+	// unit those answers are most of the traffic, and a label lookup per request is a cost
+	// answering them first exists to avoid.
 	soldOutGrabs prometheus.Counter  // grabs{outcome="sold_out"}
-	soldOut409   prometheus.Counter  // responses{route="grab",code="409"}
+	notOpenGrabs prometheus.Counter  // grabs{outcome="not_open"}
+	grab409      prometheus.Counter  // responses{route="grab",code="409"}
 	grabLatency  prometheus.Observer // latency{route="grab"}
 }
 
@@ -66,7 +68,8 @@ func newMetrics(reg prometheus.Registerer, gate *admission.Gate) *metrics {
 			[]string{"result"}),
 	}
 	m.soldOutGrabs = m.grabs.WithLabelValues("sold_out")
-	m.soldOut409 = m.responses.WithLabelValues("grab", "409")
+	m.notOpenGrabs = m.grabs.WithLabelValues("not_open")
+	m.grab409 = m.responses.WithLabelValues("grab", "409")
 	m.grabLatency = m.latency.WithLabelValues("grab")
 	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_gateway_admission_limit",
 		Help: "Grabs the adaptive admission limit lets do their Redis and Kafka work at once now."},

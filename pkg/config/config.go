@@ -214,8 +214,8 @@ type Gateway struct {
 
 	MaxInflight int // concurrent grab/status requests; beyond it, fast 503s
 	// Admission is the adaptive limit on grabs doing their Redis and Kafka work (package
-	// gateway/admission): its latency target, bounds and refusals' Retry-After.
-	AdmissionTarget        time.Duration
+	// gateway/admission): its latency tolerance, bounds and refusals' Retry-After.
+	AdmissionTolerance     float64
 	AdmissionMin           int
 	AdmissionMax           int
 	AdmissionRetryAfterMax int
@@ -303,7 +303,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		UserHeaderProxies: r.prefixes("SECKILL_USER_HEADER_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 
-		AdmissionTarget:        r.duration("SECKILL_ADMISSION_TARGET", 25*time.Millisecond, 0, 10*time.Second),
+		AdmissionTolerance:     r.number("SECKILL_ADMISSION_TOLERANCE", 2, 0, 100),
 		AdmissionMin:           r.integer("SECKILL_ADMISSION_MIN", 16, 1, 1_000_000),
 		AdmissionMax:           r.integer("SECKILL_ADMISSION_MAX", 1024, 1, 1_000_000),
 		AdmissionRetryAfterMax: r.integer("SECKILL_ADMISSION_RETRY_AFTER_MAX", 3, 1, 3600),

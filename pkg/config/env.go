@@ -187,6 +187,21 @@ func (r *reader) fraction(key string, def float64) float64 {
 	return v
 }
 
+// number reads a decimal number in [min, max].
+func (r *reader) number(key string, def, min, max float64) float64 {
+	raw := strings.TrimSpace(r.getenv(key))
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.ParseFloat(raw, 64)
+	// Written so NaN fails too.
+	if err != nil || !(v >= min && v <= max) {
+		r.errs = append(r.errs, fmt.Errorf("%s=%q: want a number in [%g, %g]", key, raw, min, max))
+		return def
+	}
+	return v
+}
+
 func (r *reader) duration(key string, def, min, max time.Duration) time.Duration {
 	raw := strings.TrimSpace(r.getenv(key))
 	if raw == "" {

@@ -72,7 +72,7 @@ func Settings() []Setting {
 		{"SECKILL_TRUST_USER_HEADER", false, "(empty: off)", gw, "header with a user id set by a trusted auth proxy (needs SECKILL_USER_HEADER_PROXIES)"},
 		{"SECKILL_USER_HEADER_PROXIES", false, "(empty: never)", gw, "comma-separated CIDR prefixes or addresses of the auth proxies whose SECKILL_TRUST_USER_HEADER is believed (not SECKILL_TRUSTED_PROXIES)"},
 		{"SECKILL_MAX_INFLIGHT", false, "4096", gw, "requests served at once; beyond it, fast 503"},
-		{"SECKILL_ADMISSION_TARGET", false, "25ms", gw, "the grab path's mean latency (admission script and Kafka acknowledgement) the adaptive admission limit steers to; over the limit a grab gets 503 overloaded at once (0: the limit stays at SECKILL_ADMISSION_MAX)"},
+		{"SECKILL_ADMISSION_TOLERANCE", false, "2", gw, "how many times its recent level (about 2 s) the grab path's latency (admission script and Kafka acknowledgement) may rise before the adaptive admission limit shrinks; over the limit a grab gets 503 overloaded at once (0: the limit stays at SECKILL_ADMISSION_MAX)"},
 		{"SECKILL_ADMISSION_MIN", false, "16", gw, "the adaptive admission limit never goes below this many grabs at once"},
 		{"SECKILL_ADMISSION_MAX", false, "1024", gw, "the adaptive admission limit never goes above this many grabs at once"},
 		{"SECKILL_ADMISSION_RETRY_AFTER_MAX", false, "3", gw, "a refused grab's Retry-After is drawn from 1 to this many seconds, so refusals do not come back as one wave"},
