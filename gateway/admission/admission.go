@@ -5,20 +5,24 @@
 //
 // The gate is a concurrency limit that follows the grab path's measured latency (the time
 // from entering to leaving: the admission script and the Kafka acknowledgement), after the
-// gradient design of Netflix's concurrency-limits. Every window (100 ms) it compares the
-// window's mean latency (short) with a slow average of the past windows (long, about 2 s):
-//   - short above Tolerance × long: the work behind the gate is queueing (a broker leader
-//     election, a slow Redis): the limit is multiplied by Tolerance × long / short, at most
-//     down to 0.75 a window, so the crowd is refused instead of piling up behind it;
+// gradient design of Netflix's concurrency-limits and TCP Vegas's test for queueing. Every
+// window (100 ms) it compares the window's mean latency (short) and completions per second
+// with slow averages of the past windows (about 2 s):
+//   - short above Tolerance × the latency's average while grabs complete no faster than
+//     their average (× 1.1): the work behind the gate is queueing (a broker leader
+//     election, a slow Redis, a knee passed): the limit is multiplied by
+//     Tolerance × average / short, at most down to 0.75 a window, so the crowd is refused
+//     instead of piling up behind it;
 //   - otherwise, if the crowd pressed against the limit in that window, it grows by its
 //     square root (more grabs at once batch better in the Redis coalescer and the Kafka
 //     writer, up to a point the latency then shows).
 //
-// The comparison is with the gate's own recent latency, not a fixed target: on a machine
+// The comparison is with the gate's own recent behaviour, not a fixed target: on a machine
 // whose CPU a crowd saturates, the grab path is slow whatever the limit (the run queue is
 // shared with the refusals and everything else), and a fixed target would shrink the limit
-// to its floor and starve the sale; a queue forming behind the gate shows as latency rising
-// faster than its recent level, which is what it reacts to. A grab over the limit is refused
+// to its floor and starve the sale. At the open the latency rises from its idle level with
+// the completions (batches fill): that ramp is not queueing either. A queue forming behind
+// the gate shows as latency rising with no more work done, which is what it reacts to. A grab over the limit is refused
 // (503 overloaded with a jittered Retry-After, see RetryAfter) without waiting: there is no
 // queue inside the gateway, because a queue is exactly the waiting this bounds; the client's
 // backoff is the queue, spread over seconds by the jitter. While nothing completes (a
@@ -65,6 +69,9 @@ const (
 	longWindows = 20
 	// minFactor is the most the limit shrinks in one window.
 	minFactor = 0.75
+	// rateGain is how much faster than their slow average grabs must complete for a window
+	// of high latency to count as a ramp rather than queueing.
+	rateGain = 1.1
 )
 
 // Gate is the adaptive concurrency limit. Its methods are safe for concurrent use.
@@ -85,6 +92,7 @@ type Gate struct {
 	sum         time.Duration
 	count       int64
 	long        float64 // the slow average of the windows' mean latency, in ns (0: none yet)
+	rate        float64 // the slow average of the windows' completions per second
 }
 
 // New makes a gate from cfg.
@@ -140,28 +148,33 @@ func (g *Gate) Leave(took time.Duration) {
 		return
 	}
 	if g.count >= g.minSamples {
-		g.adjust(g.sum / time.Duration(g.count))
+		g.adjust(g.sum/time.Duration(g.count), float64(g.count)/now.Sub(g.windowStart).Seconds())
 	}
 	g.windowStart, g.sum, g.count = now, 0, 0
 	g.pressed.Store(false)
 }
 
-// adjust moves the limit after a window whose mean latency was short (see the package
-// comment), and folds the window into the slow average.
-func (g *Gate) adjust(short time.Duration) {
+// adjust moves the limit after a window whose grabs took short on average and completed at
+// rate per second (see the package comment), and folds the window into the slow averages.
+func (g *Gate) adjust(short time.Duration, rate float64) {
 	cur := g.limit.Load()
 	next := cur
 	shortNS := float64(short)
-	if g.long > 0 && shortNS > g.tolerance*g.long {
+	// Queueing is waiting that buys no work: latency above its tolerance while no more grabs
+	// complete than before. A ramp (the open: latency and completions rising together) is
+	// not queueing; a stall or a knee passed is.
+	queueing := g.long > 0 && shortNS > g.tolerance*g.long && rate <= g.rate*rateGain
+	if queueing {
 		next = int64(math.Round(float64(cur) * max(g.tolerance*g.long/shortNS, minFactor)))
 	} else if g.pressed.Load() {
 		next = cur + max(int64(math.Sqrt(float64(cur))), 1)
 	}
 	g.limit.Store(min(max(next, g.min), g.max))
 	if g.long == 0 {
-		g.long = shortNS
+		g.long, g.rate = shortNS, rate
 	} else {
 		g.long += (shortNS - g.long) / longWindows
+		g.rate += (rate - g.rate) / longWindows
 	}
 }
 

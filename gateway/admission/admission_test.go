@@ -82,6 +82,21 @@ func TestLatencyRisingAboveItsRecentLevelShrinksTheLimit(t *testing.T) {
 	}
 }
 
+// The open: latency rises from its idle level while more and more grabs complete (the
+// batches fill). That is a ramp, not a queue: the limit grows, pressed, instead of shrinking.
+func TestARampIsNotQueueing(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	g := newTestGate(c, 100)
+	window(t, g, c, 10, 2*time.Millisecond)
+	for i, took := range []time.Duration{10, 20, 40} {
+		before := g.Limit()
+		window(t, g, c, 300*(i+1), took*time.Millisecond) // pressed, 3x, 6x, 9x the grabs
+		if got := g.Limit(); got <= before {
+			t.Fatalf("limit %d after a ramp window at %s with more completions, want above %d", got, took*time.Millisecond, before)
+		}
+	}
+}
+
 // A saturated machine makes the grab path slow whatever the limit: once the slow latency
 // is the recent level, the limit stops shrinking (and grows again when pressed), instead
 // of starving the sale at its floor.
