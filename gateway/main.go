@@ -252,10 +252,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		PerUser: ratelimit.NewKeyed(cfg.RatePerUser, cfg.BurstPerUser, cfg.RateMaxKeys, time.Now),
 		PerIP:   ratelimit.NewKeyed(cfg.RatePerIP, cfg.BurstPerIP, cfg.RateMaxKeys, time.Now),
 		Events:  grabEvents, RelayQueue: cfg.RelayQueue, MaxInflight: cfg.MaxInflight, ProduceTimeout: cfg.ProduceTimeout,
-		// The limit starts at a quarter of its maximum: room for the open's first wave at once,
-		// moved within a few windows of 100 ms to what the latency allows.
+		// The limit starts at its maximum: the open's first wave is not refused while a limit
+		// grows; it shrinks when the grab path queues (package admission).
 		Admission: admission.Config{Tolerance: cfg.AdmissionTolerance, Min: cfg.AdmissionMin, Max: cfg.AdmissionMax,
-			Start: max(cfg.AdmissionMax/4, cfg.AdmissionMin), RetryAfterMax: cfg.AdmissionRetryAfterMax},
+			Start: cfg.AdmissionMax, RetryAfterMax: cfg.AdmissionRetryAfterMax},
 		Replica: replica, ReplicaWait: cfg.ReplicaWait,
 		BucketOthersCache: cfg.BucketOthersCache, BucketWantedTTL: cfg.BucketWantedTTL,
 		Registry: reg, Log: log, Now: time.Now,

@@ -303,8 +303,8 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 		UserHeaderProxies: r.prefixes("SECKILL_USER_HEADER_PROXIES"),
 		MaxInflight:       r.integer("SECKILL_MAX_INFLIGHT", 4096, 1, 1_000_000),
 
-		AdmissionTolerance:     r.number("SECKILL_ADMISSION_TOLERANCE", 2, 0, 100),
-		AdmissionMin:           r.integer("SECKILL_ADMISSION_MIN", 16, 1, 1_000_000),
+		AdmissionTolerance:     r.number("SECKILL_ADMISSION_TOLERANCE", 4, 0, 100),
+		AdmissionMin:           r.integer("SECKILL_ADMISSION_MIN", 128, 1, 1_000_000),
 		AdmissionMax:           r.integer("SECKILL_ADMISSION_MAX", 1024, 1, 1_000_000),
 		AdmissionRetryAfterMax: r.integer("SECKILL_ADMISSION_RETRY_AFTER_MAX", 3, 1, 3600),
 
