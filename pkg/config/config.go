@@ -305,7 +305,7 @@ func LoadGateway(getenv func(string) string) (Gateway, error) {
 
 		AdmissionTolerance:     r.number("SECKILL_ADMISSION_TOLERANCE", 4, 0, 100),
 		AdmissionMin:           r.integer("SECKILL_ADMISSION_MIN", 128, 1, 1_000_000),
-		AdmissionMax:           r.integer("SECKILL_ADMISSION_MAX", 1024, 1, 1_000_000),
+		AdmissionMax:           r.integer("SECKILL_ADMISSION_MAX", 4096, 1, 1_000_000),
 		AdmissionRetryAfterMax: r.integer("SECKILL_ADMISSION_RETRY_AFTER_MAX", 3, 1, 3600),
 
 		RatePerUser:       float64(r.integer("SECKILL_RATE_PER_USER", 5, 0, 1_000_000)),

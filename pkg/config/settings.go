@@ -74,7 +74,7 @@ func Settings() []Setting {
 		{"SECKILL_MAX_INFLIGHT", false, "4096", gw, "requests served at once; beyond it, fast 503"},
 		{"SECKILL_ADMISSION_TOLERANCE", false, "4", gw, "how many times its recent level (about 2 s) the grab path's latency (token, admission script, Kafka acknowledgement) may rise, with no more grabs completing, before the adaptive admission limit shrinks; over the limit a grab gets 503 overloaded at once (0: the limit stays at SECKILL_ADMISSION_MAX)"},
 		{"SECKILL_ADMISSION_MIN", false, "128", gw, "the adaptive admission limit never goes below this many grabs at once"},
-		{"SECKILL_ADMISSION_MAX", false, "1024", gw, "the adaptive admission limit never goes above this many grabs at once"},
+		{"SECKILL_ADMISSION_MAX", false, "4096", gw, "the adaptive admission limit never goes above this many grabs at once"},
 		{"SECKILL_ADMISSION_RETRY_AFTER_MAX", false, "3", gw, "a refused grab's Retry-After is drawn from 1 to this many seconds, so refusals do not come back as one wave"},
 		{"SECKILL_MEMLIMIT_FALLBACK_MIB", false, "128", gw, "the gateway's soft memory limit in MiB when neither GOMEMLIMIT nor a container limit gives one (0: none)"},
 		{"SECKILL_RATE_PER_USER", false, "5", gw, "token bucket rate per user, per second (0 disables)"},
