@@ -5,29 +5,25 @@
 //
 // The gate is a concurrency limit that follows the grab path's measured latency (the time
 // from entering to leaving: the admission script and the Kafka acknowledgement), after the
-// gradient design of Netflix's concurrency-limits and TCP Vegas's test for queueing. Every
-// window (100 ms) it compares the window's mean latency (short) and completions per second
-// with slow averages of the past windows (about 2 s):
-//   - short above Tolerance × the latency's average while grabs complete no faster than
-//     their average (× 1.1): the work behind the gate is queueing (a broker leader
-//     election, a slow Redis, a knee passed): the limit is multiplied by
-//     Tolerance × average / short, at most down to 0.75 a window, so the crowd is refused
-//     instead of piling up behind it;
+// gradient design of Netflix's concurrency-limits. Every window (100 ms) it compares the
+// window's mean latency (short) and completions per second with slow averages of the past
+// windows (about 2 s):
+//   - short above Tolerance × the latency's average while grabs complete at less than half
+//     their average rate: the work behind the gate has stalled (a broker leader election, a
+//     Redis failover): the limit is multiplied by Tolerance × average / short, at most down
+//     to 0.75 a window, so the crowd is refused instead of piling up behind it;
 //   - otherwise, if the crowd pressed against the limit in that window, it grows by its
-//     square root (more grabs at once batch better in the Redis coalescer and the Kafka
-//     writer, up to a point the latency then shows).
+//     square root.
 //
-// The comparison is with the gate's own recent behaviour, not a fixed target: on a machine
-// whose CPU a crowd saturates, the grab path is slow whatever the limit (the run queue is
-// shared with the refusals and everything else), and a fixed target would shrink the limit
-// to its floor and starve the sale. At the open the latency rises from its idle level with
-// the completions (batches fill): that ramp is not queueing either. A queue forming behind
-// the gate shows as latency rising with no more work done, which is what it reacts to. A grab over the limit is refused
+// The comparison is with the gate's own recent behaviour, not a fixed latency target, and it
+// asks for the work done to fall, not only for latency to rise: on a machine whose CPU a
+// crowd saturates, the grab path is slow whatever the limit (the run queue is shared with the
+// refusals and everything else) but completes as fast as ever, and refusing then only takes
+// CPU from the sale (measured: docs/design.md, "The open of a sale"); at the open, latency
+// rises from its idle level together with the completions. A grab over the limit is refused
 // (503 overloaded with a jittered Retry-After, see RetryAfter) without waiting: there is no
 // queue inside the gateway, because a queue is exactly the waiting this bounds; the client's
-// backoff is the queue, spread over seconds by the jitter. While nothing completes (a
-// produce that hangs until a new leader is elected) the limit cannot move, but it holds:
-// the grabs inside wait, every other is refused at once.
+// backoff is the queue, spread over seconds by the jitter.
 //
 // Why not a CoDel queue: CoDel judges the time a request spent queued, and the requests of a
 // flash crowd queue where the gateway cannot see them (the listen backlog, the connections'
@@ -69,9 +65,12 @@ const (
 	longWindows = 20
 	// minFactor is the most the limit shrinks in one window.
 	minFactor = 0.75
-	// rateGain is how much faster than their slow average grabs must complete for a window
-	// of high latency to count as a ramp rather than queueing.
-	rateGain = 1.1
+	// stallRate is the share of their recent rate below which completions, with latency
+	// above its tolerance, mark a stall behind the gate.
+	stallRate = 0.5
+	// staleAfter is how many windows without an adjustment make the slow averages stale (an
+	// idle gateway's last figures say nothing about the next sale's open).
+	staleAfter = 10
 )
 
 // Gate is the adaptive concurrency limit. Its methods are safe for concurrent use.
@@ -147,6 +146,9 @@ func (g *Gate) Leave(took time.Duration) {
 	if now.Sub(g.windowStart) < g.window {
 		return
 	}
+	if now.Sub(g.windowStart) > staleAfter*g.window {
+		g.long, g.rate = 0, 0 // after an idle spell, start the averages afresh
+	}
 	if g.count >= g.minSamples {
 		g.adjust(g.sum/time.Duration(g.count), float64(g.count)/now.Sub(g.windowStart).Seconds())
 	}
@@ -160,10 +162,10 @@ func (g *Gate) adjust(short time.Duration, rate float64) {
 	cur := g.limit.Load()
 	next := cur
 	shortNS := float64(short)
-	// Queueing is waiting that buys no work: latency above its tolerance while no more grabs
-	// complete than before. A ramp (the open: latency and completions rising together) is
-	// not queueing; a stall or a knee passed is.
-	queueing := g.long > 0 && shortNS > g.tolerance*g.long && rate <= g.rate*rateGain
+	// A stall is waiting that buys no work: latency above its tolerance while grabs complete
+	// at less than half their recent rate. A ramp (the open: latency and completions rising
+	// together) is not one, nor a saturated machine (slow, but completing as fast as ever).
+	queueing := g.long > 0 && shortNS > g.tolerance*g.long && rate < g.rate*stallRate
 	if queueing {
 		next = int64(math.Round(float64(cur) * max(g.tolerance*g.long/shortNS, minFactor)))
 	} else if g.pressed.Load() {

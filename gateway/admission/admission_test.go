@@ -12,7 +12,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func newTestGate(c *clock, start int) *Gate {
-	return New(Config{Tolerance: 2, Min: 4, Max: 1000, Start: start,
+	return New(Config{Tolerance: 4, Min: 4, Max: 1000, Start: start,
 		Window: 100 * time.Millisecond, MinSamples: 5, RetryAfterMax: 3, Now: c.now})
 }
 
@@ -59,26 +59,50 @@ func TestEnterRefusesBeyondTheLimitAndLeaveFreesAPlace(t *testing.T) {
 	}
 }
 
-func TestLatencyRisingAboveItsRecentLevelShrinksTheLimit(t *testing.T) {
+func TestAStallShrinksTheLimit(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	g := newTestGate(c, 100)
-	window(t, g, c, 50, 10*time.Millisecond) // sets the recent level: 10 ms
+	window(t, g, c, 50, 10*time.Millisecond) // the recent level: 10 ms, 50 grabs a window
 	if got := g.Limit(); got != 100 {
 		t.Fatalf("limit %d after the first window (not pressed), want 100", got)
 	}
-	window(t, g, c, 50, 25*time.Millisecond) // 2.5x the level, tolerance 2: x 0.8
-	if got := g.Limit(); got != 80 {
-		t.Fatalf("limit %d after a window at 2.5x the recent latency, want 80", got)
+	// Slower, but as many grabs done: a busy machine, not a stall.
+	window(t, g, c, 50, 60*time.Millisecond)
+	if got := g.Limit(); got != 100 {
+		t.Fatalf("limit %d after a slow window that did as much work, want 100 unchanged", got)
 	}
-	window(t, g, c, 50, time.Second) // far above: at most x 0.75 a window
-	if got := g.Limit(); got != 60 {
-		t.Fatalf("limit %d after a window at 100x, want 60 (0.75 a window at most)", got)
+	// Slower and a fifth of the work: the limit shrinks by tolerance x level / latency.
+	window(t, g, c, 10, 60*time.Millisecond) // level now 12.5 ms: 4 x 12.5 / 60 = 0.83
+	if got := g.Limit(); got != 83 {
+		t.Fatalf("limit %d after a stalled window, want 83", got)
 	}
-	for range 10 {
-		window(t, g, c, 50, 10*time.Second)
+	window(t, g, c, 10, time.Second) // far above: at most x 0.75 a window
+	if got := g.Limit(); got != 62 {
+		t.Fatalf("limit %d after a window at 100x, want 62 (0.75 a window at most)", got)
 	}
-	if got := g.Limit(); got != 4 {
-		t.Fatalf("limit %d after many windows far above, want the minimum 4", got)
+	// Within about the slow averages' span (2 s) a stall shrinks the limit to a small part
+	// of itself; a stall that lasts longer becomes the averages' level, and the limit holds.
+	for range 20 {
+		window(t, g, c, 10, 10*time.Second)
+	}
+	if got := g.Limit(); got > 20 {
+		t.Fatalf("limit %d after 2 s of stall, want at most 20 (a fifth of where it was)", got)
+	}
+}
+
+// An idle gateway's last figures say nothing about the next open: after an idle spell the
+// averages start afresh, and the open's first windows are not judged against them.
+func TestAnIdleSpellStartsTheAveragesAfresh(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	g := newTestGate(c, 100)
+	for range 5 {
+		window(t, g, c, 90, time.Millisecond) // a busy, fast period
+	}
+	c.t = c.t.Add(10 * time.Second) // idle
+	window(t, g, c, 10, 100*time.Millisecond)
+	window(t, g, c, 10, 100*time.Millisecond)
+	if got := g.Limit(); got != 100 {
+		t.Fatalf("limit %d after an idle spell, want 100: the old figures were judged against", got)
 	}
 }
 
