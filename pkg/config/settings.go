@@ -72,7 +72,7 @@ func Settings() []Setting {
 		{"SECKILL_TRUST_USER_HEADER", false, "(empty: off)", gw, "header with a user id set by a trusted auth proxy (needs SECKILL_USER_HEADER_PROXIES)"},
 		{"SECKILL_USER_HEADER_PROXIES", false, "(empty: never)", gw, "comma-separated CIDR prefixes or addresses of the auth proxies whose SECKILL_TRUST_USER_HEADER is believed (not SECKILL_TRUSTED_PROXIES)"},
 		{"SECKILL_MAX_INFLIGHT", false, "4096", gw, "requests served at once; beyond it, fast 503"},
-		{"SECKILL_ADMISSION_TOLERANCE", false, "4", gw, "how many times its recent level (about 2 s) the grab path's latency (token, admission script, Kafka acknowledgement) may rise, with no more grabs completing, before the adaptive admission limit shrinks; over the limit a grab gets 503 overloaded at once (0: the limit stays at SECKILL_ADMISSION_MAX)"},
+		{"SECKILL_ADMISSION_TOLERANCE", false, "4", gw, "how many times its recent level (about 2 s) the grab path's latency (token, admission script, Kafka acknowledgement) may rise, with grabs completing at less than half their recent rate (a stall), before the adaptive admission limit shrinks; over the limit a grab gets 503 overloaded at once (0: the limit stays at SECKILL_ADMISSION_MAX)"},
 		{"SECKILL_ADMISSION_MIN", false, "128", gw, "the adaptive admission limit never goes below this many grabs at once"},
 		{"SECKILL_ADMISSION_MAX", false, "4096", gw, "the adaptive admission limit never goes above this many grabs at once"},
 		{"SECKILL_ADMISSION_RETRY_AFTER_MAX", false, "3", gw, "a refused grab's Retry-After is drawn from 1 to this many seconds, so refusals do not come back as one wave"},
