@@ -80,8 +80,8 @@ type API struct {
 	replica     ReplicaWaiter
 	replicaWait time.Duration
 	inflight    chan struct{}
-	// admission bounds the grabs between the cheap checks and the costly work (the
-	// admission script, the Kafka write): over its adaptive limit a grab is refused at once.
+	// admission bounds the grabs past the public answers (publicFirst), before their token,
+	// admission script and Kafka write: over its adaptive limit a grab is refused at once.
 	admission  *admission.Gate
 	produceTTL time.Duration
 	// admitTimeout bounds the wait for the admission script's verdict.
@@ -252,12 +252,12 @@ func (a *API) publicFirst(next http.Handler) http.Handler {
 			sid, err1 := jsonapi.ParseID(r.PathValue("session"))
 			pid, err2 := jsonapi.ParseID(r.PathValue("prize"))
 			if err1 == nil && err2 == nil {
-				start := a.now()
+				start, now := time.Now(), a.now()
 				answer := soldOutAnswer
-				if a.soldOut.Flagged(sid, pid, start) {
+				if a.soldOut.Flagged(sid, pid, now) {
 					a.metrics.soldOutHits.Inc()
 					a.metrics.soldOutGrabs.Inc()
-				} else if errors.Is(a.schedule.Check(sid, pid, start), seckill.ErrNotOpen) {
+				} else if errors.Is(a.schedule.Check(sid, pid, now), seckill.ErrNotOpen) {
 					answer = notOpenAnswer
 					a.metrics.notOpenGrabs.Inc()
 				} else {
