@@ -154,8 +154,9 @@ ENV_FILE := $(if $(filter cluster,$(PROFILE)),$(STATE)/cluster/env,$(STATE)/env)
 chaos: stack-up ## the whole failure matrix against the stack (about 5 min; PROFILE=cluster for the cluster's)
 	set -a && source $(ENV_FILE) && set +a && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
-# The cluster profile's short set (one broker kill, one Redis primary kill, one MariaDB primary
-# kill and failover, small crowd): its own target and CI step, not part of make test (see
+# The cluster profile's short set (one broker kill, a sale opening under a crowd above the
+# admission limit through a leader kill, one Redis primary kill, one MariaDB primary kill and
+# failover, small crowd): its own target and CI step, not part of make test (see
 # docs/developers.md, Tests).
 # The Go tests that need the cluster profile's Redis Cluster, which the single-profile run
 # skips (stacktest.ClusterRedis): bucket keys on the primaries, the coalescer and pipelines
