@@ -4,10 +4,10 @@
 // bounded while the pipeline still serves at its capacity.
 //
 // The gate is a concurrency limit that follows the grab path's measured latency (the time
-// from entering to leaving: the admission script and the Kafka acknowledgement), after the
-// gradient design of Netflix's concurrency-limits. Every window (100 ms) it compares the
-// window's mean latency (short) and completions per second with slow averages of the past
-// windows (about 2 s):
+// from entering to leaving: the token's verification, the admission script and the Kafka
+// acknowledgement), after the gradient design of Netflix's concurrency-limits. Every window
+// (100 ms) it compares the window's mean latency (short) and completions per second with
+// slow averages of the past windows (about 2 s):
 //   - short above Tolerance × the latency's average while grabs complete at less than half
 //     their average rate: the work behind the gate has stalled (a broker leader election, a
 //     Redis failover): the limit is multiplied by Tolerance × average / short, at most down
@@ -23,7 +23,9 @@
 // rises from its idle level together with the completions. A grab over the limit is refused
 // (503 overloaded with a jittered Retry-After, see RetryAfter) without waiting: there is no
 // queue inside the gateway, because a queue is exactly the waiting this bounds; the client's
-// backoff is the queue, spread over seconds by the jitter.
+// backoff is the queue, spread over seconds by the jitter. While nothing completes (a
+// produce that hangs until a new leader is elected) the limit cannot move, but it holds:
+// the grabs inside wait, every other is refused at once.
 //
 // Why not a CoDel queue: CoDel judges the time a request spent queued, and the requests of a
 // flash crowd queue where the gateway cannot see them (the listen backlog, the connections'
@@ -42,8 +44,9 @@ import (
 
 // Config sets the gate.
 type Config struct {
-	// Tolerance is how many times its recent level the grab path's latency may rise before
-	// the limit shrinks (0: the limit stays at Max).
+	// Tolerance is how many times its recent level the grab path's latency may rise, with
+	// completions below half their recent rate, before the limit shrinks (0: the limit
+	// stays at Max).
 	Tolerance float64
 	// Min and Max bound the limit; the gate starts at Start (clamped into [Min, Max]).
 	Min, Max, Start int
