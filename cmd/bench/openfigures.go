@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/seckill-pipeline/seckill/internal/load"
 )
 
 // The open step's figures and invariants, computed from decoded vegeta answers: pure
@@ -24,8 +26,8 @@ func latenciesOf(ms []float64) latencies {
 	}
 	s := slices.Clone(ms)
 	slices.Sort(s)
-	// The same rank as internal/load's, so these rows read like the rest of the bench.
-	at := func(q float64) float64 { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	// internal/load's rank, so these rows read like the rest of the bench.
+	at := func(q float64) float64 { return load.Quantile(s, q) }
 	return latencies{n: len(s), p50: at(.5), p99: at(.99), p999: at(.999), max: s[len(s)-1]}
 }
 

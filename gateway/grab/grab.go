@@ -234,7 +234,7 @@ func (a *API) guard(route string, next http.Handler) http.Handler {
 // 503 with a Retry-After drawn from 1 to SECKILL_ADMISSION_RETRY_AFTER_MAX seconds, so the
 // refused part of a crowd does not come back as one wave.
 func (a *API) overloaded(w http.ResponseWriter) {
-	a.metrics.grabs.WithLabelValues("overloaded").Inc()
+	a.metrics.overloadedGrabs.Inc()
 	w.Header().Set("Retry-After", a.admission.RetryAfter())
 	jsonapi.WriteEncoded(w, overloadedAnswer)
 }

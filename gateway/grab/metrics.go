@@ -27,10 +27,13 @@ type metrics struct {
 	// The series of the public answers, resolved once: before the open and after the last
 	// unit those answers are most of the traffic, and a label lookup per request is a cost
 	// answering them first exists to avoid.
-	soldOutGrabs prometheus.Counter  // grabs{outcome="sold_out"}
-	notOpenGrabs prometheus.Counter  // grabs{outcome="not_open"}
-	grab409      prometheus.Counter  // responses{route="grab",code="409"}
-	grabLatency  prometheus.Observer // latency{route="grab"}
+	soldOutGrabs prometheus.Counter // grabs{outcome="sold_out"}
+	notOpenGrabs prometheus.Counter // grabs{outcome="not_open"}
+	// grabs{outcome="overloaded"}: under a crowd above capacity the refusal is the answer
+	// most requests get.
+	overloadedGrabs prometheus.Counter
+	grab409         prometheus.Counter  // responses{route="grab",code="409"}
+	grabLatency     prometheus.Observer // latency{route="grab"}
 }
 
 func newMetrics(reg prometheus.Registerer, gate *admission.Gate) *metrics {
@@ -69,6 +72,7 @@ func newMetrics(reg prometheus.Registerer, gate *admission.Gate) *metrics {
 	}
 	m.soldOutGrabs = m.grabs.WithLabelValues("sold_out")
 	m.notOpenGrabs = m.grabs.WithLabelValues("not_open")
+	m.overloadedGrabs = m.grabs.WithLabelValues("overloaded")
 	m.grab409 = m.responses.WithLabelValues("grab", "409")
 	m.grabLatency = m.latency.WithLabelValues("grab")
 	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_gateway_admission_limit",

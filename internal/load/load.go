@@ -166,6 +166,15 @@ func Run(ctx context.Context, o Options, req Request) Summary {
 	return summarize(mode, results, elapsed)
 }
 
+// Quantile is the q-quantile of sorted (ascending) by the rank every latency figure of the
+// bench uses: the element at floor(q·n), the last one at most; 0 for no values.
+func Quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
 func summarize(mode string, rs []result, elapsed time.Duration) Summary {
 	s := Summary{Mode: mode, Seconds: elapsed.Seconds(), Codes: map[string]int{}}
 	lat := make([]float64, 0, len(rs))
@@ -191,13 +200,7 @@ func summarize(mode string, rs []result, elapsed time.Duration) Summary {
 		s.ThroughputPS = float64(len(lat)) / elapsed.Seconds()
 	}
 	sort.Float64s(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
-	}
-	s.P50ms, s.P90ms, s.P99ms, s.P999ms = pct(.5), pct(.9), pct(.99), pct(.999)
+	s.P50ms, s.P90ms, s.P99ms, s.P999ms = Quantile(lat, .5), Quantile(lat, .9), Quantile(lat, .99), Quantile(lat, .999)
 	if len(lat) > 0 {
 		s.MaxMs = lat[len(lat)-1]
 	}
