@@ -55,7 +55,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	gatewayEnv := fs.String("gateway-env", "", "KEY=VALUE,... added to the gateways' environment in the gateway and salecurve steps (a client setting to try)")
 	kafkaConfig := fs.String("kafka-config", "", "KEY=VALUE,... broker configs set on every broker (dynamically) for the gateway and salecurve steps and removed after (a broker setting to try)")
 	compare := fs.String("compare", "", "a git revision, or \"shipped\": run every step that starts the deployables twice per repetition, as that baseline and as this tree (with -gateway-env/-kafka-config), and report the paired change (compare.go)")
-	profile := fs.Bool("profile", false, "also write a CPU profile of the gateway at its closed-loop max, one per repetition (and side), into the results folder (profile.go)")
+	profile := fs.Bool("profile", false, "also write profiles of the gateway into the results folder, one set per repetition (and side): "+
+		"CPU at its closed-loop max (gateway step), CPU, allocations and live heap at the open (open step) (profile.go)")
 	openConns := fs.Int("open-connections", openDefaultConnections, "the open step's connections (vegeta's -connections and -max-connections)")
 	pinGenerator := fs.Bool("pin-generator", false, "the open step runs vegeta under taskset -c 1 (trivial and gateway runs alike; nothing else pinned)")
 	render := fs.String("render", "", "re-render results.md and the charts from this folder's results.json, measuring nothing")
@@ -109,8 +110,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *profile {
-		if cluster || (len(b.only) > 0 && !b.only["gateway"]) {
-			return fmt.Errorf("-profile samples the gateway step of the single profile: add gateway to -only")
+		if cluster || (len(b.only) > 0 && !b.only["gateway"] && !b.only["open"]) {
+			return fmt.Errorf("-profile samples the gateway and open steps of the single profile: add one of them to -only")
 		}
 		b.profileDir = *dir
 	}

@@ -98,6 +98,7 @@ type openEnv struct {
 	procs []cpuProc // the pipeline's processes (gateway first), the generator not among them
 	conns int
 	sales []seckill.SessionPrize // created by the step: their Redis keys go at the end
+	rep   int                    // the repetition, for the profiles' names
 }
 
 // trivialServer is the strategy server's /trivial, the comparison at every rate.
@@ -112,6 +113,7 @@ func (b *bench) saleOpen(ctx context.Context, rep int) ([]measured, error) {
 		return nil, err
 	}
 	defer done()
+	env.rep = rep
 	closed, err := b.openClosedMax(ctx, env)
 	if err != nil {
 		return nil, err
@@ -326,7 +328,11 @@ func (b *bench) gatewayRun(ctx context.Context, env *openEnv, spec attackSpec, r
 	env.sales = append(env.sales, sale)
 	spec.url, spec.startAt, spec.keyPrefix = grabURL(env.c.GatewayAddr, sale.Session, sale.Prize), open.Add(-openLead), ""
 	spec.procs, spec.rssPid = env.procs, env.c.Gateway.Pid()
+	profiled := b.profileOpen(ctx, env, open, r.label, env.rep)
 	res, err := b.attack(ctx, spec)
+	if perr := profiled(); err == nil && perr != nil {
+		err = fmt.Errorf("profile the open: %w", perr)
+	}
 	if err != nil {
 		return nil, sale, err
 	}

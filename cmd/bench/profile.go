@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -68,4 +69,55 @@ func fetchProfile(ctx context.Context, url, token, path string) error {
 		return fmt.Errorf("gateway profile: %w", err)
 	}
 	return f.Close()
+}
+
+// openProfileSeconds is how long the open step samples the gateway from the open on: the
+// second in which the crowd that waited is served, and the one after.
+const openProfileSeconds = 2
+
+// profileOpen, with -profile, samples the gateway of an open row from the moment its
+// session opens: a CPU profile and the allocations of openProfileSeconds, then the live
+// heap as the last of them ends (the memory the soft limit presses on), also as text with
+// the runtime's memory statistics. It returns at once;
+// the returned wait joins the fetches and reports the first error. Without -profile both
+// are no-ops.
+func (b *bench) profileOpen(ctx context.Context, env *openEnv, open time.Time, label string, rep int) (wait func() error) {
+	if b.profileDir == "" {
+		return func() error { return nil }
+	}
+	base := env.admin.Base + "/debug/pprof/"
+	prefix := filepath.Join(b.profileDir, fmt.Sprintf("gateway-open-%s-rep%d%s", label, rep, b.side))
+	secs := fmt.Sprint(openProfileSeconds)
+	done := make(chan error, 3)
+	go func() {
+		if err := pause(ctx, time.Until(open)); err != nil {
+			done <- err
+			done <- err
+			done <- err
+			return
+		}
+		go func() { done <- fetchProfile(ctx, base+"profile?seconds="+secs, env.admin.Token, prefix+"-cpu.pprof") }()
+		go func() {
+			done <- fetchProfile(ctx, base+"allocs?seconds="+secs, env.admin.Token, prefix+"-allocs.pprof")
+		}()
+		if err := pause(ctx, openProfileSeconds*time.Second); err != nil {
+			done <- err
+			return
+		}
+		// The text form ends with the runtime's memory statistics (stacks, heap in use and
+		// idle, the collector's cycles), which the binary profile does not carry.
+		done <- errors.Join(fetchProfile(ctx, base+"heap", env.admin.Token, prefix+"-heap.pprof"),
+			fetchProfile(ctx, base+"heap?debug=1", env.admin.Token, prefix+"-heap.txt"))
+	}()
+	return func() error {
+		var errs []error
+		for range 3 {
+			errs = append(errs, <-done)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		b.logf("  profiles at the open: %s-{cpu,allocs,heap}.pprof, %[1]s-heap.txt", prefix)
+		return nil
+	}
 }

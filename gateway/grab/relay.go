@@ -19,21 +19,24 @@ type Publisher interface {
 // deliver (queue full, process killed) the reconciler finds as a stale reservation and
 // re-publishes. Publishing twice is safe: the consumer dedupes by request id.
 type relay struct {
-	w       Publisher
-	queue   chan kafka.Message
+	w Publisher
+	// queue holds pointers: a buffer of SECKILL_RELAY_QUEUE messages by value (about 150
+	// bytes each) would be 14 MB of live heap from the start, which the soft memory limit
+	// then pays for in collections on every grab, while the relay is empty but in an outage.
+	queue   chan *kafka.Message
 	held    *unpublished // released once an event is published or given up
 	metrics *metrics
 	log     *slog.Logger
 }
 
 func newRelay(w Publisher, size int, held *unpublished, m *metrics, log *slog.Logger) *relay {
-	return &relay{w: w, queue: make(chan kafka.Message, size), held: held, metrics: m, log: log}
+	return &relay{w: w, queue: make(chan *kafka.Message, size), held: held, metrics: m, log: log}
 }
 
 // Enqueue hands a message to the relay without blocking; false when the queue is full.
 func (r *relay) Enqueue(m kafka.Message) bool {
 	select {
-	case r.queue <- m:
+	case r.queue <- &m:
 		r.metrics.relayPending.Inc()
 		return true
 	default:
@@ -47,7 +50,7 @@ func (r *relay) Enqueue(m kafka.Message) bool {
 func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 	backoff := 50 * time.Millisecond
 	for {
-		var m kafka.Message
+		var m *kafka.Message
 		select {
 		case m = <-r.queue:
 		case <-ctx.Done():
@@ -56,7 +59,7 @@ func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 		}
 		for {
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := r.write(wctx, m)
+			err := r.write(wctx, *m)
 			cancel()
 			if err == nil {
 				r.held.release(m.Key)
@@ -66,13 +69,13 @@ func (r *relay) Run(ctx context.Context, drain time.Duration) error {
 				break
 			}
 			if ctx.Err() != nil {
-				r.drain(drain, &m)
+				r.drain(drain, m)
 				return nil
 			}
 			r.log.Warn("relay publish failed; retrying", "key", string(m.Key), "error", err.Error(), "backoff", backoff.String())
 			select {
 			case <-ctx.Done():
-				r.drain(drain, &m)
+				r.drain(drain, m)
 				return nil
 			case <-time.After(backoff):
 			}
@@ -97,7 +100,7 @@ func (r *relay) drain(budget time.Duration, first *kafka.Message) {
 		}
 		select {
 		case m := <-r.queue:
-			return m, true
+			return *m, true
 		default:
 			return kafka.Message{}, false
 		}
