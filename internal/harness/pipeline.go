@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,14 +118,52 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// FreeAddr returns a loopback address whose port was free a moment ago.
+// FreeAddr returns a loopback address whose port was free a moment ago, drawn below the
+// kernel's ephemeral range. A port the kernel hands out for port 0 is an ephemeral one, and
+// between this check and the server's bind an outgoing connection may take it: the open
+// bench's 2,000 client connections did, and a gateway failed to start with "address already
+// in use". Ports below the range are never given to outgoing connections; when the range
+// starts too low to leave room, the kernel's choice it is.
 func FreeAddr() (string, error) {
+	if low := ephemeralLow(); low > freePortFloor+1000 {
+		for range 50 {
+			port := freePortFloor + mrand.IntN(low-freePortFloor)
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue // taken: draw another
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr, nil
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// freePortFloor is the lowest port FreeAddr draws: above the well-known and most registered
+// servers' ports (the stack's own are below it or fixed).
+const freePortFloor = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (0 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // NewPipeline creates the database, topics and an activity whose only session opens two

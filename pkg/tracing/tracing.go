@@ -1,0 +1,192 @@
+// Package tracing follows one purchase across the pipeline: it sets OpenTelemetry up from
+// the standard OTEL_* environment variables (off unless an OTLP endpoint is configured, and
+// then free of cost: no provider, no propagation, no spans), carries the W3C trace context
+// in Kafka message headers (Headers), and puts the trace id on log lines (LogHandler) and
+// on histogram observations as Prometheus exemplars (Observe).
+//
+// Nothing here is global: each service builds one Tracing at start and hands it to what
+// makes spans, so a test can run a traced and an untraced component side by side.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// DefaultRatio is the share of new traces sampled when OTEL_TRACES_SAMPLER is not set: one
+// purchase in a hundred, enough to follow a stuck one on a sale day at a cost the bench
+// measures, and a trace an upstream caller sampled is always kept (parent-based).
+const DefaultRatio = 0.01
+
+// Tracing is one service's tracer provider and propagator; the zero value and Off() trace
+// nothing.
+type Tracing struct {
+	provider trace.TracerProvider
+	sdk      *sdktrace.TracerProvider // nil when off
+	prop     propagation.TextMapPropagator
+	tracer   trace.Tracer // the service's own spans
+	sampler  string       // what the sampler is, for the start-up log
+}
+
+// Off is a Tracing that makes no spans and carries no context.
+func Off() *Tracing { return &Tracing{provider: noop.NewTracerProvider(), sampler: "off"} }
+
+// Setup builds service's tracing from env (os.Getenv in production). Tracing is on when an
+// OTLP endpoint is set (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT),
+// unless OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. Spans go out over OTLP/HTTP
+// (protobuf); the exporter and the batch processor read their own OTEL_EXPORTER_OTLP_* and
+// OTEL_BSP_* variables. The sampler is OTEL_TRACES_SAMPLER's (with OTEL_TRACES_SAMPLER_ARG);
+// unset, it is parentbased_traceidratio at DefaultRatio. OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES name the resource (service by default). A setting this package
+// does not support is an error, not a silent default.
+func Setup(ctx context.Context, service string, env func(string) string) (*Tracing, error) {
+	if v := strings.ToLower(strings.TrimSpace(env("OTEL_SDK_DISABLED"))); v == "true" {
+		return Off(), nil
+	}
+	switch exp := strings.ToLower(strings.TrimSpace(env("OTEL_TRACES_EXPORTER"))); exp {
+	case "none":
+		return Off(), nil
+	case "", "otlp":
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: only otlp (or none) is supported", exp)
+	}
+	if env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && env("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+		return Off(), nil
+	}
+	proto := env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if proto == "" {
+		proto = env("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	if proto != "" && proto != "http/protobuf" {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: only http/protobuf is supported (the OTLP/HTTP port, 4318 by default)", proto)
+	}
+	sampler, desc, err := samplerFrom(env)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := otlptracehttp.New(ctx) // endpoint, headers, TLS and timeout from OTEL_EXPORTER_OTLP_*
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
+	if err != nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	// resource.Default already read OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME; an
+	// operator's OTEL_SERVICE_NAME wins over the built-in name.
+	if name := env("OTEL_SERVICE_NAME"); name != "" {
+		res, err = resource.Merge(res, resource.NewSchemaless(semconv.ServiceName(name)))
+		if err != nil {
+			return nil, fmt.Errorf("tracing: resource: %w", err)
+		}
+	}
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
+	return &Tracing{provider: sdk, sdk: sdk, sampler: desc, tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
+		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}, nil
+}
+
+// With is a Tracing on a provider the caller built (a test's in-memory exporter, or an
+// operator's own set-up), with the W3C propagator; nil is Off.
+func With(sdk *sdktrace.TracerProvider, service string) *Tracing {
+	if sdk == nil {
+		return Off()
+	}
+	return &Tracing{provider: sdk, sdk: sdk, sampler: "caller's", tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
+		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
+}
+
+// samplerFrom reads OTEL_TRACES_SAMPLER and its argument (the specification's names).
+func samplerFrom(env func(string) string) (sdktrace.Sampler, string, error) {
+	name := strings.ToLower(strings.TrimSpace(env("OTEL_TRACES_SAMPLER")))
+	arg := strings.TrimSpace(env("OTEL_TRACES_SAMPLER_ARG"))
+	ratio := func(def float64) (float64, error) {
+		if arg == "" {
+			return def, nil
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1", arg)
+		}
+		return r, nil
+	}
+	switch name {
+	case "":
+		r, err := ratio(DefaultRatio)
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), fmt.Sprintf("parentbased_traceidratio %g (default)", r), err
+	case "always_on":
+		return sdktrace.AlwaysSample(), name, nil
+	case "always_off":
+		return sdktrace.NeverSample(), name, nil
+	case "traceidratio":
+		r, err := ratio(1)
+		return sdktrace.TraceIDRatioBased(r), fmt.Sprintf("%s %g", name, r), err
+	case "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), name, nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), name, nil
+	case "parentbased_traceidratio":
+		r, err := ratio(1)
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), fmt.Sprintf("%s %g", name, r), err
+	}
+	return nil, "", fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
+}
+
+// On reports whether spans are made and context carried.
+func (t *Tracing) On() bool { return t != nil && t.sdk != nil }
+
+// Sampler says how traces are sampled ("off" when tracing is), for the start-up log.
+func (t *Tracing) Sampler() string {
+	if !t.On() {
+		return "off"
+	}
+	return t.sampler
+}
+
+// Provider is the tracer provider, for the libraries' own instrumentation (otelhttp,
+// redisotel, gorm's plugin); a no-op one when off.
+func (t *Tracing) Provider() trace.TracerProvider {
+	if t == nil || t.provider == nil {
+		return noop.NewTracerProvider()
+	}
+	return t.provider
+}
+
+// Propagator is the W3C trace context (and baggage) propagator; one that carries nothing
+// when off.
+func (t *Tracing) Propagator() propagation.TextMapPropagator {
+	if !t.On() {
+		return propagation.NewCompositeTextMapPropagator()
+	}
+	return t.prop
+}
+
+// Start starts a span of the service's own (trace.Tracer's Start). Off, it returns ctx and a
+// span that records nothing, without allocating: the grab path calls it on every request.
+func (t *Tracing) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !t.On() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return t.tracer.Start(ctx, name, opts...)
+}
+
+// Shutdown flushes the spans still queued and stops the exporter (within ctx).
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if !t.On() {
+		return nil
+	}
+	if err := t.sdk.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("tracing: flush spans: %w", err)
+	}
+	return nil
+}
