@@ -50,6 +50,36 @@ type Common struct {
 	// MemLimit is how a service sets the Go runtime's soft memory limit at start
 	// (memlimit.Apply): GOMEMLIMIT if set, else SECKILL_MEMLIMIT_RATIO of its cgroup's limit.
 	MemLimit memlimit.Config
+	// Tracing is the OpenTelemetry variables, read here so --help and docs/operators.md
+	// list them; pkg/tracing.Setup decides with them (Tracing.Get), and the OTLP exporter
+	// reads its own (endpoint, headers, certificates) from the environment as the
+	// specification says.
+	Tracing TracingEnv
+}
+
+// TracingEnv holds the OTEL_* variables the services read (TracingVars), by name.
+type TracingEnv map[string]string
+
+// Get is the variable's value ("" when unset): pkg/tracing.Setup's env.
+func (e TracingEnv) Get(key string) string { return e[key] }
+
+// TracingVars are the OpenTelemetry variables every service reads: those pkg/tracing
+// decides with, and the exporter's and the resource's that an operator sets most.
+var TracingVars = []string{
+	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
+	"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_SERVICE_NAME",
+	"OTEL_RESOURCE_ATTRIBUTES",
+}
+
+func readTracing(r *reader) TracingEnv {
+	e := TracingEnv{}
+	for _, k := range TracingVars {
+		if v := r.str(k, ""); v != "" {
+			e[k] = v
+		}
+	}
+	return e
 }
 
 func readCommon(r *reader) Common {
@@ -73,6 +103,7 @@ func readCommon(r *reader) Common {
 			GOMEMLIMIT: r.str("GOMEMLIMIT", ""),
 			Ratio:      r.fraction("SECKILL_MEMLIMIT_RATIO", memlimit.DefaultRatio),
 		},
+		Tracing: readTracing(r),
 	}
 	// The grab topic's partition count is a setting because it can be raised between sales
 	// (docs/operators.md, Adding grab partitions): the reconciler maps a prize to its
