@@ -184,7 +184,7 @@ func TestAdmittedGrabIsOneTraceUpToTheEventHeaders(t *testing.T) {
 		"session_id": attribute.Int64Value(7), "prize_id": attribute.Int64Value(9), "db.system.name": attribute.StringValue("redis"),
 	} {
 		if got, _ := attrOf(reserve, key); got != want {
-			t.Errorf("reserve span %s = %v, want %v", key, got.Emit(), want.Emit())
+			t.Errorf("reserve span %s = %v, want %v", key, got.String(), want.String())
 		}
 	}
 	for key, want := range map[string]attribute.Value{
@@ -192,7 +192,7 @@ func TestAdmittedGrabIsOneTraceUpToTheEventHeaders(t *testing.T) {
 		"messaging.kafka.message.key": attribute.StringValue("7:9"), "request_id": attribute.StringValue(rid),
 	} {
 		if got, _ := attrOf(produce, key); got != want {
-			t.Errorf("produce span %s = %v, want %v", key, got.Emit(), want.Emit())
+			t.Errorf("produce span %s = %v, want %v", key, got.String(), want.String())
 		}
 	}
 	if produce.SpanKind != trace.SpanKindProducer || produce.Status.Code == codes.Error {
@@ -233,7 +233,7 @@ func TestUnacknowledgedProduceIsTheProduceSpansError(t *testing.T) {
 		t.Fatalf("produce span status %v events %v, want the error recorded", produce.Status, produce.Events)
 	}
 	if q, _ := attrOf(produce, "relay_queued"); !q.AsBool() {
-		t.Errorf("relay_queued %v", q.Emit())
+		t.Errorf("relay_queued %v", q.String())
 	}
 	var relayed *kafka.Message
 	select {
