@@ -47,6 +47,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 func main() {
@@ -145,7 +146,23 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Lines logged with a request's context carry its trace_id and span_id.
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	// OpenTelemetry from the OTEL_* variables: off (and free) without an OTLP endpoint; a
+	// setting it does not support stops the start here, like any bad configuration.
+	tr, err := tracing.Setup(ctx, "gateway", getenv)
+	if err != nil {
+		return err
+	}
+	// Registered first, so it runs last: the spans of the requests the HTTP servers finish
+	// and of the produces the relay and the writers flush at shutdown are all ended by then.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), min(spanFlush, cfg.ShutdownTimeout))
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("spans not flushed at shutdown", "error", err.Error())
+		}
+	}()
 
 	// Before anything allocates much: the soft limit makes the collector work harder as the
 	// heap nears the container's limit, instead of the kernel killing the process.
@@ -258,7 +275,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			Start: cfg.AdmissionMax, RetryAfterMax: cfg.AdmissionRetryAfterMax},
 		Replica: replica, ReplicaWait: cfg.ReplicaWait,
 		BucketOthersCache: cfg.BucketOthersCache, BucketWantedTTL: cfg.BucketWantedTTL,
-		Registry: reg, Log: log, Now: time.Now,
+		Registry: reg, Tracing: tr, Topic: cfg.Topics.Grab.Name, Log: log, Now: time.Now,
 	})
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()
@@ -328,7 +345,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			m.caseActions.WithLabelValues(action, kind, result).Inc()
 		},
 		Kafka: kafkaAdmin, Group: cfg.ConsumerGroup, Topics: cfg.Topics,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), Now: time.Now, Log: log})
+		// OpenMetrics for a scraper that asks for it: the only format with exemplars (the
+		// grab latencies' trace ids); the text format for the others.
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}), Now: time.Now, Log: log})
 	// Every admin route has its row in the route table, and every row its handler.
 	if err := adm.Register(adminMux); err != nil {
 		return err
@@ -347,7 +366,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"max_inflight", cfg.MaxInflight, "admission_tolerance", cfg.AdmissionTolerance,
 		"admission_min", cfg.AdmissionMin, "admission_max", cfg.AdmissionMax, "rate_per_user", cfg.RatePerUser, "burst_per_user", cfg.BurstPerUser,
 		"rate_per_ip", cfg.RatePerIP, "burst_per_ip", cfg.BurstPerIP, "soldout_recheck", cfg.SoldOutRecheck.String(),
-		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String())
+		"schedule_refresh", cfg.ScheduleRefresh.String(), "key_grace", cfg.KeyGrace.String(),
+		"tracing_sampler", tr.Sampler())
 
 	// The relay outlives the HTTP servers: it stops (and drains) only after they stopped
 	// accepting grabs, so an event handed to it during shutdown still gets its chance. Its
@@ -368,10 +388,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, jsonapi.Errors(public)), cfg.ShutdownTimeout)
+		return ops.Serve(gctx, ops.NewServer(cfg.HTTPAddr, traced(tr, jsonapi.Errors(public))), cfg.ShutdownTimeout)
 	})
 	g.Go(func() error {
-		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, adminListener(adminMux, newAdminHosts(cfg.AdminAddr, cfg.AdminHosts))),
+		return ops.Serve(gctx, ops.NewServer(cfg.AdminAddr, traced(tr, adminListener(adminMux, newAdminHosts(cfg.AdminAddr, cfg.AdminHosts)))),
 			cfg.ShutdownTimeout)
 	})
 	if jwtFiles != nil {
@@ -394,6 +414,21 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 // errors for unknown routes.
 func adminListener(mux *http.ServeMux, hosts *adminHosts) http.Handler {
 	return console.Secured(hosts.guard(jsonapi.Errors(mux)))
+}
+
+// spanFlush bounds the export of the spans still queued at shutdown. It comes after the
+// drains, in the few seconds a pod's grace period keeps beyond them for closing clients
+// (deploy/k8s: shutdownMargin), so a collector that does not answer must not take them
+// all: a span lost at shutdown costs no grab.
+const spanFlush = 2 * time.Second
+
+// traced is h with a server span per request (tracing.Handler: named after the route, the
+// child of the caller's traceparent), except for the probes and the scrapes, which would
+// be most of the traces and tell nothing. With tracing off it is h itself, so the grab
+// path is served exactly as without tracing. The admin listener is traced too: its calls
+// are few, and an operator's action (a preheat, a stock change) is then in the traces.
+func traced(tr *tracing.Tracing, h http.Handler) http.Handler {
+	return tr.Handler(h, "/healthz", "/readyz", "/metrics")
 }
 
 // ipBuckets limits per client the way the per-IP grab limit does (an IPv6 /64 is one client).

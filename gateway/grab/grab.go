@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-pipeline/seckill/gateway/admission"
 	"github.com/seckill-pipeline/seckill/gateway/clientip"
@@ -26,6 +27,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 // reserver is what the grab handler needs from the Redis gate.
@@ -65,6 +67,7 @@ type API struct {
 	perIP      *ratelimit.Keyed
 	clients    *clientip.Proxies // whose address a per-IP bucket is (X-Forwarded-For from trusted proxies)
 	events     Publisher
+	topic      string // the grab events' topic, named on their produce spans
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
 
@@ -87,8 +90,10 @@ type API struct {
 	// admitTimeout bounds the wait for the admission script's verdict.
 	admitTimeout time.Duration
 	metrics      *metrics
-	log          *slog.Logger
-	now          func() time.Time
+	// tracing makes the grab's child spans (spans.go); nil or off: none, at no cost.
+	tracing *tracing.Tracing
+	log     *slog.Logger
+	now     func() time.Time
 }
 
 const grabBodyLimit = 1 << 10
@@ -133,7 +138,8 @@ type Config struct {
 	SoldOutRecheck time.Duration
 	PerUser, PerIP *ratelimit.Keyed // nil: no limit
 	Events         Publisher
-	RelayQueue     int // grab events the relay holds at most
+	Topic          string // the topic Events writes to, for the produce spans
+	RelayQueue     int    // grab events the relay holds at most
 	MaxInflight    int
 	// Admission sets the adaptive limit on grabs doing their Redis and Kafka work
 	// (package admission); its Now defaults to Now.
@@ -145,8 +151,11 @@ type Config struct {
 	ReplicaWait                        time.Duration
 	BucketOthersCache, BucketWantedTTL time.Duration
 	Registry                           prometheus.Registerer
-	Log                                *slog.Logger
-	Now                                func() time.Time
+	// Tracing makes the admission script's and the produce's spans under the request's
+	// server span, and carries the trace to the consumer in the event's headers; nil: off.
+	Tracing *tracing.Tracing
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // Gate is what the grab path needs from the Redis gate (stock.Gate).
@@ -176,9 +185,9 @@ func New(cfg Config) *API {
 		schedule: cfg.Schedule, soldOut: newSoldOutFlags(cfg.SoldOutRecheck),
 		perUser: cfg.PerUser, perIP: cfg.PerIP,
 		clients: cfg.Clients, userProxies: cfg.UserProxies,
-		events: cfg.Events, relay: newRelay(cfg.Events, cfg.RelayQueue, held, m, cfg.Log), held: held,
+		events: cfg.Events, topic: cfg.Topic, relay: newRelay(cfg.Events, cfg.RelayQueue, held, m, cfg.Log), held: held,
 		inflight:   make(chan struct{}, cfg.MaxInflight),
-		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, log: cfg.Log, now: cfg.Now,
+		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, tracing: cfg.Tracing, log: cfg.Log, now: cfg.Now,
 		replica: cfg.Replica, replicaWait: cfg.ReplicaWait,
 		buckets: newBucketRouter(cfg.Gate, cfg.Schedule, cfg.BucketOthersCache, cfg.BucketWantedTTL, cfg.Log),
 	}
@@ -219,7 +228,7 @@ func (a *API) guard(route string, next http.Handler) http.Handler {
 		defer func() {
 			<-a.inflight
 			a.metrics.inflight.Dec()
-			a.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+			a.observe(r.Context(), a.metrics.latency.WithLabelValues(route), time.Since(start).Seconds())
 		}()
 		if ok, wait := a.perIP.Allow(clientip.Bucket(a.clients.Of(r))); !ok {
 			a.metrics.grabs.WithLabelValues("rate_limited").Inc()
@@ -266,7 +275,7 @@ func (a *API) publicFirst(next http.Handler) http.Handler {
 				}
 				a.metrics.grab409.Inc()
 				jsonapi.WriteEncoded(w, answer)
-				a.metrics.grabLatency.Observe(time.Since(start).Seconds())
+				a.observe(r.Context(), a.metrics.grabLatency, time.Since(start).Seconds())
 				return
 			}
 		}
@@ -403,7 +412,7 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 	} else {
 		id, err := uuid.NewV7() // time-ordered, so request ids sort by admission
 		if err != nil {
-			a.fail(w, "grab", err)
+			a.fail(r.Context(), w, "grab", err)
 			return
 		}
 		rid = seckill.RequestID(in.SessionID, in.PrizeID, id.String())
@@ -420,15 +429,17 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 	// reconciler's rebuild guard must see it in this gateway's report even while the reply
 	// is on its way (see unpublished). A verdict that publishes nothing lets it go at once.
 	ticket := a.held.admit(event.GrabKey(g))
+	sctx, span := a.startReserve(rctx, g)
 	start := time.Now()
-	v, err := a.gate.Reserve(rctx, g)
-	a.metrics.redis.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
+	v, err := a.gate.Reserve(sctx, g)
+	a.observe(sctx, a.metrics.redis.WithLabelValues("reserve"), time.Since(start).Seconds())
+	endReserve(span, v, err)
 	// An unknown outcome is not published by this gateway whatever the script did (see
 	// unknownOutcome), so there is nothing here for the guard to wait for.
 	a.held.admitted(ticket, err == nil && (v.Code == stock.Admitted || (v.Code == stock.Seen && v.State.State == "queued")))
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("reserve").Inc()
-		a.unknownOutcome(w, g.RequestID, err)
+		a.unknownOutcome(r.Context(), w, g.RequestID, err)
 		return
 	}
 	if g.Buckets > 1 && (v.Code == stock.Admitted || v.Code == stock.SoldOut) {
@@ -474,7 +485,7 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		a.metrics.grabs.WithLabelValues("key_conflict").Inc()
 		jsonapi.WriteError(w, http.StatusConflict, "idempotency_key_conflict", "this Idempotency-Key is in use by another request")
 	default:
-		a.fail(w, "grab", errors.New("unknown verdict "+v.Code.String()))
+		a.fail(r.Context(), w, "grab", errors.New("unknown verdict "+v.Code.String()))
 	}
 }
 
@@ -490,7 +501,7 @@ func (a *API) bucketSoldOut(ctx context.Context, w http.ResponseWriter, g seckil
 	if err != nil {
 		// Not knowing the others is not a sold-out: the client retries.
 		a.metrics.redisErrors.WithLabelValues("buckets").Inc()
-		a.log.Warn("other buckets not read; answering rebalancing", "request_id", g.RequestID, "bucket", g.Bucket, "error", err.Error())
+		a.log.WarnContext(ctx, "other buckets not read; answering rebalancing", "request_id", g.RequestID, "bucket", g.Bucket, "error", err.Error())
 	}
 	a.metrics.grabs.WithLabelValues("rebalancing").Inc()
 	w.Header().Set("Retry-After", "1")
@@ -509,7 +520,7 @@ func (a *API) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user
 		v, found, err := a.existing(r.Context(), seckill.UserRequestID(in.SessionID, in.PrizeID, user, in.Key), user)
 		switch {
 		case err != nil:
-			a.fail(w, "grab", err)
+			a.fail(r.Context(), w, "grab", err)
 			return
 		case found:
 			a.metrics.grabs.WithLabelValues("repeat").Inc()
@@ -527,8 +538,8 @@ func (a *API) notOpen(w http.ResponseWriter, r *http.Request, in grabInput, user
 // id and its poll URL, so a client that sent no Idempotency-Key can still find out. An
 // admission the gateway never heard of is not published by it; the reconciler finds its
 // reservation stale and publishes it.
-func (a *API) unknownOutcome(w http.ResponseWriter, rid string, err error) {
-	a.log.Error("admission outcome unknown", "request_id", rid, "error", err.Error())
+func (a *API) unknownOutcome(ctx context.Context, w http.ResponseWriter, rid string, err error) {
+	a.log.ErrorContext(ctx, "admission outcome unknown", "request_id", rid, "error", err.Error())
 	a.metrics.grabs.WithLabelValues("unavailable").Inc()
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Location", statusPath(rid))
@@ -551,6 +562,7 @@ func (a *API) onReplica(ctx context.Context, g seckill.Grab) bool {
 	// The client leaving does not cut the wait short: its answer is what the wait decides.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.replicaWait+admitTimeout)
 	defer cancel()
+	wctx, span := a.startReplica(wctx, g)
 	start := time.Now()
 	var err error
 	if g.Bucket == 0 {
@@ -558,7 +570,7 @@ func (a *API) onReplica(ctx context.Context, g seckill.Grab) bool {
 	} else {
 		err = a.buckets.gate.AwaitReplicaBucket(wctx, g.SessionID, g.PrizeID, g.Bucket, g.Buckets, g.RequestID, a.replicaWait)
 	}
-	a.metrics.redis.WithLabelValues("await_replica").Observe(time.Since(start).Seconds())
+	a.observe(wctx, a.metrics.redis.WithLabelValues("await_replica"), time.Since(start).Seconds())
 	result := "confirmed"
 	switch {
 	case err == nil:
@@ -571,8 +583,9 @@ func (a *API) onReplica(ctx context.Context, g seckill.Grab) bool {
 		a.metrics.redisErrors.WithLabelValues("await_replica").Inc()
 	}
 	a.metrics.replicaWaits.WithLabelValues(result).Inc()
+	endReplica(span, result, err)
 	if err != nil {
-		a.log.Warn("reservation not confirmed on a Redis replica; answering 503", "request_id", g.RequestID,
+		a.log.WarnContext(ctx, "reservation not confirmed on a Redis replica; answering 503", "request_id", g.RequestID,
 			"session_id", g.SessionID, "prize_id", g.PrizeID, "result", result, "error", err.Error())
 	}
 	return err == nil
@@ -603,26 +616,29 @@ func (a *API) publish(ctx context.Context, g seckill.Grab) (relayed bool) {
 	msg, err := event.EncodeGrab(g)
 	if err != nil {
 		a.held.release(event.GrabKey(g))
-		a.log.Error("encode grab event", "request_id", g.RequestID, "error", err.Error())
+		a.log.ErrorContext(ctx, "encode grab event", "request_id", g.RequestID, "error", err.Error())
 		return true
 	}
 	// The client leaving must not cancel the produce of an admitted grab.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.produceTTL)
 	defer cancel()
+	pctx, span := a.startProduce(pctx, g, &msg) // before the write: msg carries the span's context
 	start := time.Now()
 	err = a.events.WriteMessages(pctx, msg)
-	a.metrics.produce.Observe(time.Since(start).Seconds())
+	a.observe(pctx, a.metrics.produce, time.Since(start).Seconds())
+	queued := false
 	if err == nil {
 		a.held.release(msg.Key)
 	} else {
 		a.metrics.produceErrors.Inc()
-		queued := a.relay.Enqueue(msg) // the relay releases it once published or given up
+		queued = a.relay.Enqueue(msg) // the relay releases it once published or given up
 		if !queued {
 			a.held.release(msg.Key)
 		}
-		a.log.Warn("grab event not acknowledged; relaying", "request_id", g.RequestID,
+		a.log.WarnContext(pctx, "grab event not acknowledged; relaying", "request_id", g.RequestID,
 			"session_id", g.SessionID, "prize_id", g.PrizeID, "relay_queued", queued, "error", err.Error())
 	}
+	endProduce(span, err, queued)
 	return err != nil
 }
 
@@ -663,7 +679,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		jsonapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the prize's stock is being restored; retry")
 	case err != nil:
-		a.fail(w, "status", err)
+		a.fail(r.Context(), w, "status", err)
 	case !found:
 		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
 	default:
@@ -707,7 +723,7 @@ func (a *API) existing(ctx context.Context, rid, user string) (grabView, bool, e
 	} else {
 		l, err = a.buckets.gate.LookupBucket(ctx, rid, b, n)
 	}
-	a.metrics.redis.WithLabelValues("lookup").Observe(time.Since(start).Seconds())
+	a.observe(ctx, a.metrics.redis.WithLabelValues("lookup"), time.Since(start).Seconds())
 	if err != nil {
 		a.metrics.redisErrors.WithLabelValues("lookup").Inc()
 		return grabView{}, false, err
@@ -741,8 +757,9 @@ func orderID(o seckill.Order) int64 {
 
 // fail answers 503 for an infrastructure error (Redis or MySQL unreachable): the client may
 // retry with the same Idempotency-Key, which is safe by construction.
-func (a *API) fail(w http.ResponseWriter, route string, err error) {
-	a.log.Error("request failed", "route", route, "error", err.Error())
+func (a *API) fail(ctx context.Context, w http.ResponseWriter, route string, err error) {
+	a.log.ErrorContext(ctx, "request failed", "route", route, "error", err.Error())
+	trace.SpanFromContext(ctx).RecordError(err) // the request's span, whose status the 503 sets
 	if route == "grab" {
 		a.metrics.grabs.WithLabelValues("unavailable").Inc()
 	}

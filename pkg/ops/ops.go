@@ -39,7 +39,10 @@ func Register(mux *http.ServeMux, reg *prometheus.Registry, checks map[string]Ch
 		writeJSON(w, code, status)
 	})
 	if reg != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		// OpenMetrics for a scraper that asks for it (Prometheus does when its exemplar
+		// storage is on): the only format that carries exemplars, the trace ids of
+		// tracing.Observe; the text format for every other scraper.
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 	}
 }
 

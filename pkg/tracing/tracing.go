@@ -1,8 +1,9 @@
 // Package tracing follows one purchase across the pipeline: it sets OpenTelemetry up from
 // the standard OTEL_* environment variables (off unless an OTLP endpoint is configured, and
-// then free of cost: no provider, no propagation, no spans), carries the W3C trace context
-// in Kafka message headers (Headers), and puts the trace id on log lines (LogHandler) and
-// on histogram observations as Prometheus exemplars (Observe).
+// then free of cost: no provider, no propagation, no spans), makes a server span of each
+// HTTP request (Handler), carries the W3C trace context in Kafka message headers
+// (Headers), and puts the trace id on log lines (LogHandler) and on histogram observations
+// as Prometheus exemplars (Observe).
 //
 // Nothing here is global: each service builds one Tracing at start and hands it to what
 // makes spans, so a test can run a traced and an untraced component side by side.

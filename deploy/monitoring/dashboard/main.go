@@ -193,10 +193,10 @@ func build() (*dashboard.DashboardBuilder, map[string]string) {
 			q(`seckill:gateway_5xx:ratio_rate1m`, "5xx share")))
 
 	d.WithRow(dashboard.NewRowBuilder("Latency per stage")).
-		WithPanel(percentiles("HTTP grab", `seckill_gateway_request_duration_seconds_bucket{route="grab"}`)).
+		WithPanel(tracedPercentiles("HTTP grab", `seckill_gateway_request_duration_seconds_bucket{route="grab"}`)).
 		WithPanel(percentiles("HTTP status poll", `seckill_gateway_request_duration_seconds_bucket{route="status"}`)).
-		WithPanel(percentiles("Redis admission script", `seckill_gateway_redis_duration_seconds_bucket{op="reserve"}`)).
-		WithPanel(percentiles("Kafka ack (acks=all)", `seckill_gateway_kafka_produce_duration_seconds_bucket`)).
+		WithPanel(tracedPercentiles("Redis admission script", `seckill_gateway_redis_duration_seconds_bucket{op="reserve"}`)).
+		WithPanel(tracedPercentiles("Kafka ack (acks=all)", `seckill_gateway_kafka_produce_duration_seconds_bucket`)).
 		WithPanel(percentiles("MySQL transaction", `seckill_consumer_tx_duration_seconds_bucket`)).
 		WithPanel(percentiles("Order events published (per batch)", `seckill_consumer_order_events_publish_duration_seconds_bucket`)).
 		WithPanel(percentiles("Admission → order committed", `seckill_consumer_admission_to_order_seconds_bucket`)).
@@ -375,10 +375,28 @@ func stacked(title, unit, desc string, targets ...*prometheus.DataqueryBuilder) 
 
 // percentiles plots p50, p90 and p99 of a histogram's buckets.
 func percentiles(stage, buckets string) *timeseries.PanelBuilder {
-	p := series(stage+" latency", "s", "p50, p90 and p99 over the rate interval, all instances.")
+	return quantiles(stage, buckets, "p50, p90 and p99 over the rate interval, all instances.", false)
+}
+
+// tracedPercentiles is percentiles with the exemplars of the histogram on the p99 line: a
+// mark per observation of a sampled (traced) grab, its trace_id in the tooltip. The trace
+// id is a link to the trace once the Prometheus datasource's exemplar setting names the
+// tracing datasource (label trace_id); Prometheus keeps exemplars only when it runs with
+// --enable-feature=exemplar-storage.
+func tracedPercentiles(stage, buckets string) *timeseries.PanelBuilder {
+	return quantiles(stage, buckets, "p50, p90 and p99 over the rate interval, all instances. "+
+		"Marks on p99: sampled grabs (exemplars); their trace_id opens the trace when the Prometheus datasource links exemplars to the tracing datasource.", true)
+}
+
+func quantiles(stage, buckets, desc string, exemplars bool) *timeseries.PanelBuilder {
+	p := series(stage+" latency", "s", desc)
 	for i, pct := range []string{"0.5", "0.9", "0.99"} {
-		p.WithTarget(q(fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s[$__rate_interval])))`, pct, buckets),
-			"p"+strings.TrimPrefix(pct, "0.")).RefId(refID(i)))
+		t := q(fmt.Sprintf(`histogram_quantile(%s, sum by (le) (rate(%s[$__rate_interval])))`, pct, buckets),
+			"p"+strings.TrimPrefix(pct, "0.")).RefId(refID(i))
+		if exemplars && pct == "0.99" { // once: each query would mark the same exemplars again
+			t.Exemplar(true)
+		}
+		p.WithTarget(t)
 	}
 	return p
 }

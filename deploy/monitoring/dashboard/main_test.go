@@ -94,3 +94,39 @@ func TestQuietQueriesAreOnTheDashboard(t *testing.T) {
 		}
 	}
 }
+
+// The grab path's latency panels mark the sampled grabs' exemplars, on one query each (each
+// query would mark the same exemplars again); other panels ask for none.
+func TestGrabLatencyPanelsShowExemplarsOnce(t *testing.T) {
+	b, _ := build()
+	d, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"HTTP grab latency": true, "Redis admission script latency": true, "Kafka ack (acks=all) latency": true}
+	seen := 0
+	for _, p := range d.Panels {
+		if p.Panel == nil || p.Panel.Title == nil {
+			continue
+		}
+		n := 0
+		for _, tg := range p.Panel.Targets {
+			if pq, ok := tg.(prometheus.Dataquery); ok && pq.Exemplar != nil && *pq.Exemplar {
+				n++
+			}
+		}
+		title := *p.Panel.Title
+		switch {
+		case want[title] && n != 1:
+			t.Errorf("%s: %d queries with exemplars, want 1", title, n)
+		case !want[title] && n != 0:
+			t.Errorf("%s: %d queries with exemplars, want none", title, n)
+		}
+		if want[title] {
+			seen++
+		}
+	}
+	if seen != len(want) {
+		t.Fatalf("%d of the %d grab latency panels found", seen, len(want))
+	}
+}
