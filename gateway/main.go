@@ -150,7 +150,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	// OpenTelemetry from the OTEL_* variables: off (and free) without an OTLP endpoint; a
 	// setting it does not support stops the start here, like any bad configuration.
-	tr, err := tracing.Setup(ctx, "gateway", getenv)
+	tr, err := tracing.Setup(ctx, "gateway", cfg.Tracing.Get)
 	if err != nil {
 		return err
 	}
