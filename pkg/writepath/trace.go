@@ -15,12 +15,12 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
-// Span names and attributes of the write path (docs/design.md has the picture). A group is
-// persisted in one transaction for many purchases, each in a trace of its own: the group's
-// span links to every sampled grab it persisted, and each such grab gets a short span of its
-// own in its purchase's trace, linked back to the group's. The grab's span is what its order
-// stores (trace_context): the order event's produce span, sent now or by the relay after a
-// crash, and later actions on the order continue or link to it.
+// Span names and attributes of the write path. A group is persisted in one transaction for
+// many purchases, each in a trace of its own: the group's span links to every sampled grab it
+// persisted, and each such grab gets a short span of its own in its purchase's trace, linked
+// back to the group's. The grab's span is what its order stores (trace_context): the order
+// event's produce span, sent now or by the relay after a crash, and later actions on the
+// order continue or link to it.
 const (
 	SpanBatch = "persist batch"
 	SpanGrab  = "persist grab"
