@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -333,5 +335,22 @@ func TestATracedGrabIsOneTraceFromTheGatewayToTheOrderEvent(t *testing.T) {
 	}
 	if !linked || len(batch.GetParentSpanId()) != 0 {
 		t.Fatalf("batch span links %v (parent %x), want a root linking to the gateway's span", batch.GetLinks(), batch.GetParentSpanId())
+	}
+}
+
+// A tracing setting the consumer cannot follow stops it at start-up, naming the variable,
+// before it connects to anything.
+func TestBadTracingSettingsStopTheConsumerAtStart(t *testing.T) {
+	for _, c := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER"},
+	} {
+		var logs bytes.Buffer
+		if err := run(context.Background(), stacktest.Getenv(c.vars), &logs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one naming %s", c.vars, err, c.want)
+		}
 	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +184,13 @@ func headerOf(m kafka.Message, k string) string {
 		}
 	}
 	return ""
+}
+
+// A tracing setting the reconciler cannot follow stops it at start-up, naming the variable.
+func TestBadTracingSettingsStopTheReconcilerAtStart(t *testing.T) {
+	var out, errs bytes.Buffer
+	err := run(context.Background(), []string{"--once"}, stacktest.Getenv(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}), &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_ENDPOINT") {
+		t.Fatalf("err %v, want one naming OTEL_EXPORTER_OTLP_ENDPOINT", err)
+	}
 }
