@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 // progressStore is the grab partitions' event progress: *store.EventProgress.
@@ -50,6 +51,7 @@ type batchEvents struct {
 	// retryEvery spaces attempts to take the lock or to recover, which cost a round trip or a
 	// topic scan, while they fail: meanwhile batches go to the relay.
 	retryEvery time.Duration
+	tr         *tracing.Tracing // the order events' produce spans; nil: off
 }
 
 // partitionEvents is one worker's state for its grab partition.
@@ -380,9 +382,12 @@ func (pe *partitionEvents) publish(ctx context.Context, held func(context.Contex
 	for i, e := range evs {
 		msgs[i] = orderMessage(e)
 	}
+	spans := startOrderEvents(ctx, pe.tr, pe.topic, evs, msgs)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 45*time.Second)
 	defer cancel()
-	if err := pe.writer.WriteMessages(wctx, msgs...); err != nil {
+	err := pe.writer.WriteMessages(wctx, msgs...)
+	spans.End(err)
+	if err != nil {
 		return fmt.Errorf("publish %d order events: %w", len(msgs), err)
 	}
 	pe.metrics.published.Add(float64(len(msgs)))

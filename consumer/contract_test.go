@@ -160,8 +160,16 @@ func TestConsumerMessagesMatchTheContract(t *testing.T) {
 // returned stop ends it and waits.
 func runConsumer(t *testing.T, e *env) (stop func(), logs *syncBuffer) {
 	t.Helper()
+	return runConsumerWith(t, e, nil)
+}
+
+// runConsumerWith is runConsumer with more settings (extra).
+func runConsumerWith(t *testing.T, e *env, extra map[string]string) (stop func(), logs *syncBuffer) {
+	t.Helper()
 	addr := stacktest.FreeAddr(t)
-	getenv := stacktest.Getenv(e.consumerVars(t, addr))
+	vars := e.consumerVars(t, addr)
+	maps.Copy(vars, extra)
+	getenv := stacktest.Getenv(vars)
 	ctx, cancel := context.WithCancel(context.Background())
 	logs = &syncBuffer{}
 	done := make(chan error, 1)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -16,6 +18,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -50,7 +53,8 @@ type feedbackProcessor struct {
 	metrics     *feedbackMetrics
 	log         *slog.Logger
 	now         func() time.Time
-	onApplied   func() // wakes the outbox relay (new order events)
+	onApplied   func()           // wakes the outbox relay (new order events)
+	tr          *tracing.Tracing // nil: off
 }
 
 type feedbackGroup = writepath.Batch[seckill.Feedback]
@@ -78,10 +82,12 @@ func (p *feedbackProcessor) Process(ctx context.Context, msgs []kafka.Message) e
 	var steps []store.StockReturn
 	applied := false
 	for _, g := range groups {
+		start := time.Now()
 		res, err := p.apply(ctx, g)
 		if err != nil {
 			return err
 		}
+		p.trace(ctx, g, res, start)
 		if res == nil {
 			continue // dead-lettered
 		}
@@ -141,6 +147,55 @@ func (p *feedbackProcessor) apply(ctx context.Context, g *feedbackGroup) (*store
 			return nil, fmt.Errorf("stopped while applying feedback of %s: %w", g.Key, err)
 		case <-time.After(delay):
 		}
+	}
+}
+
+// spanFeedback is the span of one applied report.
+const spanFeedback = "apply feedback"
+
+// trace records a span for each report of g (applied by res, or dead-lettered when res is
+// nil; started at start) whose message carries a sampled trace context (a downstream system
+// that propagated the order event's) or whose order stored one. The span belongs to the
+// purchase's trace: it continues the message's context when that is the order's trace (or
+// the order's is unknown), and otherwise is a child of the order's stored context, linked to
+// the message's; the order's context, when known, is linked too. It is made after the
+// transaction, with the group's start as its own, since only the transaction reads the
+// order's context.
+func (p *feedbackProcessor) trace(ctx context.Context, g *feedbackGroup, res *store.FeedbackBatch, start time.Time) {
+	if !p.tr.On() {
+		return
+	}
+	end := time.Now()
+	for i, m := range g.Msgs {
+		msg := p.tr.SpanContextOf(m)
+		var order trace.SpanContext
+		attrs := []attribute.KeyValue{writepath.AttrRequestID.String(g.Items[i].RequestID),
+			attribute.String("seckill.feedback_kind", string(g.Items[i].Kind))}
+		if res != nil && i < len(res.Outcomes) {
+			o := res.Outcomes[i]
+			order = tracing.ParseTraceparent(o.TraceParent)
+			attrs = append(attrs, writepath.AttrOutcome.String(string(o.Result)), writepath.AttrOrderID.Int64(o.OrderID))
+			if o.Case != "" {
+				attrs = append(attrs, attribute.String("seckill.case", o.Case))
+			}
+		} else {
+			attrs = append(attrs, writepath.AttrOutcome.String(writepath.OutcomeDeadLetter))
+		}
+		parent, link := msg, order
+		switch {
+		case !msg.IsSampled() && !order.IsSampled():
+			continue
+		case !msg.IsSampled():
+			parent, link = order, trace.SpanContext{}
+		case order.IsValid() && order.TraceID() != msg.TraceID():
+			parent, link = order, msg
+		}
+		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start), trace.WithAttributes(attrs...)}
+		if link.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+		}
+		_, span := p.tr.Start(trace.ContextWithRemoteSpanContext(ctx, parent), spanFeedback, opts...)
+		span.End(trace.WithTimestamp(end))
 	}
 }
 

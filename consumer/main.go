@@ -27,6 +27,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -47,7 +48,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Lines logged with a context inside a span carry its trace_id and span_id.
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
 
 	// Before anything allocates much: the soft limit makes the collector work harder as the
 	// heap nears the container's limit, instead of the kernel killing the process.
@@ -56,6 +58,23 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", soft.Attrs()...)
+
+	// Off unless an OTLP endpoint is set (OTEL_*); a setting it does not support stops the
+	// consumer here, named.
+	tr, err := tracing.Setup(ctx, "consumer", cfg.Tracing.Get)
+	if err != nil {
+		return err
+	}
+	// Runs last, after the relay stopped: the spans of the last batches and their events are
+	// flushed before the process ends.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("tracing: spans not flushed", "error", err.Error())
+		}
+	}()
+	log.Info("tracing", "on", tr.On(), "sampler", tr.Sampler())
 
 	db, err := store.Connect(ctx, cfg.MySQL())
 	if err != nil {
@@ -128,10 +147,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	relay := &outboxRelay{
 		outbox: store.NewOutbox(db), writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(),
 		topic: cfg.Topics.Order.Name, lock: mysqlRelayLock{db: db, name: store.RelayLockName(cfg.MySQLDSN, cfg.Topics.Order.Name)},
-		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now,
+		batch: 1000, idle: 50 * time.Millisecond, wake: make(chan struct{}, 1), metrics: m, log: log, now: time.Now, tr: tr,
 	}
 	proc := &processor{
-		write:        writepath.New(store.NewOrders(db), gate, retry.Default(), m, log, time.Now),
+		write:        writepath.New(store.NewOrders(db), gate, retry.Default(), m, log, time.Now).WithTracing(tr),
 		compensation: compensation, deadLetters: deadLetters,
 		metrics: m, log: log, onPersisted: relay.Kick,
 	}
@@ -142,7 +161,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}},
 		writer: orders, offsets: kafkaAdmin, brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(),
 		topic: cfg.Topics.Order.Name, metrics: m, log: log, now: time.Now,
-		rescanEvery: 30 * time.Second, retryEvery: time.Second,
+		rescanEvery: 30 * time.Second, retryEvery: time.Second, tr: tr,
 	}
 	group := &groupConsumer{
 		brokers: cfg.KafkaBrokers, dialer: cfg.Kafka.Dialer(), groupID: cfg.GroupID, topic: cfg.Topics.Grab.Name,
@@ -154,7 +173,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		batchSize: cfg.BatchSize, batchWait: cfg.BatchWait, readAhead: int64(cfg.ReadAhead), log: log,
 		proc: &feedbackProcessor{orders: store.NewOrders(db), gate: gate, returns: store.NewReturns(db),
 			deadLetters: deadLetters, policy: retry.Default(), metrics: newFeedbackMetrics(reg), log: log,
-			now: time.Now, onApplied: relay.Kick},
+			now: time.Now, onApplied: relay.Kick, tr: tr},
 	}
 	gauges := &sampler{lag: kafkaAdmin, group: cfg.GroupID, topic: cfg.Topics.Grab, outbox: store.NewOutbox(db),
 		every: 5 * time.Second, metrics: m, log: log}

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 // outboxStore is what the relay needs from the outbox tables.
@@ -74,6 +76,7 @@ type outboxRelay struct {
 	log      *slog.Logger
 	now      func() time.Time
 	lastMark time.Time
+	tr       *tracing.Tracing // nil: off
 }
 
 const eventIDHeader = "event-id"
@@ -160,9 +163,11 @@ func (r *outboxRelay) publishBatch(ctx context.Context, held func(context.Contex
 	if err := held(ctx); err != nil {
 		return 0, err
 	}
+	spans := startOrderEvents(ctx, r.tr, r.topic, events, msgs)
 	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	err = r.writer.WriteMessages(wctx, msgs...)
 	cancel()
+	spans.End(err)
 	if err != nil {
 		// Some of the batch may be on the topic: the recovery scan sorts it out.
 		return 0, fmt.Errorf("publish %d order events: %w", len(msgs), err)
@@ -323,6 +328,19 @@ func readEventIDs(ctx context.Context, brokers []string, dialer *kafka.Dialer, t
 			return nil, errors.New("order topic scan went backwards")
 		}
 	}
+}
+
+// spanOrderEvent is the produce span of an order event, in its purchase's trace.
+const spanOrderEvent = "kafka.produce order-event"
+
+// startOrderEvents starts the produce span of each event of evs whose order stored its
+// purchase's trace context, as a child of that context, and writes the span's context into
+// the event's message (msgs[i], traceparent and tracestate), so downstream order systems go
+// on with the trace. Nothing when tracing is off.
+func startOrderEvents(ctx context.Context, tr *tracing.Tracing, topic string, evs []store.OutboxEvent, msgs []kafka.Message) *tracing.Produce {
+	return tr.StartProduce(ctx, spanOrderEvent, topic, msgs, func(i int) trace.SpanContext {
+		return tracing.ParseTraceparent(evs[i].TraceParent)
+	})
 }
 
 // orderMessage is the order topic's message of e.

@@ -59,7 +59,7 @@ func (p *processor) ProcessFrom(ctx context.Context, msgs []kafka.Message, src *
 	var settle []stock.SettleBatch
 	relayed := false // orders written on the stamp path, for the relay
 	for _, g := range groups {
-		res, err := p.write.PersistFrom(ctx, g.Key, g.Items, src)
+		res, err := p.write.PersistGroup(ctx, g, src)
 		var giveUp *writepath.GiveUp
 		switch {
 		case errors.As(err, &giveUp) && giveUp.Action == retry.DeadLetter:
@@ -108,7 +108,9 @@ func (p *processor) sendDeadLetters(ctx context.Context, dls []event.Poison) err
 }
 
 // sendCompensation hands a group whose retries ran out to the compensation topic; the
-// reconciler replays it. Only after Kafka acknowledged may the offsets be committed.
+// reconciler replays it. Only after Kafka acknowledged may the offsets be committed. Each
+// message keeps its grab's trace context (event.Compensation), so the replay continues the
+// purchase's trace.
 func (p *processor) sendCompensation(ctx context.Context, cause error, attempts int, g *writepath.Batch[seckill.Grab]) error {
 	out := make([]kafka.Message, len(g.Msgs))
 	for i, m := range g.Msgs {

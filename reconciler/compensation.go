@@ -193,7 +193,7 @@ func (j *compensationJob) gap(ctx context.Context, fence lease.Fence, part int, 
 		Key: fmt.Sprintf("%s/%d@%d", j.topic.Name, part, p.Stored), Detail: detail, Evidence: evidence}); err != nil {
 		return err
 	}
-	j.log.Error("compensation replay position lost; exception case recorded", "topic", j.topic.Name, "partition", part,
+	j.log.ErrorContext(ctx, "compensation replay position lost; exception case recorded", "topic", j.topic.Name, "partition", part,
 		"stored_offset", p.Stored, "first_offset", p.Next, "end_offset", p.End, "reason", string(p.Clamped))
 	return j.offsets.SaveReplayOffset(ctx, fence, j.topic.Name, part, p.Next)
 }
@@ -202,7 +202,9 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 	groups, poison := writepath.GroupGrabs(batch)
 	var settle []stock.SettleBatch
 	for _, g := range groups {
-		res, err := j.write.Persist(ctx, g.Key, g.Items)
+		// Traced like the consumer's batches: each grab's span continues the context the
+		// compensation message kept from the grab (event.Compensation).
+		res, err := j.write.PersistGroup(ctx, g, nil)
 		var giveUp *writepath.GiveUp
 		if errors.As(err, &giveUp) && giveUp.Action == retry.DeadLetter {
 			for _, m := range g.Msgs {
@@ -213,7 +215,7 @@ func (j *compensationJob) replay(ctx context.Context, batch []kafka.Message, sum
 		if err != nil {
 			err = fmt.Errorf("replay %s: %w (offset not saved; the next run retries)", g.Key, err)
 			if cerr := j.cases.Record(ctx, j.now(), compensationCase(g.Key, g.Msgs, err)); cerr != nil {
-				j.log.Warn("record the failing compensation as an exception case failed", "error", cerr.Error())
+				j.log.WarnContext(ctx, "record the failing compensation as an exception case failed", "error", cerr.Error())
 			}
 			return err
 		}

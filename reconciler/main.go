@@ -35,6 +35,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -100,7 +101,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *once || *checkOnly {
 		logOut = stderr
 	}
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Lines logged with a context inside a span carry its trace_id and span_id.
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})))
 
 	// Before anything allocates much: the soft limit makes the collector work harder as the
 	// heap nears the container's limit, instead of the kernel killing the process.
@@ -109,6 +111,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", soft.Attrs()...)
+
+	// Off unless an OTLP endpoint is set (OTEL_*); a setting it does not support stops the
+	// reconciler here, named.
+	tr, err := tracing.Setup(ctx, "reconciler", cfg.Tracing.Get)
+	if err != nil {
+		return err
+	}
+	// Runs last: a --once run's spans, and the last scheduled run's, are flushed before
+	// the process ends.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("tracing: spans not flushed", "error", err.Error())
+		}
+	}()
+	log.Info("tracing", "on", tr.On(), "sampler", tr.Sampler())
 
 	srv, err := connect(ctx, cfg)
 	if err != nil {
@@ -158,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	lag := grabLag{reader: kafkaAdmin, group: cfg.ConsumerGroup, topic: cfg.Topics.Grab}
 	comp := &compensationJob{
 		bounds: kafkaAdmin, offsets: catalog, deadLetters: deadLetters, cases: cases,
-		write: writepath.New(orders, gate, retry.Default(), nil, log, time.Now),
+		write: writepath.New(orders, gate, retry.Default(), nil, log, time.Now).WithTracing(tr),
 		topic: cfg.Topics.Compensation, budget: cfg.ReplayBudget,
 		metrics: newCompensationMetrics(reg), log: log, now: time.Now,
 		open: func(partition int, offset int64) (partitionReader, error) {
@@ -185,6 +204,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		metrics: newRunnerMetrics(reg),
 		log:     log,
 		now:     time.Now,
+		tr:      tr,
 		// Order matters: replay compensation before judging reservations stale, rebuild lost
 		// keys before giving cancelled units back (a unit the rebuild counted is then found
 		// done) and both before measuring drift, report sessions, then the open exception
@@ -195,11 +215,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			comp,
 			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
 				gateways: store.NewUnpublished(db), gatewayAlive: cfg.GatewayDeadAfter, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), transfers: transfers, log: log, now: time.Now},
-			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, stale: cfg.StaleAfter,
+			staleJob{catalog: catalog, gate: gate, orders: orders, lag: lag, grabs: grabs, topic: cfg.Topics.Grab.Name, stale: cfg.StaleAfter,
 				bound: cfg.RepublishBound, grace: cfg.KeyGrace, republished: republished, settled: settled,
-				cases: cases, caseAfter: cfg.StaleCaseAfter, log: log, now: time.Now},
+				cases: cases, caseAfter: cfg.StaleCaseAfter, log: log, now: time.Now, tr: tr},
 			paymentJob{catalog: catalog, orders: orders, returns: store.NewReturns(db), gate: gate, grace: cfg.KeyGrace,
-				batch: 500, perRun: 5000, sweep: 2000, metrics: newPaymentMetrics(reg), log: log, now: time.Now,
+				batch: 500, perRun: 5000, sweep: 2000, metrics: newPaymentMetrics(reg), log: log, now: time.Now, tr: tr,
 				feedback: grabLag{reader: kafkaAdmin, group: cfg.FeedbackGroup, topic: cfg.Topics.Feedback}},
 			driftJob{catalog: catalog, gate: gate, returns: store.NewReturns(db), orders: orders, lag: lag, grace: cfg.KeyGrace,
 				cases: cases, caseRuns: cfg.DriftCaseRuns, metrics: newDriftMetrics(reg), log: log, now: time.Now},

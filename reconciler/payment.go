@@ -11,6 +11,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 	"github.com/seckill-pipeline/seckill/pkg/writepath"
 )
 
@@ -81,6 +82,7 @@ type paymentJob struct {
 	metrics *paymentMetrics
 	log     *slog.Logger
 	now     func() time.Time
+	tr      *tracing.Tracing // nil: off
 
 	// feedback reads the feedback group's lag on the feedback topic (not the grab topic's).
 	feedback grabLag
@@ -220,15 +222,27 @@ func paymentCutoff(now time.Time, timeout time.Duration) time.Time {
 func (j paymentJob) cancel(ctx context.Context, fence lease.Fence, st seckill.Stock, items []seckill.Feedback,
 	now time.Time, timeout time.Duration, sum map[string]int64) error {
 	sum["due"] += int64(len(items))
+	ctx, span := startAction(ctx, j.tr, spanPaymentTimeout, st.SessionID, st.PrizeID)
+	defer span.End()
 	res, err := j.orders.ApplyFeedback(ctx, &fence, st.SessionID, st.PrizeID, items, now)
 	if err != nil {
 		return err
 	}
+	// Linked: the orders this batch cancelled (not those paid meanwhile).
+	var cancelled []string
+	if span.IsRecording() {
+		for _, o := range res.Outcomes {
+			if o.Result == seckill.FeedbackApplied {
+				cancelled = append(cancelled, o.TraceParent)
+			}
+		}
+	}
+	linkOrders(span, len(cancelled), func(i int) string { return cancelled[i] })
 	sum["cancelled"] += int64(res.Cancelled)
 	sum["paid_meanwhile"] += int64(res.NotDue)
 	j.metrics.cancelled.Add(float64(res.Cancelled))
 	if res.Cancelled > 0 {
-		j.log.Info("unpaid orders cancelled", "session_id", st.SessionID, "prize_id", st.PrizeID,
+		j.log.InfoContext(ctx, "unpaid orders cancelled", "session_id", st.SessionID, "prize_id", st.PrizeID,
 			"count", res.Cancelled, "payment_timeout", timeout.String())
 	}
 	// The Redis step right away; what it cannot do now the sweep below retries.
@@ -274,6 +288,9 @@ func (j paymentJob) redisStep(ctx context.Context, fence lease.Fence, now time.T
 	if err := fence.Check(ctx); err != nil {
 		return err
 	}
+	ctx, span := startAction(ctx, j.tr, spanReturnUnits, steps[0].SessionID, steps[0].PrizeID)
+	defer span.End()
+	linkOrders(span, len(steps), func(i int) string { return steps[i].TraceParent })
 	rep, err := writepath.ReturnUnits(ctx, j.gate, steps)
 	// Stamped after the step, not at the run's start: the stamp says the unit was back in
 	// Redis no later than it, which is what readers of a sold_out answer rely on (the chaos

@@ -11,7 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 // job is one piece of reconciliation work. It returns what it did and an error when it
@@ -74,16 +78,25 @@ type runner struct {
 	metrics runnerMetrics
 	log     *slog.Logger
 	now     func() time.Time
+	tr      *tracing.Tracing // a span per run and per job; nil: off
 }
+
+// Span names of a run: the run, and each job's as "reconcile <job name>".
+const (
+	spanRun    = "reconcile run"
+	spanJobPre = "reconcile "
+)
 
 func (r *runner) runOnce(ctx context.Context) (report, error) {
 	rep := report{StartedAt: r.now().UTC(), Lease: "busy", Jobs: []jobReport{}}
+	ctx, span := r.tr.Start(ctx, spanRun)
+	defer span.End()
 	acquired, err := r.lease.Do(ctx, func(ctx context.Context, fence lease.Fence) error {
 		r.metrics.held.Set(1)
 		defer r.metrics.held.Set(0)
 		rep.Lease, rep.Fence = "held", fence.Number
 		for _, j := range r.jobs {
-			res, err := j.Run(ctx, fence)
+			res, err := r.runJob(ctx, j, fence)
 			jr := jobReport{Name: j.Name(), Summary: res.Summary, Details: res.Details}
 			if jr.Summary == nil {
 				jr.Summary = map[string]int64{}
@@ -98,6 +111,13 @@ func (r *runner) runOnce(ctx context.Context) (report, error) {
 		}
 		return nil
 	})
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("seckill.lease", rep.Lease), attribute.Int64("seckill.fence", rep.Fence))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "run failed")
+		}
+	}
 	end := r.now()
 	rep.DurationMS = end.Sub(rep.StartedAt).Milliseconds()
 	if acquired {
@@ -119,6 +139,26 @@ func (r *runner) runOnce(ctx context.Context) (report, error) {
 		r.metrics.duration.Observe(float64(rep.DurationMS) / 1000)
 	}
 	return rep, nil
+}
+
+// runJob runs j in a span of its own, the run's child, with the job's summary as attributes.
+func (r *runner) runJob(ctx context.Context, j job, fence lease.Fence) (result, error) {
+	if !r.tr.On() {
+		return j.Run(ctx, fence)
+	}
+	ctx, span := r.tr.Start(ctx, spanJobPre+j.Name())
+	defer span.End()
+	res, err := j.Run(ctx, fence)
+	if span.IsRecording() {
+		for k, v := range res.Summary {
+			span.SetAttributes(attribute.Int64("seckill."+k, v))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "job failed")
+		}
+	}
+	return res, err
 }
 
 // save keeps a run's report for the console. Losing one is a gap in a history, not in the

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 type reservationGate interface {
@@ -53,6 +54,7 @@ type staleJob struct {
 	orders      existingOrders
 	lag         grabLag
 	grabs       producer // the grab topic
+	topic       string   // its name
 	stale       time.Duration
 	bound       time.Duration
 	grace       time.Duration
@@ -64,7 +66,12 @@ type staleJob struct {
 	caseAfter time.Duration
 	log       *slog.Logger
 	now       func() time.Time
+	tr        *tracing.Tracing // the re-published grabs' produce spans; nil: off
 }
+
+// spanRepublish is the produce span of a re-published grab: the consumer's spans of the
+// grab hang under it.
+const spanRepublish = "kafka.produce grab"
 
 // maxStaleCases bounds the stale-reservation cases one prize (one stock bucket of a prize
 // with buckets) adds per run: after a long
@@ -205,9 +212,12 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 		}
 	}
 	if len(done) > 0 {
+		sctx, span := startAction(ctx, j.tr, spanSettleStale, st.SessionID, st.PrizeID)
+		linkOrders(span, len(done), func(i int) string { return done[i].TraceParent })
 		batch := settleOf(st.SessionID, st.PrizeID, done)
 		batch.Bucket, batch.Buckets = b, st.BucketCount()
-		n, err := j.gate.Settle(ctx, []stock.SettleBatch{batch})
+		n, err := j.gate.Settle(sctx, []stock.SettleBatch{batch})
+		span.End()
 		if err != nil {
 			return 0, 0, err
 		}
@@ -234,17 +244,23 @@ func (j staleJob) recover(ctx context.Context, fence lease.Fence, st seckill.Sto
 	if err := fence.Check(ctx); err != nil {
 		return settled, 0, err
 	}
-	if err := j.grabs.WriteMessages(ctx, msgs...); err != nil {
+	// Each grab gets a produce span, the stale job's child, whose context it carries: the
+	// consumer's spans of the order hang under it (a reservation whose gateway span is lost
+	// with the message starts its trace here).
+	spans := j.tr.StartProduce(ctx, spanRepublish, j.topic, msgs, nil)
+	err = j.grabs.WriteMessages(ctx, msgs...)
+	spans.End(err)
+	if err != nil {
 		return settled, 0, fmt.Errorf("re-publish %d stale reservations: %w", len(msgs), err)
 	}
 	j.republished.Add(float64(len(msgs)))
-	j.log.Warn("stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "bucket", b, "count", len(msgs))
+	j.log.WarnContext(ctx, "stale reservations re-published", "session_id", st.SessionID, "prize_id", st.PrizeID, "bucket", b, "count", len(msgs))
 	now := j.now()
 	if cases := j.staleCases(st.SessionID, st.PrizeID, missing, now); len(cases) > 0 {
 		if err := j.cases.Record(ctx, now, cases...); err != nil {
 			return settled, int64(len(msgs)), err
 		}
-		j.log.Warn("reservations without an order handed to the exceptions workbench", "session_id", st.SessionID,
+		j.log.WarnContext(ctx, "reservations without an order handed to the exceptions workbench", "session_id", st.SessionID,
 			"prize_id", st.PrizeID, "bucket", b, "count", len(cases), "older_than", j.caseAfter.String())
 	}
 	return settled, int64(len(msgs)), nil

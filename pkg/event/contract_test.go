@@ -55,6 +55,9 @@ func TestMessagesMatchTheContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A traced grab: its trace context goes with it into the envelopes.
+	grab.Headers = append(grab.Headers, kafka.Header{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
+		kafka.Header{Key: "tracestate", Value: []byte("vendor=x")})
 	if err := writer(topics.Grab).WriteMessages(ctx, grab, kafka.Message{Key: []byte("7:3"), Value: []byte("not json")}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +166,9 @@ func TestMessagesMatchTheContract(t *testing.T) {
 	createdOfCancelled := order(seckill.Order{ID: 44, RequestID: seckill.RequestID(7, 3, "carol-key-001"), UserID: "carol",
 		SessionID: 7, PrizeID: 3, Status: seckill.OrderCancelled, Reason: seckill.ReasonBuyerCancelled, AdmittedAt: now, CreatedAt: now})
 
+	// What a traced order event (and downstream's feedback propagating it) carries.
+	traced := []kafka.Header{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01")},
+		{Key: "tracestate", Value: []byte("vendor=x")}}
 	valid := []struct {
 		name, channel string
 		m             kafka.Message
@@ -181,6 +187,9 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		{"feedback: paid", "orderFeedback", feedback[0]},
 		{"feedback: cancelled", "orderFeedback", feedback[1]},
 		{"dead letter of an undecodable feedback message", "deadLetter", deadRead[2]},
+		{"order created, traced", "order", withHeaders(created, append(created.Headers[:2:2], traced...))},
+		{"order cancelled (v2), traced", "order", withHeaders(cancelled, append(cancelled.Headers[:2:2], traced...))},
+		{"feedback, traced by downstream", "orderFeedback", withHeaders(feedback[0], append(feedback[0].Headers[:1:1], traced...))},
 	}
 	for _, tc := range valid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,6 +204,8 @@ func TestMessagesMatchTheContract(t *testing.T) {
 		name, channel string
 		m             kafka.Message
 	}{
+		{"order event with a traceparent that is no trace context", "order",
+			withHeaders(created, append(created.Headers[:2:2], kafka.Header{Key: "traceparent", Value: []byte("span-7")}))},
 		{"grab event with a renamed field", "grab", withPayload(t, grabRead, func(p map[string]any) {
 			p["requestId"] = p["request_id"]
 			delete(p, "request_id")

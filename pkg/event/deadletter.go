@@ -28,6 +28,11 @@ const (
 	// HeaderTruncated, present only on a copy that does not hold all of the original,
 	// says how many bytes of its value it kept (a prefix; 0: none).
 	HeaderTruncated = "truncated"
+	// The W3C Trace Context of the original message (pkg/tracing), carried over unchanged
+	// when it had one, so a dead letter or a compensation replay is found in, and continues,
+	// the purchase's trace.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
 )
 
 // The parts of an envelope that come from outside are bounded: a cause quotes what it
@@ -45,7 +50,7 @@ const (
 // m's key and value, and the envelope headers saying why (cause) and where m was read (its
 // topic, partition and offset) with the original value's size and hash. m's own headers are
 // not carried over, so a message that already had an envelope (a compensation event) gets
-// exactly one. A copy whose key and value exceed budget bytes keeps a prefix of each,
+// exactly one; only its trace context is (traceparent, tracestate). A copy whose key and value exceed budget bytes keeps a prefix of each,
 // marked by HeaderTruncated; the original stays where the envelope says it was read.
 func DeadLetter(m kafka.Message, cause error, budget int) kafka.Message {
 	key, value := m.Key, m.Value
@@ -89,7 +94,7 @@ func envelope(m kafka.Message, cause error) []kafka.Header {
 		reason = Clip(cause.Error(), maxCauseBytes)
 	}
 	sum := sha256.Sum256(m.Value)
-	return []kafka.Header{
+	h := []kafka.Header{
 		{Key: HeaderError, Value: []byte(reason)},
 		{Key: HeaderOriginTopic, Value: []byte(m.Topic)},
 		{Key: HeaderOriginPartition, Value: []byte(strconv.Itoa(m.Partition))},
@@ -97,6 +102,24 @@ func envelope(m kafka.Message, cause error) []kafka.Header {
 		{Key: HeaderOriginSize, Value: []byte(strconv.Itoa(len(m.Value)))},
 		{Key: HeaderOriginSHA256, Value: []byte(hex.EncodeToString(sum[:]))},
 	}
+	return append(h, traceHeaders(m.Headers)...)
+}
+
+// traceHeaders are the W3C Trace Context headers among hs (the first of each key), each
+// bounded like the cause: they come from whoever wrote the original message.
+func traceHeaders(hs []kafka.Header) []kafka.Header {
+	var out []kafka.Header
+	for _, key := range [...]string{HeaderTraceParent, HeaderTraceState} {
+		for _, h := range hs {
+			if h.Key == key {
+				if len(h.Value) <= maxCauseBytes {
+					out = append(out, kafka.Header{Key: key, Value: h.Value})
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Clip returns s cut to at most n bytes, on a character boundary, marked with "…" when cut.

@@ -81,6 +81,44 @@ func TestDeadLetterEnvelope(t *testing.T) {
 	}
 }
 
+// A dead letter and a compensation event keep the original's W3C trace context (and
+// nothing else of its headers), so a replay or an operator lands in the purchase's trace; a
+// trace header larger than any real one is dropped, not cut into a wrong one.
+func TestEnvelopesKeepTheTraceContext(t *testing.T) {
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	m := kafka.Message{Topic: "g", Key: []byte("1:2"), Value: []byte("{"), Headers: []kafka.Header{
+		{Key: "schema", Value: []byte("grab.v1")}, {Key: "tracestate", Value: []byte("vendor=x")},
+		{Key: "traceparent", Value: []byte(tp)}, {Key: "baggage", Value: []byte("k=v")}}}
+	for name, out := range map[string]kafka.Message{
+		"dead letter":  DeadLetter(m, errors.New("bad json"), 1<<20),
+		"compensation": Compensation(m, errors.New("conflicts"), 9),
+		"stub":         stub(DeadLetter(m, errors.New("bad json"), 1<<20)),
+	} {
+		got := map[string]string{}
+		for _, h := range out.Headers {
+			if _, dup := got[h.Key]; dup {
+				t.Errorf("%s: header %s twice", name, h.Key)
+			}
+			got[h.Key] = string(h.Value)
+		}
+		if got[HeaderTraceParent] != tp || got[HeaderTraceState] != "vendor=x" {
+			t.Errorf("%s: trace headers %q %q", name, got[HeaderTraceParent], got[HeaderTraceState])
+		}
+		if _, ok := got["schema"]; ok {
+			t.Errorf("%s: carried the original's schema header", name)
+		}
+		if _, ok := got["baggage"]; ok {
+			t.Errorf("%s: carried the original's baggage", name)
+		}
+	}
+	huge := kafka.Message{Value: []byte("{"), Headers: []kafka.Header{{Key: "traceparent", Value: make([]byte, 2000)}}}
+	for _, h := range DeadLetter(huge, nil, 1<<20).Headers {
+		if h.Key == HeaderTraceParent {
+			t.Fatal("a 2000-byte traceparent was carried over")
+		}
+	}
+}
+
 type counter float64
 
 func (c *counter) Add(v float64) { *c += counter(v) }

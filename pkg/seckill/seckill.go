@@ -133,6 +133,10 @@ type Grab struct {
 	// from the bucket's stock row).
 	Buckets    int
 	AdmittedAt time.Time
+	// TraceParent is the W3C traceparent the grab's order stores (its trace_context): the
+	// span that persisted it, in the purchase's trace, when that trace is sampled; "" when
+	// not traced. Set by the write path from the message's headers; not part of the event.
+	TraceParent string
 }
 
 // SessionPrize is the session×prize the grab is for.
@@ -179,4 +183,7 @@ type Order struct {
 	// HoldsSlot: the order counts against its user's per-user limit (succeeded, or
 	// cancelled in an activity that does not let the buyer grab again).
 	HoldsSlot bool
+	// TraceParent is the stored trace context of the span that persisted the order (W3C
+	// traceparent), "" when its purchase was not traced: later actions on the order link to it.
+	TraceParent string
 }

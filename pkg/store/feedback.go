@@ -30,10 +30,11 @@ type StockReturn struct {
 	SessionID   int64
 	PrizeID     int64
 	Reason      seckill.Reason
-	ReleaseSlot bool // the buyer may grab again: the per-user count goes down too
-	Resale      bool // the session was open: the unit goes back into Redis to be sold again
-	Bucket      int  // the order's stock bucket (orders.bucket): the unit goes back to its keys
-	Buckets     int  // the session×prize's N, which names the bucket's keys
+	ReleaseSlot bool   // the buyer may grab again: the per-user count goes down too
+	Resale      bool   // the session was open: the unit goes back into Redis to be sold again
+	Bucket      int    // the order's stock bucket (orders.bucket): the unit goes back to its keys
+	Buckets     int    // the session×prize's N, which names the bucket's keys
+	TraceParent string // the order's stored trace context (orders.trace_context), "" when none
 }
 
 // FeedbackOutcome is what one report did.
@@ -42,6 +43,8 @@ type FeedbackOutcome struct {
 	Result   seckill.FeedbackResult
 	Case     string // the exception case kind, for FeedbackException and FeedbackRefund
 	OrderID  int64  // 0 when no order has the request id
+	// TraceParent is the order's stored trace context (W3C traceparent), "" when none.
+	TraceParent string
 }
 
 // FeedbackBatch is what ApplyFeedback did for one session×prize batch.
@@ -184,7 +187,7 @@ func (w *feedbackWrites) apply(tx *gorm.DB, i int, r *orderRow, d feedbackDecisi
 		return nil
 	}
 	out, it, res := &w.res.Outcomes[i], w.res.Outcomes[i].Feedback, w.res
-	out.OrderID = r.ID
+	out.OrderID, out.TraceParent = r.ID, traceParent(r.TraceContext)
 	switch d.Action {
 	case feedbackRecordCase:
 		w.record(i, d.Case, r.ID, d.Detail)
@@ -231,7 +234,8 @@ func (w *feedbackWrites) apply(tx *gorm.DB, i int, r *orderRow, d feedbackDecisi
 		w.events = append(w.events, orderEventRow{EventID: "order:" + r.RequestID + ":cancelled", OrderID: r.ID,
 			Type: EventCancelled, Reason: string(it.Reason), OccurredAt: w.now})
 		ret := returnRow{OrderID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: w.k.Session, PrizeID: w.k.Prize,
-			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now, Bucket: r.Bucket, Buckets: w.n}
+			Reason: string(it.Reason), ReleaseSlot: w.regrab, Resale: w.resale, ReturnedAt: w.now, Bucket: r.Bucket, Buckets: w.n,
+			TraceContext: r.TraceContext}
 		w.returns = append(w.returns, ret)
 		res.Returns = append(res.Returns, ret.domain())
 		out.Result = seckill.FeedbackApplied
@@ -499,13 +503,16 @@ type returnRow struct {
 	Bucket int `gorm:"->"`
 	// Buckets is the session×prize's N, read with withBucket from its stock row.
 	Buckets int `gorm:"->"`
+	// TraceContext is the order's, read with withBucket (not a column of the table).
+	TraceContext *string `gorm:"->"`
 }
 
 func (returnRow) TableName() string { return "stock_returns" }
 
 func (r returnRow) domain() StockReturn {
 	return StockReturn{OrderID: r.OrderID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
-		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale, Bucket: r.Bucket, Buckets: r.Buckets}
+		PrizeID: r.PrizeID, Reason: seckill.Reason(r.Reason), ReleaseSlot: r.ReleaseSlot, Resale: r.Resale, Bucket: r.Bucket, Buckets: r.Buckets,
+		TraceParent: traceParent(r.TraceContext)}
 }
 
 // withBucket reads stock returns with their order's stock bucket (stock_returns has no
@@ -513,7 +520,7 @@ func (r returnRow) domain() StockReturn {
 // session counts as bucket 0, its keys being gone anyway) and the prize's N, which names
 // the bucket's keys. Columns are named with their table.
 func withBucket(db *gorm.DB) *gorm.DB {
-	return db.Table("stock_returns").Select("stock_returns.*, COALESCE(o.bucket, 0) AS bucket, COALESCE(ss.buckets, 1) AS buckets").
+	return db.Table("stock_returns").Select("stock_returns.*, COALESCE(o.bucket, 0) AS bucket, COALESCE(ss.buckets, 1) AS buckets, o.trace_context").
 		Joins("LEFT JOIN orders o ON o.id = stock_returns.order_id").
 		Joins("LEFT JOIN session_stocks ss ON ss.session_id = stock_returns.session_id AND ss.prize_id = stock_returns.prize_id")
 }

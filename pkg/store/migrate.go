@@ -341,20 +341,25 @@ func appliedMigrations(ctx context.Context, conn querier) (map[int]appliedMigrat
 // "abc" and "ABC" are two request ids and "Bob" and "bob" two users, as they are in Redis.
 const identifierCollation = "utf8mb4_bin"
 
+// asciiCollation is the other binary collation a column may use: a column that holds ASCII
+// only by its format (orders.trace_context, a W3C traceparent) stores one byte a character
+// and compares bytes just the same.
+const asciiCollation = "ascii_bin"
+
 // querier is the one call VerifyCollation needs (a *sql.Conn or *sql.DB).
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// VerifyCollation refuses a schema whose text columns do not all use utf8mb4_bin: a column
-// left on a server's case-insensitive default would merge identifiers that Redis keeps apart
-// (see migration 0004). It names every offending column.
+// VerifyCollation refuses a schema whose text columns do not all use utf8mb4_bin (or
+// ascii_bin, as binary): a column left on a server's case-insensitive default would merge
+// identifiers that Redis keeps apart (see migration 0004). It names every offending column.
 func VerifyCollation(ctx context.Context, q querier) error {
 	rows, err := q.QueryContext(ctx, `SELECT TABLE_NAME, COLUMN_NAME, COLLATION_NAME
 		FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND COLLATION_NAME IS NOT NULL
-		  AND COLLATION_NAME <> ? AND TABLE_NAME <> 'schema_migrations'
-		ORDER BY TABLE_NAME, ORDINAL_POSITION`, identifierCollation)
+		  AND COLLATION_NAME NOT IN (?, ?) AND TABLE_NAME <> 'schema_migrations'
+		ORDER BY TABLE_NAME, ORDINAL_POSITION`, identifierCollation, asciiCollation)
 	if err != nil {
 		return fmt.Errorf("verify collations: %w", err)
 	}

@@ -37,6 +37,9 @@ type orderRow struct {
 	// them out (NULL), and only ApplyFeedback's conditional UPDATEs set them.
 	PaidAt      *time.Time `gorm:"->"`
 	CancelledAt *time.Time `gorm:"->"`
+	// TraceContext is the W3C traceparent of the span that persisted the order (migration
+	// 0014), NULL when its purchase was not traced.
+	TraceContext *string
 }
 
 func (orderRow) TableName() string { return "orders" }
@@ -45,7 +48,23 @@ func (r orderRow) domain() seckill.Order {
 	return seckill.Order{ID: r.ID, RequestID: r.RequestID, UserID: r.UserID, SessionID: r.SessionID,
 		PrizeID: r.PrizeID, Bucket: r.Bucket, Status: seckill.OrderStatus(r.Status), Reason: seckill.Reason(r.Reason),
 		AdmittedAt: r.AdmittedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
-		PaidAt: utc(r.PaidAt), CancelledAt: utc(r.CancelledAt), HoldsSlot: r.Slot != nil}
+		PaidAt: utc(r.PaidAt), CancelledAt: utc(r.CancelledAt), HoldsSlot: r.Slot != nil, TraceParent: traceParent(r.TraceContext)}
+}
+
+// traceParent is a stored trace context, "" for NULL.
+func traceParent(stored *string) string {
+	if stored == nil {
+		return ""
+	}
+	return *stored
+}
+
+// traceContext is what an order stores of a trace context: NULL for none.
+func traceContext(traceParent string) *string {
+	if traceParent == "" {
+		return nil
+	}
+	return &traceParent
 }
 
 func utc(t *time.Time) *time.Time {

@@ -21,6 +21,9 @@ type OutboxEvent struct {
 	Payload []byte
 	Schema  string // the schema header: order.v1 (creation) or order.v2 (follow events)
 	Follow  bool   // an event after the order's creation (order_events), not the creation event
+	// TraceParent is the order's stored trace context (W3C traceparent), "" when its
+	// purchase was not traced: the event's produce span continues that trace.
+	TraceParent string
 }
 
 // Outbox reads and stamps the order events still to publish. The orders table is the
@@ -85,7 +88,8 @@ func (o *Outbox) Pending(ctx context.Context, limit int) ([]OutboxEvent, error) 
 		if err != nil {
 			return nil, fmt.Errorf("encode order event: %w", err)
 		}
-		out = append(out, OutboxEvent{ID: f.ID, EventID: f.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema(), Follow: true})
+		out = append(out, OutboxEvent{ID: f.ID, EventID: f.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema(), Follow: true,
+			TraceParent: traceParent(r.TraceContext)})
 	}
 	return out, nil
 }
@@ -97,7 +101,8 @@ func creationEvent(r orderRow) (OutboxEvent, error) {
 	if err != nil {
 		return OutboxEvent{}, fmt.Errorf("encode order event: %w", err)
 	}
-	return OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema()}, nil
+	return OutboxEvent{ID: r.ID, EventID: ev.EventID, Key: r.RequestID, Payload: payload, Schema: ev.Schema(),
+		TraceParent: traceParent(r.TraceContext)}, nil
 }
 
 // CountPending returns how many order events wait to be published (a metric): the stamp

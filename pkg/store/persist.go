@@ -141,7 +141,7 @@ func (o *Orders) PersistFrom(ctx context.Context, sessionID, prizeID int64, grab
 		accepted := 0
 		for _, g := range fresh {
 			row := orderRow{RequestID: g.RequestID, UserID: g.UserID, SessionID: sessionID, PrizeID: prizeID, Bucket: bucket,
-				PerUserLimit: st.PerUserLimit, AdmittedAt: micro(g.AdmittedAt), CreatedAt: micro(now)}
+				PerUserLimit: st.PerUserLimit, AdmittedAt: micro(g.AdmittedAt), CreatedAt: micro(now), TraceContext: traceContext(g.TraceParent)}
 			switch {
 			case len(held[g.UserID]) >= st.PerUserLimit:
 				row.Status, row.Reason = string(seckill.OrderRejected), string(seckill.ReasonLimit)

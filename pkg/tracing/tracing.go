@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -48,7 +49,8 @@ func Off() *Tracing { return &Tracing{provider: noop.NewTracerProvider(), sample
 // unless OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. Spans go out over OTLP/HTTP
 // (protobuf); the exporter and the batch processor read their own OTEL_EXPORTER_OTLP_* and
 // OTEL_BSP_* variables. The sampler is OTEL_TRACES_SAMPLER's (with OTEL_TRACES_SAMPLER_ARG);
-// unset, it is parentbased_traceidratio at DefaultRatio. OTEL_SERVICE_NAME and
+// unset, it is parentbased_traceidratio at DefaultRatio. The parent-based samplers also
+// sample a root span that links to a sampled span (linked). OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES name the resource (service by default). A setting this package
 // does not support is an error, not a silent default.
 func Setup(ctx context.Context, service string, env func(string) string) (*Tracing, error) {
@@ -76,7 +78,14 @@ func Setup(ctx context.Context, service string, env func(string) string) (*Traci
 	if err != nil {
 		return nil, err
 	}
-	exp, err := otlptracehttp.New(ctx) // endpoint, headers, TLS and timeout from OTEL_EXPORTER_OTLP_*
+	endpoint, err := tracesEndpoint(env)
+	if err != nil {
+		return nil, err
+	}
+	// The endpoint from env (the exporter would read the process's own environment, and
+	// keep its default on a URL it cannot parse, silently); headers, TLS and timeout from
+	// OTEL_EXPORTER_OTLP_*.
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
@@ -107,6 +116,27 @@ func With(sdk *sdktrace.TracerProvider, service string) *Tracing {
 		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
 }
 
+// tracesEndpoint is the URL spans are sent to: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is,
+// or OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces appended to its path (the specification's
+// rule for the base endpoint). Anything but an http or https URL with a host is an error.
+func tracesEndpoint(env func(string) string) (string, error) {
+	name := "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	raw := strings.TrimSpace(env(name))
+	base := raw == ""
+	if base {
+		name = "OTEL_EXPORTER_OTLP_ENDPOINT"
+		raw = strings.TrimSpace(env(name))
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%s=%q: want an http:// or https:// URL of an OTLP/HTTP receiver (port 4318 by default)", name, raw)
+	}
+	if base {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+	}
+	return u.String(), nil
+}
+
 // samplerFrom reads OTEL_TRACES_SAMPLER and its argument (the specification's names).
 func samplerFrom(env func(string) string) (sdktrace.Sampler, string, error) {
 	name := strings.ToLower(strings.TrimSpace(env("OTEL_TRACES_SAMPLER")))
@@ -124,7 +154,7 @@ func samplerFrom(env func(string) string) (sdktrace.Sampler, string, error) {
 	switch name {
 	case "":
 		r, err := ratio(DefaultRatio)
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), fmt.Sprintf("parentbased_traceidratio %g (default)", r), err
+		return linked{sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r))}, fmt.Sprintf("parentbased_traceidratio %g (default)", r), err
 	case "always_on":
 		return sdktrace.AlwaysSample(), name, nil
 	case "always_off":
@@ -133,15 +163,35 @@ func samplerFrom(env func(string) string) (sdktrace.Sampler, string, error) {
 		r, err := ratio(1)
 		return sdktrace.TraceIDRatioBased(r), fmt.Sprintf("%s %g", name, r), err
 	case "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), name, nil
+		return linked{sdktrace.ParentBased(sdktrace.AlwaysSample())}, name, nil
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), name, nil
+		return linked{sdktrace.ParentBased(sdktrace.NeverSample())}, name, nil
 	case "parentbased_traceidratio":
 		r, err := ratio(1)
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), fmt.Sprintf("%s %g", name, r), err
+		return linked{sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r))}, fmt.Sprintf("%s %g", name, r), err
 	}
 	return nil, "", fmt.Errorf("OTEL_TRACES_SAMPLER=%q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
 }
+
+// linked extends a parent-based sampler to the spans that have no parent but links: a root
+// span linking to a sampled span is sampled. The consumer's batch span is such a root (it
+// persists many purchases, each in a trace of its own, and links to them); sampled at the
+// ratio alone, the purchase's trace would link to a batch span that was never exported. An
+// upstream decision to sample is followed through a link as through a parent.
+type linked struct{ base sdktrace.Sampler }
+
+func (l linked) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if !trace.SpanContextFromContext(p.ParentContext).IsValid() {
+		for _, ln := range p.Links {
+			if ln.SpanContext.IsSampled() {
+				return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+			}
+		}
+	}
+	return l.base.ShouldSample(p)
+}
+
+func (l linked) Description() string { return "LinkedSampled{" + l.base.Description() + "}" }
 
 // On reports whether spans are made and context carried.
 func (t *Tracing) On() bool { return t != nil && t.sdk != nil }

@@ -14,12 +14,15 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/retry"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
+	"github.com/seckill-pipeline/seckill/pkg/tracing"
 )
 
 // Timeouts of the steps, each detached from the caller's context: a transaction or Redis
@@ -122,6 +125,7 @@ type Writer struct {
 	obs    Observer
 	log    *slog.Logger
 	now    func() time.Time
+	tr     *tracing.Tracing // nil: off (WithTracing)
 }
 
 // New returns a Writer persisting to orders under policy and settling in gate.
@@ -170,11 +174,15 @@ func (w *Writer) PersistFrom(ctx context.Context, k seckill.SessionPrize, grabs 
 		}
 		act, delay := w.policy.Decide(failed, err)
 		w.obs.Failed(act)
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent("attempt failed", trace.WithAttributes(attribute.Int("seckill.attempt", failed),
+				attribute.String("seckill.action", act.String()), attribute.String("error", err.Error())))
+		}
 		switch act {
 		case retry.DeadLetter, retry.Compensate:
 			return res, &GiveUp{Action: act, Attempts: failed, Err: err}
 		case retry.WaitForDB:
-			w.log.Warn("mysql unavailable; waiting", "session_id", k.Session, "prize_id", k.Prize,
+			w.log.WarnContext(ctx, "mysql unavailable; waiting", "session_id", k.Session, "prize_id", k.Prize,
 				"attempt", failed, "delay", delay.String(), "error", err.Error())
 		}
 		if delay > 0 {

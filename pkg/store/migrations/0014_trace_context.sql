@@ -1,0 +1,15 @@
+-- The trace of a purchase (OpenTelemetry, pkg/tracing) reaches past the order's row: the
+-- order stores the W3C traceparent of the span that persisted it, when its trace is sampled,
+-- so the order event republished from MySQL by the relay (after a crash, or for the
+-- reconciler's replays) still continues the purchase's trace, and later actions on the
+-- order (feedback, payment timeout, returns) link to it. NULL for orders not traced, which
+-- is nearly all of them: the hot path's INSERT writes one NULL more.
+--
+-- One nullable column on orders and nothing on order_events: the orders table is the outbox
+-- of the creation events, and a follow event (cancelled, refund required) is published with
+-- its order's row read anyway, so this one column serves both. A traceparent is 55 ASCII
+-- characters ("00-" 32 hex "-" 16 hex "-" 2 hex); VARCHAR(255) leaves room for a future
+-- version of the header. ASCII, compared byte for byte (ascii_bin): a binary collation, as
+-- the schema check wants of every text column. No index: it is only ever read with its row.
+-- unless column orders.trace_context
+ALTER TABLE orders ADD COLUMN trace_context VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NULL;
