@@ -239,7 +239,8 @@ unit: ## tests that need no servers (integration tests skip without the stack)
 
 # TRACING=1: the stack starts Jaeger too (SECKILL_TRACING=1, the single profile) and the
 # services send it every purchase's trace (deploy/local/run: OTEL_EXPORTER_OTLP_ENDPOINT,
-# OTEL_TRACES_SAMPLER=parentbased_always_on); the Jaeger UI's address is printed with the rest.
+# OTEL_TRACES_SAMPLER=parentbased_always_on); Jaeger's query address is printed with the rest
+# (this Go build of Jaeger serves the API, not the UI pages: deploy/jaeger/README.md).
 ifeq ($(TRACING),1)
 run: export SECKILL_TRACING := 1
 endif
