@@ -135,7 +135,8 @@ vet: ## go vet ./...
 # the stack installs it only when asked; prerequisites (stack-up) inherit the variable.
 test console-shots: export SECKILL_WITH_CHROMIUM := 1
 # Jaeger (deploy/jaeger, built into the cache once) for the tests that read traces back
-# (internal/jaegertest; they fail under CI without it): the stack starts it only when asked.
+# (internal/jaegertest; with SECKILL_TRACING=1 they fail without it, else they skip): the
+# stack starts it only when asked.
 test: export SECKILL_TRACING := 1
 test: lint stack-up vet ## lint, then every test with -race on the stack, the contract fuzzer, the short chaos set, the mutation checks
 	set -a && source $(STATE)/env && set +a && $(GO) test -race -count=1 -timeout 20m ./...
