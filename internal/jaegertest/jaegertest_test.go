@@ -3,7 +3,6 @@ package jaegertest_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -21,15 +20,12 @@ import (
 // a batch span in another trace, child of its own root, linking to the message's span, as
 // the consumer's batch spans do.
 func TestALinkedTraceComesBack(t *testing.T) {
+	t.Parallel()
 	otlp, query := jaegertest.Stack(t)
 	service := "jaegertest-" + stacktest.ID(t)
-	// The OTLP exporter reads its endpoint from the process's environment (otlptracehttp),
-	// so the variables are set there and Setup reads the same ones.
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
-	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
-	t.Setenv("OTEL_SERVICE_NAME", "")
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": otlp, "OTEL_TRACES_SAMPLER": "always_on"}
 	ctx := stacktest.Context(t, 30*time.Second)
-	tr, err := tracing.Setup(ctx, service, os.Getenv)
+	tr, err := tracing.Setup(ctx, service, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +93,7 @@ func TestALinkedTraceComesBack(t *testing.T) {
 
 // A trace Jaeger never got is ErrNotFound, and Await gives up at its context's end.
 func TestAnUnknownTraceIsNotFound(t *testing.T) {
+	t.Parallel()
 	_, query := jaegertest.Stack(t)
 	jaeger := jaegertest.New(query)
 	id := trace.TraceID{0xde, 0xad, 0xbe, 0xef}
