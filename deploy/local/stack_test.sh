@@ -331,6 +331,7 @@ elif grep -v -F "$loopback" <<<"$endpoints"; then fail "$case_name" "an endpoint
 elif grep -q '0\.0\.0\.0' "$CASE/config.yaml"; then fail "$case_name" "0.0.0.0 in the configuration"
 elif grep -qE '^[[:space:]]*(grpc|jaeger|zipkin|thrift[a-z_]*):' "$CASE/receivers"; then fail "$case_name" "a gRPC, Jaeger or Zipkin receiver: $(<"$CASE/receivers")"
 elif ! grep -qE '^[[:space:]]*level: none$' "$CASE/config.yaml"; then fail "$case_name" "the collector's own metrics are on (a listener on :8888 by default)"
+elif ! grep -qE '^[[:space:]]*enable_tracing: false$' "$CASE/config.yaml"; then fail "$case_name" "the query service traces itself (an OTLP/gRPC client of localhost:4317 by default)"
 else ok "$case_name"; fi
 
 # ---------------------------------------------------------------- ports
