@@ -1,5 +1,6 @@
 # The two commands a newcomer needs:
-#   make run    start the local stack and the three services (Ctrl-C stops the services)
+#   make run    start the local stack and the three services (Ctrl-C stops the services;
+#               make run TRACING=1 also starts Jaeger and traces every purchase into it)
 #   make test   start the local stack and run every test (lint, unit and integration with -race)
 SHELL := /bin/bash
 GO ?= go
@@ -26,7 +27,7 @@ help: ## list the targets with one line each
 stack-up: ## start the local stack (PROFILE=single or cluster)
 	$(STACK) up --profile $(PROFILE)
 
-stack-down: ## stop the local stack (and the monitoring of make monitor)
+stack-down: ## stop the local stack (and the monitoring of make monitor, the Jaeger of make test and make run TRACING=1)
 	$(STACK) down --profile $(PROFILE)
 
 stack-status: ## show whether each server of the local stack is up
@@ -133,6 +134,10 @@ vet: ## go vet ./...
 # chromium for the console's browser tests (internal/consoletest fails under CI without it):
 # the stack installs it only when asked; prerequisites (stack-up) inherit the variable.
 test console-shots: export SECKILL_WITH_CHROMIUM := 1
+# Jaeger (deploy/jaeger, built into the cache once) for the tests that read traces back
+# (internal/jaegertest; with SECKILL_TRACING=1 they fail without it, else they skip): the
+# stack starts it only when asked.
+test: export SECKILL_TRACING := 1
 test: lint stack-up vet ## lint, then every test with -race on the stack, the contract fuzzer, the short chaos set, the mutation checks
 	set -a && source $(STATE)/env && set +a && $(GO) test -race -count=1 -timeout 20m ./...
 	set -a && source $(STATE)/env && set +a && $(GO) test -count=1 -timeout 15m -run '^TestContractFuzz$$' \
@@ -233,7 +238,14 @@ backup: stack-up ## hot backup of the stack's MariaDB into BACKUP_DIR (default .
 unit: ## tests that need no servers (integration tests skip without the stack)
 	$(GO) test -race -count=1 ./...
 
-run: stack-up build ## start the local stack and the three services (Ctrl-C stops the services)
+# TRACING=1: the stack starts Jaeger too (SECKILL_TRACING=1, the single profile) and the
+# services send it every purchase's trace (deploy/local/run: OTEL_EXPORTER_OTLP_ENDPOINT,
+# OTEL_TRACES_SAMPLER=parentbased_always_on); Jaeger's query address is printed with the rest
+# (this Go build of Jaeger serves the API, not the UI pages: deploy/jaeger/README.md).
+ifeq ($(TRACING),1)
+run: export SECKILL_TRACING := 1
+endif
+run: stack-up build ## start the local stack and the three services (TRACING=1: and Jaeger, every purchase traced; Ctrl-C stops the services)
 	PROFILE=$(PROFILE) deploy/local/run
 
 clean: stack-down ## stop the stack and remove bin/

@@ -69,6 +69,21 @@ def unpinned(used, listed):
     return problems
 
 
+# Jaeger ships each release twice from one tag pair: v1.N.P of its Go module (whose cmd/jaeger
+# deploy/jaeger builds) and v2.(N-63).P of the v2 binary and image; v1.63.0 / v2.0.0 was the
+# first pair (its CHANGELOG heads each release "v1.N.P / v2.M.P").
+JAEGER_V1_OF_V2_0 = 63
+JAEGER_GOMOD = os.path.join(ROOT, "deploy", "jaeger", "go.mod")
+
+
+def jaeger_image(gomod_text):
+    """The jaegertracing/jaeger image of the release deploy/jaeger/go.mod requires, or None."""
+    m = re.search(r"^\s*(?:require\s+)?github\.com/jaegertracing/jaeger v1\.(\d+)\.(\d+)\b", gomod_text, re.M)
+    if not m or int(m.group(1)) < JAEGER_V1_OF_V2_0:
+        return None
+    return f"jaegertracing/jaeger:2.{int(m.group(1)) - JAEGER_V1_OF_V2_0}.{m.group(2)}"
+
+
 def seconds(d):
     """Compose durations as used here: 15s, 1m30s, 500ms."""
     total = 0.0
@@ -128,6 +143,16 @@ def main(compose_path, stack_path):
           "kafka: group.initial.rebalance.delay.ms must keep its default (stock server settings are the test target)")
     topics = services["kafka-topics"]
     check(topics.get("command", [None])[0] == "kafkainit", "kafka-topics: topics are created by kafkainit, as in the local stack")
+
+    # Tracing is opt-in: Jaeger only in the "tracing" profile, the release the local stack
+    # builds (deploy/jaeger/go.mod), so both paths show the same UI and API.
+    jaeger = services.get("jaeger")
+    if jaeger is not None:
+        with open(JAEGER_GOMOD) as f:
+            want = jaeger_image(f.read())
+        check(want and DIGEST.sub("", jaeger.get("image", "")) == want,
+              f"jaeger image {jaeger.get('image')!r} is not {want!r}, the release deploy/jaeger/go.mod builds")
+        check(jaeger.get("profiles") == ["tracing"], "jaeger: only in the tracing profile (profiles: [tracing])")
 
     db = services.get("mariadb")
     check(db is not None and re.match(r"^mariadb:10\.11\.", db.get("image", "")),

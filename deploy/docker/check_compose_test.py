@@ -41,6 +41,14 @@ class PinningPolicy(unittest.TestCase):
         self.assertEqual(cc.dockerfile_images(text),
                          ["golang:1.26.11-bookworm", "gcr.io/distroless/static-debian12:nonroot"])
 
+    def test_jaeger_image_is_the_v2_release_of_the_go_module(self):
+        self.assertEqual(cc.jaeger_image("module x\n\ntool github.com/jaegertracing/jaeger/cmd/jaeger\n\n"
+                                         "require github.com/jaegertracing/jaeger v1.75.0\n"), "jaegertracing/jaeger:2.12.0")
+        self.assertEqual(cc.jaeger_image("require (\n\tgithub.com/jaegertracing/jaeger v1.63.2\n)\n"),
+                         "jaegertracing/jaeger:2.0.2")
+        self.assertIsNone(cc.jaeger_image("require github.com/jaegertracing/jaeger v1.62.0\n"))
+        self.assertIsNone(cc.jaeger_image("require github.com/jaegertracing/jaeger-idl v0.6.0\n"))
+
     def test_the_repository_keeps_the_policy(self):
         with open(cc.ALLOWLIST) as f:
             listed, problems = cc.read_allowlist(f.read())

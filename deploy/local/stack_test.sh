@@ -6,9 +6,9 @@
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
-# make test exports SECKILL_WITH_CHROMIUM=1 to its prerequisites (lint among them); each case
-# sets it itself.
-unset SECKILL_WITH_CHROMIUM
+# make test exports SECKILL_WITH_CHROMIUM=1 and SECKILL_TRACING=1 to its prerequisites (lint
+# among them); each case sets them itself.
+unset SECKILL_WITH_CHROMIUM SECKILL_TRACING
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The machine's tools, behind the fakes of the port cases.
 MACHINE_PATH=$PATH
@@ -261,6 +261,77 @@ elif ! grep -qx "prometheus sha256:$(printf %s "$scrape" | sha256sum | cut -d' '
 	fail "$case_name" "admin-tokens has no line 'prometheus sha256:<scrape token's> scrape'"
 elif [[ $(stat -c %a "$CASE/state/admin-tokens" "$CASE/state/dev-secrets" "$single" | sort -u) != 600 ]]; then
 	fail "$case_name" "a secrets file is not mode 600"
+else ok "$case_name"; fi
+
+# ---------------------------------------------------------------- tracing
+# Jaeger (SECKILL_TRACING=1): built once per version into the cache, named in the env file
+# only while it runs, and never as OTEL_EXPORTER_OTLP_ENDPOINT (every process the tests start
+# would trace); its configuration binds loopback only.
+
+case_name="jaeger_binary: built from deploy/jaeger once, into the cache under deploy/jaeger/go.mod's version"
+CASE=$TMP/jaeger-build
+mkdir -p "$CASE/bin"
+# A fake go that records its calls and writes the -o file.
+cat >"$CASE/bin/go" <<-'EOF'
+	#!/bin/sh
+	echo "go $* (in $PWD)" >>"$CASE/go.log"
+	while [ $# -gt 0 ]; do
+		if [ "$1" = -o ]; then printf '#!/bin/sh\n' >"$2" && chmod +x "$2"; fi
+		shift
+	done
+	EOF
+chmod +x "$CASE/bin/go"
+: >"$CASE/go.log"
+RC=0
+(
+	export CASE
+	PATH=$CASE/bin:$MACHINE_PATH
+	# shellcheck source=stack
+	source "$STACK"
+	CACHE=$CASE/cache
+	jaeger_binary
+	jaeger_binary
+) >"$CASE/out" 2>&1 || RC=$?
+version=$(awk '$1 == "github.com/jaegertracing/jaeger" { print $2 }' "$HERE/../jaeger/go.mod")
+if ((RC != 0)); then fail "$case_name" "exit $RC"
+elif [[ $version != v1.75.0 ]]; then fail "$case_name" "deploy/jaeger/go.mod requires jaeger '$version', want v1.75.0 (the compose image and the docs name its release)"
+elif [[ $(grep -c "^$CASE/cache/jaeger-$version/jaeger$" "$CASE/out") != 2 || ! -x $CASE/cache/jaeger-$version/jaeger ]]; then fail "$case_name" "not $CASE/cache/jaeger-$version/jaeger, twice"
+elif [[ $(wc -l <"$CASE/go.log") != 1 ]] || ! grep -q "^go build -o $CASE/cache/jaeger-$version/jaeger.tmp github.com/jaegertracing/jaeger/cmd/jaeger (in $(cd "$HERE/../jaeger" && pwd))$" "$CASE/go.log"; then
+	fail "$case_name" "go calls: $(<"$CASE/go.log")"
+else ok "$case_name"; fi
+
+case_name="the env file names the stack's Jaeger only while it runs, never as OTEL_EXPORTER_OTLP_ENDPOINT"
+CASE=$TMP/jaeger-env
+mkdir -p "$CASE/state/jaeger"
+sleep 60 &
+listeners+=($!)
+RC=0
+# shellcheck disable=SC2016
+SECKILL_STATE_DIR=$CASE/state SECKILL_JAEGER_OTLP_PORT=24318 SECKILL_JAEGER_QUERY_PORT=26686 \
+	bash -c 'source "$1"; print_env >"$2/without"; echo "$3" >"$STATE/jaeger/jaeger.pid"; print_env >"$2/with"' \
+	_ "$STACK" "$CASE" "${listeners[-1]}" >"$CASE/out" 2>&1 || RC=$?
+if ((RC != 0)); then fail "$case_name" "exit $RC"
+elif grep -q JAEGER "$CASE/without"; then fail "$case_name" "named without a running Jaeger: $(<"$CASE/without")"
+elif ! grep -qx 'export SECKILL_JAEGER_OTLP_ENDPOINT=http://127.0.0.1:24318' "$CASE/with" ||
+	! grep -qx 'export SECKILL_JAEGER_QUERY_URL=http://127.0.0.1:26686' "$CASE/with"; then fail "$case_name" "with Jaeger running: $(<"$CASE/with")"
+elif grep -q OTEL_ "$CASE/with"; then fail "$case_name" "an OTEL_ variable: $(<"$CASE/with")"
+else ok "$case_name"; fi
+
+case_name="deploy/jaeger/config.yaml: every listener on SECKILL_JAEGER_HOST, 127.0.0.1 unless set"
+CASE=$TMP/jaeger-config
+mkdir -p "$CASE"
+# Without its comments; the receivers: section alone.
+grep -v '^[[:space:]]*#' "$HERE/../jaeger/config.yaml" >"$CASE/config.yaml"
+awk '/^receivers:/ { r = 1; next } /^[^[:space:]]/ { r = 0 } r' "$CASE/config.yaml" >"$CASE/receivers"
+endpoints=$(grep -E '^[[:space:]]*endpoint:' "$CASE/config.yaml" || true)
+# shellcheck disable=SC2016 # the configuration's own ${env:...} references
+loopback='endpoint: "${env:SECKILL_JAEGER_HOST:-127.0.0.1}:${env:SECKILL_JAEGER_'
+if [[ $(grep -c . <<<"$endpoints") -lt 4 ]]; then fail "$case_name" "fewer than 4 endpoints (OTLP, query HTTP and gRPC, health): $endpoints"
+elif grep -v -F "$loopback" <<<"$endpoints"; then fail "$case_name" "an endpoint on another host (above)"
+elif grep -q '0\.0\.0\.0' "$CASE/config.yaml"; then fail "$case_name" "0.0.0.0 in the configuration"
+elif grep -qE '^[[:space:]]*(grpc|jaeger|zipkin|thrift[a-z_]*):' "$CASE/receivers"; then fail "$case_name" "a gRPC, Jaeger or Zipkin receiver: $(<"$CASE/receivers")"
+elif ! grep -qE '^[[:space:]]*level: none$' "$CASE/config.yaml"; then fail "$case_name" "the collector's own metrics are on (a listener on :8888 by default)"
+elif ! grep -qE '^[[:space:]]*enable_tracing: false$' "$CASE/config.yaml"; then fail "$case_name" "the query service traces itself (an OTLP/gRPC client of localhost:4317 by default)"
 else ok "$case_name"; fi
 
 # ---------------------------------------------------------------- ports
