@@ -52,7 +52,11 @@ func TestOnePurchaseIsOneTraceInJaeger(t *testing.T) {
 	waitOrder(ctx, t, c, rid)
 
 	jaeger := jaegertest.New(queryURL)
-	tr, err := jaeger.Await(ctx, traceID, func(tr jaegertest.Trace) bool {
+	// The spans are exported every 100 ms (ProcessEnv): a minute is for a loaded machine,
+	// and a missing span fails in a minute rather than at the test's end.
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tr, err := jaeger.Await(actx, traceID, func(tr jaegertest.Trace) bool {
 		_, order := tr.Span("consumer", opOrderEvent)
 		_, persist := tr.Span("consumer", opPersistGrab)
 		_, produce := tr.Span("gateway", opProduceGrab)
@@ -86,7 +90,7 @@ func TestOnePurchaseIsOneTraceInJaeger(t *testing.T) {
 	if link.TraceID == traceID {
 		t.Fatalf("the batch span is in the purchase's trace: a batch of many purchases must be a trace of its own")
 	}
-	bt, err := jaeger.Await(ctx, link.TraceID, func(bt jaegertest.Trace) bool {
+	bt, err := jaeger.Await(actx, link.TraceID, func(bt jaegertest.Trace) bool {
 		_, ok := bt.Span("consumer", opPersistBatch)
 		return ok
 	})
