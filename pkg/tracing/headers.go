@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Headers carries a trace context in a Kafka message's headers (traceparent, tracestate
-// and baggage, as W3C Trace Context says for HTTP): kafka-go has no instrumentation that
+// Headers carries a trace context in a Kafka message's headers (traceparent and tracestate,
+// as W3C Trace Context says for HTTP): kafka-go has no instrumentation that
 // is kept, so the carrier is ours. Set replaces a header of the same key instead of adding
 // a second one, so a message re-published with a new context (the relay, the reconciler)
 // carries one traceparent, not two.

@@ -103,7 +103,7 @@ func Setup(ctx context.Context, service string, env func(string) string) (*Traci
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
 	return &Tracing{provider: sdk, sdk: sdk, sampler: desc, tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
-		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}, nil
+		prop: propagation.TraceContext{}}, nil
 }
 
 // With is a Tracing on a provider the caller built (a test's in-memory exporter, or an
@@ -113,7 +113,7 @@ func With(sdk *sdktrace.TracerProvider, service string) *Tracing {
 		return Off()
 	}
 	return &Tracing{provider: sdk, sdk: sdk, sampler: "caller's", tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
-		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
+		prop: propagation.TraceContext{}}
 }
 
 // tracesEndpoint is the URL spans are sent to: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is,
@@ -204,8 +204,8 @@ func (t *Tracing) Sampler() string {
 	return t.sampler
 }
 
-// Provider is the tracer provider, for the libraries' own instrumentation (otelhttp,
-// redisotel, gorm's plugin); a no-op one when off.
+// Provider is the tracer provider, for a library's own instrumentation should one be added;
+// a no-op one when off.
 func (t *Tracing) Provider() trace.TracerProvider {
 	if t == nil || t.provider == nil {
 		return noop.NewTracerProvider()
@@ -213,7 +213,7 @@ func (t *Tracing) Provider() trace.TracerProvider {
 	return t.provider
 }
 
-// Propagator is the W3C trace context (and baggage) propagator; one that carries nothing
+// Propagator is the W3C trace context propagator; one that carries nothing
 // when off.
 func (t *Tracing) Propagator() propagation.TextMapPropagator {
 	if !t.On() {
