@@ -68,14 +68,13 @@ func endReserve(span trace.Span, v stock.Verdict, err error) {
 // startProduce starts the grab event's produce span, a child of ctx's, and writes its
 // context into m's headers: the consumer's spans are its children, and the relay, which
 // keeps the message, headers and all, republishes it in the same trace. An unsampled
-// grab's event carries its unsampled context all the same, so the consumer (parent-based)
-// does not start a trace of its own for it.
+// grab's event carries no context (Inject writes sampled ones only): the consumer follows
+// only sampled grabs, so it starts no trace of its own for it either way.
 func (a *API) startProduce(ctx context.Context, g seckill.Grab, m *kafka.Message) (context.Context, trace.Span) {
 	if !a.tracing.On() {
 		return ctx, noSpan
 	}
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		a.tracing.Inject(ctx, m)
 		return ctx, noSpan
 	}
 	ctx, span := a.tracing.Start(ctx, "kafka.produce grab", trace.WithSpanKind(trace.SpanKindProducer),

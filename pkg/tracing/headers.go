@@ -47,10 +47,12 @@ func (c Headers) Keys() []string {
 	return out
 }
 
-// Inject writes ctx's trace context into m's headers (nothing when tracing is off or ctx
-// holds no valid span context).
+// Inject writes ctx's trace context into m's headers: nothing when tracing is off or ctx
+// holds no sampled span context. An unsampled context is not carried: every reader of these
+// messages follows only sampled ones (a persist-grab span, a batch link), and formatting it
+// on each of the 99 grabs in 100 nobody traces cost the gateway 2 % of its CPU.
 func (t *Tracing) Inject(ctx context.Context, m *kafka.Message) {
-	if !t.On() || !trace.SpanContextFromContext(ctx).IsValid() {
+	if !t.On() || !trace.SpanContextFromContext(ctx).IsSampled() {
 		return
 	}
 	t.prop.Inject(ctx, Headers{&m.Headers})
