@@ -61,20 +61,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	// Off unless an OTLP endpoint is set (OTEL_*); a setting it does not support stops the
 	// consumer here, named.
-	tr, err := tracing.Setup(ctx, "consumer", cfg.Tracing.Get)
+	tr, flushSpans, err := tracing.ForService(ctx, "consumer", cfg.Tracing.Get, log, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
 	}
 	// Runs last, after the relay stopped: the spans of the last batches and their events are
 	// flushed before the process ends.
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			log.Warn("tracing: spans not flushed", "error", err.Error())
-		}
-	}()
-	log.Info("tracing", "on", tr.On(), "sampler", tr.Sampler())
+	defer flushSpans()
 
 	db, err := store.Connect(ctx, cfg.MySQL())
 	if err != nil {

@@ -2,16 +2,11 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +16,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/seckill-pipeline/seckill/internal/otlptest"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -167,62 +161,6 @@ func (s storedFeedback) ApplyFeedback(_ context.Context, _ *lease.Fence, _, _ in
 	return res, nil
 }
 
-// collector is an OTLP/HTTP receiver that keeps the spans it is sent.
-type collector struct {
-	*httptest.Server
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func newCollector(t *testing.T) *collector {
-	t.Helper()
-	c := &collector{}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body io.Reader = r.Body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			gz, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = gz
-		}
-		b, err := io.ReadAll(body)
-		var req coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(b, &req)
-		}
-		if err != nil || r.URL.Path != "/v1/traces" {
-			http.Error(w, "want an OTLP/HTTP protobuf export on /v1/traces", http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		for _, rs := range req.GetResourceSpans() {
-			for _, ss := range rs.GetScopeSpans() {
-				c.spans = append(c.spans, ss.GetSpans()...)
-			}
-		}
-		c.mu.Unlock()
-		resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(resp)
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// span returns the exported span of id, or nil.
-func (c *collector) span(id []byte) *tracepb.Span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.spans {
-		if bytes.Equal(s.GetSpanId(), id) {
-			return s
-		}
-	}
-	return nil
-}
-
 // spanIDOf is the span id a traceparent names, and checks it is in trace tid.
 func spanIDOf(t *testing.T, traceparent string, tid trace.TraceID) []byte {
 	t.Helper()
@@ -251,7 +189,7 @@ func TestATracedGrabIsOneTraceFromTheGatewayToTheOrderEvent(t *testing.T) {
 	if err := e.writer(t, e.topics.Grab.Name).WriteMessages(e.ctx, traced, plain); err != nil {
 		t.Fatal(err)
 	}
-	col := newCollector(t)
+	col := otlptest.New(t)
 	stop, logs := runConsumerWith(t, e, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": col.URL})
 
 	tracedRID := seckill.RequestID(e.session, e.prize, "key-00000000")
@@ -307,7 +245,7 @@ func TestATracedGrabIsOneTraceFromTheGatewayToTheOrderEvent(t *testing.T) {
 		t.Fatal("no order event of the traced grab")
 	}
 
-	persist, produce := col.span(persistID), col.span(produceID)
+	persist, produce := col.Span(persistID), col.Span(produceID)
 	if persist == nil || produce == nil {
 		t.Fatalf("spans not exported: persist grab %v, order event %v; log:\n%s", persist, produce, logs.String())
 	}
@@ -324,7 +262,7 @@ func TestATracedGrabIsOneTraceFromTheGatewayToTheOrderEvent(t *testing.T) {
 	if len(persist.GetLinks()) != 1 {
 		t.Fatalf("persist span links %v, want the batch span", persist.GetLinks())
 	}
-	batch := col.span(persist.GetLinks()[0].GetSpanId())
+	batch := col.Span(persist.GetLinks()[0].GetSpanId())
 	if batch == nil || batch.GetName() != writepath.SpanBatch {
 		t.Fatalf("the persist span's link names %v, want the exported batch span", batch)
 	}

@@ -2,16 +2,14 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/internal/otlptest"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 )
 
@@ -35,35 +33,6 @@ func TestGatewayRefusesBadTracingSettings(t *testing.T) {
 	}
 }
 
-// collector is an OTLP/HTTP receiver that keeps the bodies of the trace exports it gets.
-type collector struct {
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	b, _ := io.ReadAll(body)
-	c.mu.Lock()
-	c.bodies = append(c.bodies, b)
-	c.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-}
-
-func (c *collector) all() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Join(c.bodies, nil)
-}
-
 // With an OTLP endpoint the gateway traces its requests (span names from the routes, no
 // span for probes), puts the sampled trace ids on its latency histograms (OpenMetrics only,
 // the text format stays for other scrapers), and flushes the spans still queued when it
@@ -71,12 +40,10 @@ func (c *collector) all() []byte {
 func TestGatewayTracesRequestsAndFlushesAtShutdown(t *testing.T) {
 	stacktest.Redis(t)
 	dsn, _ := stacktest.Migrated(t)
-	col := &collector{}
-	srv := httptest.NewServer(col)
-	defer srv.Close()
+	col := otlptest.New(t)
 	// The process's environment, not only run's getenv: the OTLP exporter and the batch
 	// processor read their variables themselves (tracing.Setup).
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
 	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
 	pub, adm := stacktest.FreeAddr(t), stacktest.FreeAddr(t)
@@ -123,8 +90,8 @@ func TestGatewayTracesRequestsAndFlushesAtShutdown(t *testing.T) {
 	if !strings.Contains(om, `seckill_gateway_request_duration_seconds_bucket{route="status"`) || !strings.Contains(om, `# {trace_id="`) {
 		t.Fatalf("no exemplar with a trace id on the status latency:\n%s", grepLines(om, "request_duration"))
 	}
-	if got := col.all(); len(got) != 0 {
-		t.Fatalf("spans exported before shutdown (%d bytes): the batch delay did not hold", len(got))
+	if got := col.Spans(); len(got) != 0 {
+		t.Fatalf("%d spans exported before shutdown: the batch delay did not hold", len(got))
 	}
 
 	cancel()
@@ -139,13 +106,14 @@ func TestGatewayTracesRequestsAndFlushesAtShutdown(t *testing.T) {
 	if !strings.Contains(out.String(), `"tracing_sampler":"always_on"`) {
 		t.Errorf("the start-up line does not name the sampler:\n%s", out.String())
 	}
-	spans := col.all()
-	if !bytes.Contains(spans, []byte("GET /api/v1/grabs/{request_id}")) {
-		t.Errorf("no span of the status poll flushed at shutdown (%d bytes exported)", len(spans))
+	if len(col.Named("GET /api/v1/grabs/{request_id}")) != 1 {
+		t.Errorf("no span of the status poll flushed at shutdown (%d spans exported)", len(col.Spans()))
 	}
-	for _, untraced := range []string{"/metrics", "/healthz"} {
-		if bytes.Contains(spans, []byte(untraced)) {
-			t.Errorf("%s was traced", untraced)
+	for _, s := range col.Spans() {
+		for _, a := range s.GetAttributes() {
+			if v := a.GetValue().GetStringValue(); v == "/metrics" || v == "/healthz" {
+				t.Errorf("%s was traced: span %q", v, s.GetName())
+			}
 		}
 	}
 }

@@ -114,20 +114,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	// Off unless an OTLP endpoint is set (OTEL_*); a setting it does not support stops the
 	// reconciler here, named.
-	tr, err := tracing.Setup(ctx, "reconciler", cfg.Tracing.Get)
+	tr, flushSpans, err := tracing.ForService(ctx, "reconciler", cfg.Tracing.Get, log, cfg.ShutdownTimeout)
 	if err != nil {
 		return err
 	}
 	// Runs last: a --once run's spans, and the last scheduled run's, are flushed before
 	// the process ends.
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			log.Warn("tracing: spans not flushed", "error", err.Error())
-		}
-	}()
-	log.Info("tracing", "on", tr.On(), "sampler", tr.Sampler())
+	defer flushSpans()
 
 	srv, err := connect(ctx, cfg)
 	if err != nil {

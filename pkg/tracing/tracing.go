@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -240,4 +242,24 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("tracing: flush spans: %w", err)
 	}
 	return nil
+}
+
+// ForService is a service's start of tracing: Setup, one log line saying whether tracing
+// is on and how it samples, and the flush to defer right away (so it runs last, after the
+// work whose spans it sends): it sends the spans still queued within budget, and logs a
+// failure rather than returning it, since the process is ending either way.
+func ForService(ctx context.Context, service string, env func(string) string, log *slog.Logger, budget time.Duration) (*Tracing, func(), error) {
+	t, err := Setup(ctx, service, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("tracing", "on", t.On(), "sampler", t.Sampler())
+	flush := func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+		defer cancel()
+		if err := t.Shutdown(fctx); err != nil {
+			log.Warn("tracing: spans not flushed", "error", err.Error())
+		}
+	}
+	return t, flush, nil
 }
