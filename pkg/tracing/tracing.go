@@ -25,7 +25,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // DefaultRatio is the share of new traces sampled when OTEL_TRACES_SAMPLER is not set: one
@@ -36,15 +35,14 @@ const DefaultRatio = 0.01
 // Tracing is one service's tracer provider and propagator; the zero value and Off() trace
 // nothing.
 type Tracing struct {
-	provider trace.TracerProvider
-	sdk      *sdktrace.TracerProvider // nil when off
-	prop     propagation.TextMapPropagator
-	tracer   trace.Tracer // the service's own spans
-	sampler  string       // what the sampler is, for the start-up log
+	sdk     *sdktrace.TracerProvider // nil when off
+	prop    propagation.TextMapPropagator
+	tracer  trace.Tracer // the service's own spans
+	sampler string       // what the sampler is, for the start-up log
 }
 
 // Off is a Tracing that makes no spans and carries no context.
-func Off() *Tracing { return &Tracing{provider: noop.NewTracerProvider(), sampler: "off"} }
+func Off() *Tracing { return &Tracing{sampler: "off"} }
 
 // Setup builds service's tracing from env (os.Getenv in production). Tracing is on when an
 // OTLP endpoint is set (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT),
@@ -104,7 +102,7 @@ func Setup(ctx context.Context, service string, env func(string) string) (*Traci
 		}
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
-	return &Tracing{provider: sdk, sdk: sdk, sampler: desc, tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
+	return &Tracing{sdk: sdk, sampler: desc, tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
 		prop: propagation.TraceContext{}}, nil
 }
 
@@ -114,7 +112,7 @@ func With(sdk *sdktrace.TracerProvider, service string) *Tracing {
 	if sdk == nil {
 		return Off()
 	}
-	return &Tracing{provider: sdk, sdk: sdk, sampler: "caller's", tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
+	return &Tracing{sdk: sdk, sampler: "caller's", tracer: sdk.Tracer("github.com/seckill-pipeline/seckill/" + service),
 		prop: propagation.TraceContext{}}
 }
 
@@ -204,24 +202,6 @@ func (t *Tracing) Sampler() string {
 		return "off"
 	}
 	return t.sampler
-}
-
-// Provider is the tracer provider, for a library's own instrumentation should one be added;
-// a no-op one when off.
-func (t *Tracing) Provider() trace.TracerProvider {
-	if t == nil || t.provider == nil {
-		return noop.NewTracerProvider()
-	}
-	return t.provider
-}
-
-// Propagator is the W3C trace context propagator; one that carries nothing
-// when off.
-func (t *Tracing) Propagator() propagation.TextMapPropagator {
-	if !t.On() {
-		return propagation.NewCompositeTextMapPropagator()
-	}
-	return t.prop
 }
 
 // Start starts a span of the service's own (trace.Tracer's Start). Off, it returns ctx and a
