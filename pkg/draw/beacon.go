@@ -36,7 +36,7 @@ const (
 // kyber-bls12381 wraps, with drand's scheme parameters. drand's libraries themselves need a
 // newer go line than this module's; drand's test vectors pin the equivalence (beacon_test.go).
 type Drand struct {
-	scheme string
+	scheme  string
 	sigOnG1 bool
 	dst     []byte
 	keyG1   *bls12381.PointG1 // public key when signatures are on G2

@@ -10,15 +10,6 @@ import (
 
 func leafOf(data []byte) [32]byte { return sha256.Sum256(append([]byte{0}, data...)) }
 
-func mustHex32(tb testing.TB, h string) [32]byte {
-	tb.Helper()
-	var b [32]byte
-	if err := decodeHex(b[:], h); err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
 // The Certificate Transparency reference tests' leaves and roots (RFC 6962 reference
 // implementation, as pinned by transparency-dev/merkle's testonly package): roots of the first
 // n leaves, n = 0..8.
