@@ -39,6 +39,7 @@ import (
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/memlimit"
@@ -242,12 +243,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	buildinfo.Register(reg, "gateway")
 	m := newMetrics(reg)
 
-	sched := schedule.New(catalog, cfg.ScheduleRefresh, time.Now)
+	draws := store.NewDraws(db, time.Now)
+	entries, err := draw.NewEntries(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	sched := schedule.New(catalog, cfg.ScheduleRefresh, time.Now).WithDraws(draws)
 	sched.OnLoaded = func(at time.Time) { m.scheduleLoaded.Set(float64(at.UnixMilli()) / 1000) }
 	if err := sched.Reload(ctx); err != nil {
 		return err
 	}
-	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now)
+	preheater := preheat.New(catalog, gate, cfg.KeyGrace, time.Now).WithDraws(draw.NewArmer(draws, entries, cfg.DrawBeacon))
 	jwtFiles := newJWTSecrets(cfg, verifier, keys, jwks, reg, log)
 	checks := map[string]ops.Check{
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
@@ -276,6 +282,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Replica: replica, ReplicaWait: cfg.ReplicaWait,
 		BucketOthersCache: cfg.BucketOthersCache, BucketWantedTTL: cfg.BucketWantedTTL,
 		Registry: reg, Tracing: tr, Topic: cfg.Topics.Grab.Name, Log: log, Now: time.Now,
+		Entries: entries, Board: draw.NewPublic(draws, entries, time.Second, time.Now),
 	})
 	// The public listener gets its own cheap, quiet /readyz (see readiness) and no metrics.
 	public := http.NewServeMux()

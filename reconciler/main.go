@@ -26,6 +26,7 @@ import (
 
 	"github.com/seckill-pipeline/seckill/pkg/buildinfo"
 	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/exception"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -190,6 +191,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// The runner and the rebalance loop take turns at the one lease: the fences of the
 	// transfers' scripts and journal are its numbers.
 	held := newSerialLeaser(lease.New(db, cfg.LeaseName, cfg.LeaseTTL))
+	entries, err := draw.NewEntries(ctx, rdb)
+	if err != nil {
+		return err
+	}
+	draws := draw.NewRunner(draw.RunnerConfig{Book: store.NewDraws(db, time.Now), Entries: entries, Gate: gate, Grabs: grabs,
+		Beacon: cfg.DrawBeacon, Grace: cfg.KeyGrace, Log: log, Now: time.Now})
 	transfers := transferExecutor{catalog: catalog, gate: gate, grace: cfg.KeyGrace, metrics: newRebalanceMetrics(reg), now: time.Now}
 	r := &runner{
 		lease:   held,
@@ -204,7 +211,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// cases (which the jobs before may have recorded).
 		jobs: []job{
 			transfersJob{exec: transfers},
-			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now), lead: cfg.PreheatLead},
+			preheatJob{preheater: preheat.New(catalog, gate, cfg.KeyGrace, time.Now).WithDraws(draws), lead: cfg.PreheatLead},
+			// After the preheat (which commits and arms draws) and before the stale job (which
+			// would otherwise find a winner just admitted and not yet published).
+			drawsJob{runner: draws},
 			comp,
 			rebuildJob{catalog: catalog, orders: orders, gate: gate, lag: lag, compensation: comp,
 				gateways: store.NewUnpublished(db), gatewayAlive: cfg.GatewayDeadAfter, grace: cfg.KeyGrace, catchUp: cfg.CatchUpWait, rebuilt: newRebuiltCounter(reg), transfers: transfers, log: log, now: time.Now},

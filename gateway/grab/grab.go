@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
 	"github.com/seckill-pipeline/seckill/gateway/schedule"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -61,7 +62,7 @@ type API struct {
 	orders     OrderFinder
 	verifier   UserVerifier
 	userHeader string // upstream header with the user id, believed from userProxies only; "" = JWT only
-	schedule   openChecker
+	schedule   Schedule
 	soldOut    *soldOutFlags
 	perUser    *ratelimit.Keyed
 	perIP      *ratelimit.Keyed
@@ -70,6 +71,11 @@ type API struct {
 	topic      string // the grab events' topic, named on their produce spans
 	relay      *relay
 	held       *unpublished // admitted grabs not acknowledged by Kafka yet
+
+	// entries and board are the draws' (package draw): entries during a draw prize's window,
+	// the public record, proofs and standings; nil: no prize is a draw's.
+	entries Entrance
+	board   DrawBoard
 
 	// userProxies are the auth proxies whose userHeader is believed (SECKILL_USER_HEADER_PROXIES),
 	// a list apart from clients': an X-Forwarded-For proxy passes its clients' headers on.
@@ -120,6 +126,9 @@ const admitTimeout = 5 * time.Second
 func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/sessions/{session}/prizes/{prize}/grab", a.publicFirst(a.guard("grab", http.HandlerFunc(a.grab))))
 	mux.Handle("GET /api/v1/grabs/{request_id}", a.guard("status", http.HandlerFunc(a.status)))
+	if a.board != nil {
+		a.drawRoutes(mux)
+	}
 }
 
 // Config is what the grab path is built from; New makes its relay, sold-out flags, stock
@@ -151,6 +160,10 @@ type Config struct {
 	ReplicaWait                        time.Duration
 	BucketOthersCache, BucketWantedTTL time.Duration
 	Registry                           prometheus.Registerer
+	// Entries and Board are the draws' (package draw); nil: every prize is first come, first
+	// served.
+	Entries Entrance
+	Board   DrawBoard
 	// Tracing makes the admission script's and the produce's spans under the request's
 	// server span, and carries the trace to the consumer in the event's headers; nil: off.
 	Tracing *tracing.Tracing
@@ -169,6 +182,7 @@ type Gate interface {
 type Schedule interface {
 	openChecker
 	bucketCounts
+	drawWindows
 }
 
 // New builds the grab path from cfg.
@@ -185,6 +199,7 @@ func New(cfg Config) *API {
 		schedule: cfg.Schedule, soldOut: newSoldOutFlags(cfg.SoldOutRecheck),
 		perUser: cfg.PerUser, perIP: cfg.PerIP,
 		clients: cfg.Clients, userProxies: cfg.UserProxies,
+		entries: cfg.Entries, board: cfg.Board,
 		events: cfg.Events, topic: cfg.Topic, relay: newRelay(cfg.Events, cfg.RelayQueue, held, m, cfg.Log), held: held,
 		inflight:   make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, tracing: cfg.Tracing, log: cfg.Log, now: cfg.Now,
@@ -266,7 +281,8 @@ func (a *API) publicFirst(next http.Handler) http.Handler {
 				if a.soldOut.Flagged(sid, pid, now) {
 					a.metrics.soldOutHits.Inc()
 					a.metrics.soldOutGrabs.Inc()
-				} else if errors.Is(a.schedule.Check(sid, pid, now), seckill.ErrNotOpen) {
+				} else if err := a.schedule.Check(sid, pid, now); errors.Is(err, seckill.ErrNotOpen) &&
+					!(isNotStarted(err) && a.isDraw(sid, pid)) { // a draw counts its early entries
 					answer = notOpenAnswer
 					a.metrics.notOpenGrabs.Inc()
 				} else {
@@ -388,11 +404,18 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 	now := a.now()
 	switch err := a.schedule.Check(in.SessionID, in.PrizeID, now); {
 	case errors.Is(err, seckill.ErrNotOpen):
+		if end, ok := a.drawWindow(in.SessionID, in.PrizeID); ok && isNotStarted(err) {
+			a.enterDraw(w, r, in, user, now, end) // refused and counted
+			return
+		}
 		a.notOpen(w, r, in, user, err)
 		return
 	case err != nil:
 		a.metrics.grabs.WithLabelValues("not_found").Inc()
 		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "the session has no such prize")
+		return
+	}
+	if end, ok := a.drawWindow(in.SessionID, in.PrizeID); ok && a.enterDraw(w, r, in, user, now, end) {
 		return
 	}
 	// The flag answers only requests that cannot be repeats: a client's Idempotency-Key may
@@ -484,6 +507,11 @@ func (a *API) grab(w http.ResponseWriter, r *http.Request) {
 		// takes a digest collision; the script's owner check stays the guard all the same.
 		a.metrics.grabs.WithLabelValues("key_conflict").Inc()
 		jsonapi.WriteError(w, http.StatusConflict, "idempotency_key_conflict", "this Idempotency-Key is in use by another request")
+	case stock.Drawn:
+		// A gateway whose schedule did not know the prize is a draw's yet; the script is the
+		// guard.
+		a.metrics.grabs.WithLabelValues("drawn").Inc()
+		jsonapi.WriteError(w, http.StatusConflict, "drawn", "this prize's units are given by its draw")
 	default:
 		a.fail(r.Context(), w, "grab", errors.New("unknown verdict "+v.Code.String()))
 	}
@@ -681,7 +709,15 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.fail(r.Context(), w, "status", err)
 	case !found:
-		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
+		dv, ok, err := a.drawStatus(r.Context(), rid, user)
+		switch {
+		case err != nil:
+			a.fail(r.Context(), w, "status", err)
+		case ok:
+			jsonapi.Write(w, http.StatusOK, dv)
+		default:
+			jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
+		}
 	default:
 		jsonapi.Write(w, http.StatusOK, v)
 	}
@@ -730,7 +766,11 @@ func (a *API) existing(ctx context.Context, rid, user string) (grabView, bool, e
 	}
 	switch {
 	case l.Found && l.Owner == user:
-		return viewOf(rid, l.Status), true, nil
+		v := viewOf(rid, l.Status)
+		if v.Status == "queued" && draw.IsRequestID(rid) {
+			v.Status = "won" // a unit reserved by the draw, on its way to an order
+		}
+		return v, true, nil
 	case l.Found:
 		return grabView{}, false, nil // someone else's grab
 	}

@@ -52,6 +52,8 @@ func (g *verdictGate) Lookup(context.Context, string) (stock.Lookup, error) {
 type alwaysOpen struct{}
 
 func (alwaysOpen) Check(int64, int64, time.Time) error { return nil }
+func (alwaysOpen) Buckets(int64, int64) int            { return 1 }
+func (alwaysOpen) Draw(int64, int64) (time.Time, bool) { return time.Time{}, false }
 
 // recordingWriter is a Kafka writer that fails or succeeds and records, for each write, what
 // the gateway held unpublished while it was writing.

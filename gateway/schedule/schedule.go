@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // Source is where the cache reads the schedule from (store.Catalog).
@@ -17,11 +18,17 @@ type Source interface {
 	Stocks(ctx context.Context, sessionIDs ...int64) ([]seckill.Stock, error)
 }
 
+// DrawSource says which session×prizes give their units by a draw (store.Draws).
+type DrawSource interface {
+	DrawPrizes(ctx context.Context, sessionIDs ...int64) ([]store.DrawPrize, error)
+}
+
 // Cache holds the sessions around now and their prizes, so "not open" is answered
 // from memory without touching Redis or MySQL. It is reloaded every refresh; if MySQL is
 // down, the last good copy keeps serving (admission does not depend on MySQL).
 type Cache struct {
 	src     Source
+	draws   DrawSource // nil: no prize is a draw's
 	now     func() time.Time
 	refresh time.Duration
 
@@ -37,6 +44,8 @@ type Cache struct {
 type cachedSession struct {
 	session seckill.Session
 	prizes  map[int64]int // prize -> its number of stock buckets (1: none)
+	// draws: prize -> the end of its entry window, for the prizes given by a draw.
+	draws map[int64]time.Time
 }
 
 // The cache covers sessions that ended up to an hour ago or start within a day.
@@ -48,6 +57,12 @@ const (
 // New returns an empty cache of src's sessions, reloaded every refresh by Run.
 func New(src Source, refresh time.Duration, now func() time.Time) *Cache {
 	return &Cache{src: src, now: now, refresh: refresh, sessions: map[int64]cachedSession{}}
+}
+
+// WithDraws makes the cache know the draw prizes of its sessions (package draw).
+func (c *Cache) WithDraws(src DrawSource) *Cache {
+	c.draws = src
+	return c
 }
 
 // Reload replaces the cache from MySQL.
@@ -71,6 +86,20 @@ func (c *Cache) Reload(ctx context.Context) error {
 	}
 	for _, st := range stocks {
 		next[st.SessionID].prizes[st.PrizeID] = st.BucketCount()
+	}
+	if c.draws != nil {
+		draws, err := c.draws.DrawPrizes(ctx, ids...)
+		if err != nil {
+			return fmt.Errorf("reload schedule: %w", err)
+		}
+		for _, d := range draws {
+			cs := next[d.Session]
+			if cs.draws == nil {
+				cs.draws = map[int64]time.Time{}
+				next[d.Session] = cs
+			}
+			cs.draws[d.Prize] = cs.session.Start.Add(d.Window)
+		}
 	}
 	c.mu.Lock()
 	c.sessions, c.loadedAt = next, now
@@ -127,4 +156,13 @@ func (c *Cache) Buckets(sessionID, prizeID int64) int {
 	n := c.sessions[sessionID].prizes[prizeID]
 	c.mu.RUnlock()
 	return max(n, 1)
+}
+
+// Draw returns the end of a session×prize's entry window when the prize gives its units by
+// a draw; false for a first-come prize or one the cache does not know.
+func (c *Cache) Draw(sessionID, prizeID int64) (time.Time, bool) {
+	c.mu.RLock()
+	end, ok := c.sessions[sessionID].draws[prizeID]
+	c.mu.RUnlock()
+	return end, ok
 }

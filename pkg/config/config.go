@@ -2,13 +2,16 @@ package config
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/memlimit"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -55,6 +58,9 @@ type Common struct {
 	// reads its own (endpoint, headers, certificates) from the environment as the
 	// specification says.
 	Tracing TracingEnv
+	// DrawBeacon is the randomness beacon new draws commit a round of (package draw): both
+	// the gateway's admin preheat and the reconciler's commit draws, so both read it.
+	DrawBeacon draw.BeaconConfig
 }
 
 // TracingEnv holds the OTEL_* variables the services read (TracingVars), by name.
@@ -103,7 +109,8 @@ func readCommon(r *reader) Common {
 			GOMEMLIMIT: r.str("GOMEMLIMIT", ""),
 			Ratio:      r.fraction("SECKILL_MEMLIMIT_RATIO", memlimit.DefaultRatio),
 		},
-		Tracing: readTracing(r),
+		Tracing:    readTracing(r),
+		DrawBeacon: readDrawBeacon(r),
 	}
 	// The grab topic's partition count is a setting because it can be raised between sales
 	// (docs/operators.md, Adding grab partitions): the reconciler maps a prize to its
@@ -538,4 +545,28 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		r.errs = append(r.errs, fmt.Errorf("SECKILL_STALE_CASE_AFTER=%s: shorter than SECKILL_REPUBLISH_BOUND (%s): a person would get reservations the reconciler has not re-published yet", c.StaleCaseAfter, c.RepublishBound))
 	}
 	return c, r.err()
+}
+
+// readDrawBeacon reads the draws' beacon: a drand network's scheme and public key, its
+// genesis time (unix seconds) and period. No scheme: no beacon. A scheme with a key drand's
+// library refuses stops the service at start.
+func readDrawBeacon(r *reader) draw.BeaconConfig {
+	b := draw.BeaconConfig{Scheme: r.str("SECKILL_DRAW_BEACON_SCHEME", "")}
+	key := r.str("SECKILL_DRAW_BEACON_PUBLIC_KEY", "")
+	genesis := int64(r.integer("SECKILL_DRAW_BEACON_GENESIS", 0, 0, math.MaxInt32))
+	period := r.duration("SECKILL_DRAW_BEACON_PERIOD", 3*time.Second, time.Second, time.Hour)
+	if b.Scheme == "" {
+		if key != "" {
+			r.errs = append(r.errs, errors.New("SECKILL_DRAW_BEACON_PUBLIC_KEY is set without SECKILL_DRAW_BEACON_SCHEME"))
+		}
+		return b
+	}
+	if _, err := draw.NewDrand(b.Scheme, key); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("SECKILL_DRAW_BEACON_SCHEME, SECKILL_DRAW_BEACON_PUBLIC_KEY: %w", err))
+	}
+	if genesis == 0 {
+		r.errs = append(r.errs, errors.New("SECKILL_DRAW_BEACON_GENESIS: required with a beacon (its first round's unix time)"))
+	}
+	b.PublicKey, b.Genesis, b.Period = key, time.Unix(genesis, 0).UTC(), period
+	return b
 }

@@ -35,10 +35,16 @@ type gate interface {
 	LoadBucket(ctx context.Context, st seckill.Stock, b, buckets int, ledger seckill.BucketLedger, expireAt time.Time) (stock.LoadResult, error)
 }
 
+// armer commits the draws of a session's draw prizes and marks their keys (*draw.Armer).
+type armer interface {
+	Arm(ctx context.Context, s seckill.Session) (int, error)
+}
+
 // Preheater loads sessions' stock into the gate.
 type Preheater struct {
 	catalog catalog
 	gate    gate
+	draws   armer         // nil: no prize is a draw's
 	grace   time.Duration // keys live until session end + grace
 	now     func() time.Time
 	retry   []time.Duration // waits before re-reading a row a newer adjustment superseded
@@ -51,12 +57,22 @@ func New(c catalog, g gate, grace time.Duration, now func() time.Time) *Preheate
 		retry: []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}}
 }
 
+// WithDraws makes the preheat commit and arm the draws of draw prizes (package draw) after
+// loading their stock.
+func (p *Preheater) WithDraws(a armer) *Preheater {
+	p.draws = a
+	return p
+}
+
 // Result says what one preheat did.
 type Result struct {
 	SessionID int64   `json:"session_id"`
 	Loaded    []int64 `json:"loaded"` // prizes whose keys were created
 	Kept      []int64 `json:"kept"`   // prizes whose keys existed and were left alone
-	ExpireAt  string  `json:"expire_at"`
+	// Draws is how many of the session's prizes are given by a draw: each has its committed
+	// record (the seed's SHA-256 public from now on) and its keys armed for entries.
+	Draws    int    `json:"draws"`
+	ExpireAt string `json:"expire_at"`
 }
 
 // Session preheats one session that has not started.
@@ -91,7 +107,15 @@ func (p *Preheater) load(ctx context.Context, s seckill.Session) (Result, error)
 			}
 		}
 		if len(stale) == 0 {
-			return p.result(s.ID, res, loaded, expire), nil
+			out := p.result(s.ID, res, loaded, expire)
+			if p.draws != nil {
+				// After the load (arming needs the keys) and before the open: the window starts
+				// at the session's start, and until armed an entry is answered "not loaded".
+				if out.Draws, err = p.draws.Arm(ctx, s); err != nil {
+					return Result{}, fmt.Errorf("preheat session %d: draws: %w", s.ID, err)
+				}
+			}
+			return out, nil
 		}
 		// An adjustment reached Redis after this read. Its transaction commits right after
 		// its Redis step, so reading again shortly sees the new row. Prizes loaded in this

@@ -16,6 +16,10 @@ const (
 	MaxPerUserLimit = 100
 	MaxBuckets      = 1024 // stock buckets of one session×prize (the gateway's SECKILL_BUCKET_MAX may say fewer)
 	MinSession      = time.Second
+	// A draw prize's entry window: long enough for a crowd to enter, short enough that the
+	// draw is a moment of the sale and not a second sale.
+	MinEntryWindow = time.Second
+	MaxEntryWindow = time.Hour
 )
 
 // Window is one session's [Start, End).
@@ -124,6 +128,26 @@ func (a Activity) Validate() error {
 		}
 		if p.Buckets < 0 || p.Buckets > MaxBuckets {
 			add(field+".buckets", fmt.Sprintf("must be 1 to %d", MaxBuckets))
+		}
+		switch p.Admission {
+		case "", AdmissionFCFS:
+			if p.EntryWindow != 0 {
+				add(field+".entry_window", "only a draw prize has an entry window")
+			}
+		case AdmissionDraw:
+			switch {
+			case p.EntryWindow < MinEntryWindow || p.EntryWindow > MaxEntryWindow:
+				add(field+".entry_window", fmt.Sprintf("must be %s to %s", MinEntryWindow, MaxEntryWindow))
+			case a.SessionLength >= MinSession && p.EntryWindow >= a.SessionLength:
+				add(field+".entry_window", "must be shorter than the session: the draw's winners buy within it")
+			}
+			// One place admits the winners in rank order; a draw spreads the crowd in time,
+			// which is what buckets are for.
+			if p.Buckets > 1 {
+				add(field+".buckets", "a draw prize has one stock bucket")
+			}
+		default:
+			add(field+".admission", `must be "fcfs" or "draw"`)
 		}
 	}
 	if len(errs) == 0 {

@@ -60,7 +60,24 @@ type Prize struct {
 	// (docs/design.md): 1 for a prize without buckets. 0 in an activity being created means
 	// "not named": the gateway derives it from its settings.
 	Buckets int
+	// Admission is how a session's units are given: first come, first served (the default),
+	// or by a draw among the users who entered during EntryWindow from the session's open
+	// (package draw).
+	Admission   Admission
+	EntryWindow time.Duration // > 0 for a draw prize, 0 for first come, first served
 }
+
+// Admission is how a prize's units are given in each session.
+type Admission string
+
+// Admission modes.
+const (
+	AdmissionFCFS Admission = "fcfs" // to the first requests Redis admits
+	AdmissionDraw Admission = "draw" // by a draw among the entrants of an entry window
+)
+
+// IsDraw reports whether a prize's units are given by a draw.
+func (p Prize) IsDraw() bool { return p.Admission == AdmissionDraw }
 
 // Session is one materialised sale round of an activity.
 type Session struct {

@@ -61,6 +61,8 @@ const (
 	SoldOut
 	NotLoaded
 	Foreign // the request id belongs to another user
+	// Drawn: the prize's units are given by its draw now (package draw), not to grabs.
+	Drawn
 )
 
 func (c Code) String() string {
@@ -77,6 +79,8 @@ func (c Code) String() string {
 		return "not_loaded"
 	case Foreign:
 		return "foreign"
+	case Drawn:
+		return "drawn"
 	}
 	return "code(" + strconv.Itoa(int(c)) + ")"
 }

@@ -49,7 +49,12 @@ func (c *Catalog) CreateActivity(ctx context.Context, a seckill.Activity) (secki
 		}
 		prows := make([]prizeRow, len(a.Prizes))
 		for i, p := range a.Prizes {
-			prows[i] = prizeRow{ActivityID: row.ID, Name: p.Name, StockPerSession: p.StockPerSession, Buckets: max(p.Buckets, 1)}
+			admission := p.Admission
+			if admission == "" {
+				admission = seckill.AdmissionFCFS
+			}
+			prows[i] = prizeRow{ActivityID: row.ID, Name: p.Name, StockPerSession: p.StockPerSession, Buckets: max(p.Buckets, 1),
+				Admission: string(admission), EntryWindowMs: p.EntryWindow.Milliseconds()}
 		}
 		if err := tx.Create(&prows).Error; err != nil {
 			return fmt.Errorf("insert prizes: %w", err)

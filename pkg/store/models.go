@@ -42,12 +42,15 @@ type prizeRow struct {
 	Name            string
 	StockPerSession int
 	Buckets         int
+	Admission       string // "fcfs" or "draw" (migration 0015)
+	EntryWindowMs   int64
 }
 
 func (prizeRow) TableName() string { return "prizes" }
 
 func (r prizeRow) domain() seckill.Prize {
-	return seckill.Prize{ID: r.ID, ActivityID: r.ActivityID, Name: r.Name, StockPerSession: r.StockPerSession, Buckets: r.Buckets}
+	return seckill.Prize{ID: r.ID, ActivityID: r.ActivityID, Name: r.Name, StockPerSession: r.StockPerSession, Buckets: r.Buckets,
+		Admission: seckill.Admission(r.Admission), EntryWindow: time.Duration(r.EntryWindowMs) * time.Millisecond}
 }
 
 type sessionRow struct {

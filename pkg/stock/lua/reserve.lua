@@ -5,7 +5,9 @@
 -- ARGV: one triple per grab: request id, user id, now (unix ms).
 -- Returns {code, left, detail} per grab, flattened in ARGV's order: 0 admitted, 1 seen
 -- before (detail = first verdict's state), 2 limit, 3 sold out, 4 not loaded, 5 request id
--- belongs to another user.
+-- belongs to another user, 6 the prize's units are given by its draw now (package draw):
+-- only the draw's own request ids ("<session>-<prize>-draw.<digest>", which no client's
+-- key can become) are admitted until its phase is 'fcfs'.
 --
 -- The grabs are judged one after another, each exactly as if it ran alone in that order:
 -- each one sees what the ones before it wrote (a request id admitted by an earlier triple is
@@ -15,7 +17,7 @@
 -- Order matters: the duplicate and per-user checks come before any deduction, so a retried
 -- EVALSHA (go-redis retries a timed-out reply) or a repeat click never deducts twice.
 local out = {}
-local meta = redis.call('HMGET', KEYS[1], 'left', 'limit', 'exp')
+local meta = redis.call('HMGET', KEYS[1], 'left', 'limit', 'exp', 'draw')
 if not meta[1] then
   -- Never create the key: a missing key means "not loaded", not "zero" or "-1".
   for i = 1, #ARGV, 3 do
@@ -25,6 +27,7 @@ if not meta[1] then
 end
 local left = tonumber(meta[1])
 local limit = tonumber(meta[2])
+local drawing = meta[4] and meta[4] ~= 'fcfs'
 local admitted = false
 
 local function judge(rid, uid, now)
@@ -45,6 +48,9 @@ local function judge(rid, uid, now)
     return 1, left, state
   end
 
+  if drawing and not string.find(rid, '^%d+%-%d+%-draw%.') then
+    return 6, left, ''
+  end
   local n = tonumber(redis.call('HGET', KEYS[2], uid) or '0')
   if n >= limit then
     return 2, left, ''
