@@ -338,7 +338,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer compensation.Close()
 	cases := store.NewExceptions(db)
 	replayer := exception.NewReplayer(store.NewOrders(db), catalog, gate, cfg.Topics, grabs, compensation)
-	adm := admin.New(admin.Config{Catalog: catalog, Gate: gate, Preheater: preheater, Tokens: creds, Console: con,
+	adm := admin.New(admin.Config{Catalog: catalog, Draws: draws, Gate: gate, Preheater: preheater, Tokens: creds, Console: con,
 		Remote: clients.Of, OnChange: onChange, BucketUnits: cfg.BucketUnits, BucketMax: cfg.BucketMax,
 		// Wrong bearer tokens per client (an IPv6 /64 is one), a table of at most 10,000 clients.
 		Lockout:      lockout.New(cfg.AdminAuthFailures, cfg.AdminAuthWindow, 10_000, time.Now),

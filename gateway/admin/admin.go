@@ -91,6 +91,7 @@ type API struct {
 	workbench *workbench
 	overview  *overview
 	prizePage *prizePage
+	draws     *drawAdmin
 	metrics   http.Handler
 }
 
@@ -98,6 +99,7 @@ type API struct {
 // system of record: a *store.Catalog.
 type catalog interface {
 	adminCatalog
+	auditor
 	overviewCatalog
 	prizePageCatalog
 }
@@ -146,6 +148,9 @@ type Config struct {
 	Kafka  overviewKafka
 	Group  string
 	Topics event.Topics
+	// Draws are the draws' records (nil: the draw routes are not mounted, and the route
+	// table's rows for them are reported).
+	Draws drawBook
 	// Metrics serves GET /metrics (the scrape credential's one route).
 	Metrics http.Handler
 	Now     func() time.Time
@@ -162,6 +167,7 @@ func New(cfg Config) *API {
 	a.overview = &overview{catalog: cfg.Catalog, gate: cfg.Gate, kafka: cfg.Kafka, cases: cfg.Cases, group: cfg.Group,
 		topics: cfg.Topics, now: cfg.Now, fail: a.fail}
 	a.prizePage = &prizePage{catalog: cfg.Catalog, gate: cfg.Gate, now: cfg.Now, fail: a.fail}
+	a.draws = &drawAdmin{book: cfg.Draws, audit: cfg.Catalog, fail: a.fail}
 	a.metrics = cfg.Metrics
 	return a
 }
@@ -174,6 +180,7 @@ func (a *API) Register(mux *http.ServeMux) error {
 	a.workbench.register(a, mux)
 	a.handle(mux, "GET /admin/v1/overview", a.overview.serve)
 	a.prizePage.register(a, mux)
+	a.draws.register(a, mux)
 	a.handle(mux, "GET /metrics", a.metrics.ServeHTTP)
 	return a.complete()
 }
@@ -200,6 +207,8 @@ func (s bucketSettings) apply(a *seckill.Activity) error {
 	for i := range a.Prizes {
 		p := &a.Prizes[i]
 		switch {
+		case p.Buckets == 0 && p.IsDraw():
+			p.Buckets = 1 // a draw admits its winners in one place (seckill.Activity.Validate)
 		case p.Buckets == 0:
 			p.Buckets = s.of(p.StockPerSession)
 		case p.Buckets > s.max:
@@ -251,6 +260,7 @@ func Routes() []Route {
 		{"GET /admin/v1/sessions/{id}", viewer},
 		{"GET /admin/v1/sessions/{id}/audit", viewer},
 		{"GET /admin/v1/sessions/{id}/prizes/{prize}", viewer},
+		{"GET /admin/v1/sessions/{id}/prizes/{prize}/draw", viewer},
 		{"GET /admin/v1/overview", viewer},
 		{"GET /admin/v1/exceptions", viewer},
 		{"GET /admin/v1/exceptions/{id}", viewer},
@@ -260,6 +270,7 @@ func Routes() []Route {
 		{"POST /admin/v1/sessions/{id}/preheat", op},
 		{"POST /admin/v1/sessions/{id}/close", op},
 		{"PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", op},
+		{"PUT /admin/v1/sessions/{id}/prizes/{prize}/draw/beacon", op},
 		{"POST /admin/v1/exceptions/{id}/{action}", op},
 
 		// Profiles show the process's insides (and a CPU profile costs the sale a little).
@@ -419,6 +430,10 @@ type prizeInput struct {
 	Stock *jsonapi.WholeNumber `json:"stock"`
 	// Buckets is the prize's number of stock buckets (absent: from the settings).
 	Buckets *jsonapi.WholeNumber `json:"buckets"`
+	// Admission is "fcfs" (absent: first come, first served) or "draw", with its
+	// EntryWindow ("10s": how long after the session's open entries are taken).
+	Admission   string `json:"admission"`
+	EntryWindow string `json:"entry_window"`
 }
 
 type activityInput struct {
@@ -477,7 +492,10 @@ func (in activityInput) domain() (seckill.Activity, error) {
 			errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].stock", i), Message: "is required"})
 			continue
 		}
-		prize := seckill.Prize{Name: p.Name, StockPerSession: int(*p.Stock)}
+		prize := seckill.Prize{Name: p.Name, StockPerSession: int(*p.Stock), Admission: seckill.Admission(p.Admission)}
+		if p.EntryWindow != "" {
+			prize.EntryWindow = parseDur(fmt.Sprintf("prizes[%d].entry_window", i), p.EntryWindow)
+		}
 		if p.Buckets != nil {
 			if *p.Buckets < 1 {
 				errs = append(errs, seckill.FieldError{Field: fmt.Sprintf("prizes[%d].buckets", i), Message: "must be at least 1 (1: no buckets)"})
@@ -498,6 +516,9 @@ type prizeView struct {
 	Name    string `json:"name"`
 	Stock   int    `json:"stock_per_session"`
 	Buckets int    `json:"buckets"`
+	// Admission is "fcfs" or "draw"; EntryWindow the draw's ("0s" for fcfs).
+	Admission   string `json:"admission"`
+	EntryWindow string `json:"entry_window"`
 }
 
 type activityView struct {
@@ -522,7 +543,12 @@ func viewActivity(a seckill.Activity) activityView {
 		PaymentTimeout: a.PaymentTimeout.String(), RegrabAfterCancel: a.RegrabAfterCancel,
 		Status: string(a.Status), Prizes: []prizeView{}}
 	for _, p := range a.Prizes {
-		v.Prizes = append(v.Prizes, prizeView{ID: p.ID, Name: p.Name, Stock: p.StockPerSession, Buckets: max(p.Buckets, 1)})
+		admission := p.Admission
+		if admission == "" {
+			admission = seckill.AdmissionFCFS
+		}
+		v.Prizes = append(v.Prizes, prizeView{ID: p.ID, Name: p.Name, Stock: p.StockPerSession, Buckets: max(p.Buckets, 1),
+			Admission: string(admission), EntryWindow: p.EntryWindow.String()})
 	}
 	return v
 }

@@ -487,7 +487,7 @@ func skewToBucketZero(clicks []Click, n, users int, seed uint64) {
 		return
 	}
 	for i, k := range clicks {
-		if k.Prize == bucketedPrize && draw(seed, "skew", k.Key) < 0.5 {
+		if k.Prize == bucketedPrize && chance(seed, "skew", k.Key) < 0.5 {
 			clicks[i].User = home0[k.User]
 		}
 	}

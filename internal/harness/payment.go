@@ -95,9 +95,9 @@ func prizeOf(rid string) (int64, bool) {
 	return id, err == nil
 }
 
-// draw is a seeded number in [0, 1) for one request id: the same order gets the same fate
+// chance is a seeded number in [0, 1) for one request id: the same order gets the same fate
 // in a rerun with the same seed.
-func draw(seed uint64, salt, rid string) float64 {
+func chance(seed uint64, salt, rid string) float64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d|%s|%s", seed, salt, rid)
 	// FNV of near-identical strings is not uniform enough by itself: mix (splitmix64).
@@ -162,10 +162,10 @@ func cancellationStorm(frac float64) func(ctx context.Context, e *Env) error {
 			out := late
 			late = nil
 			for _, w := range ws {
-				if draw(e.Seed, "cancel", w.RequestID) >= frac {
+				if chance(e.Seed, "cancel", w.RequestID) >= frac {
 					continue
 				}
-				r := downstreamReasons[int(draw(e.Seed, "reason", w.RequestID)*3)]
+				r := downstreamReasons[int(chance(e.Seed, "reason", w.RequestID)*3)]
 				f := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackCancelled, Reason: r}
 				out = append(out, f, f)
 				late = append(late, f)
@@ -193,7 +193,7 @@ func payer(ctx context.Context, e *Env, frac float64, done <-chan struct{}) (pai
 		winners += len(ws)
 		var out []seckill.Feedback
 		for _, w := range ws {
-			if draw(e.Seed, "pay", w.RequestID) < frac {
+			if chance(e.Seed, "pay", w.RequestID) < frac {
 				out = append(out, seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackPaid})
 			}
 		}
@@ -266,8 +266,8 @@ func paidCancelledRace(timeout time.Duration) func(ctx context.Context, e *Env) 
 			for _, w := range ws {
 				p := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackPaid}
 				c := seckill.Feedback{RequestID: w.RequestID, Kind: seckill.FeedbackCancelled,
-					Reason: downstreamReasons[int(draw(e.Seed, "reason", w.RequestID)*3)]}
-				switch d := draw(e.Seed, "race", w.RequestID); {
+					Reason: downstreamReasons[int(chance(e.Seed, "reason", w.RequestID)*3)]}
+				switch d := chance(e.Seed, "race", w.RequestID); {
 				case d < 0.4:
 					// Due at created_at + timeout, and the reconciler runs every second: a
 					// payment from half a second before to a second after races it.

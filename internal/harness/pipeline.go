@@ -24,6 +24,7 @@ import (
 	"github.com/seckill-pipeline/seckill/internal/history"
 	"github.com/seckill-pipeline/seckill/pkg/auth"
 	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/preheat"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -58,6 +59,13 @@ type Options struct {
 	// (open by the time the services are up), for a row that opens it itself (OpenIn); the
 	// stock is preheated at once either way.
 	OpensLater bool
+	// OpensIn, when set, opens the session that long after the pipeline is made, and
+	// NewPipeline returns without waiting for it (a draw's row tries entries before it).
+	OpensIn time.Duration
+	// Draws are the entry windows of prizes given by a draw (package draw), by index
+	// (absent or 0: first come, first served); Beacon the beacon their draws commit to.
+	Draws  []time.Duration
+	Beacon draw.BeaconConfig
 }
 
 // Pipeline is the three deployables as processes on the local stack, isolated from every
@@ -233,13 +241,19 @@ func (c *Pipeline) setup(ctx context.Context) error {
 	opensIn := 2 * time.Second
 	if c.opts.OpensLater {
 		opensIn = time.Hour
+	} else if c.opts.OpensIn > 0 {
+		opensIn = c.opts.OpensIn
 	}
 	start := now.Add(opensIn).Truncate(time.Millisecond)
 	act := seckill.Activity{Name: "chaos " + c.ID, WindowStart: start, WindowEnd: start.Add(30 * time.Minute),
 		Interval: 30 * time.Minute, SessionLength: 30 * time.Minute, PerUserLimit: c.opts.Limit,
 		PaymentTimeout: c.opts.PaymentTimeout, RegrabAfterCancel: c.opts.RegrabAfterCancel}
 	for i, s := range c.opts.Stocks {
-		act.Prizes = append(act.Prizes, seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s, Buckets: c.buckets(i)})
+		p := seckill.Prize{Name: fmt.Sprintf("prize-%d", i+1), StockPerSession: s, Buckets: c.buckets(i)}
+		if i < len(c.opts.Draws) && c.opts.Draws[i] > 0 {
+			p.Admission, p.EntryWindow = seckill.AdmissionDraw, c.opts.Draws[i]
+		}
+		act.Prizes = append(act.Prizes, p)
 	}
 	cat := store.NewCatalog(c.DB, time.Now)
 	created, err := cat.CreateActivity(ctx, act)
@@ -255,7 +269,12 @@ func (c *Pipeline) setup(ctx context.Context) error {
 	if c.Gate, err = stock.NewGate(ctx, c.Redis); err != nil {
 		return err
 	}
-	if _, err := preheat.New(cat, c.Gate, time.Hour, time.Now).Session(ctx, c.Session.ID); err != nil {
+	entries, err := draw.NewEntries(ctx, c.Redis)
+	if err != nil {
+		return err
+	}
+	armer := draw.NewArmer(store.NewDraws(c.DB, time.Now), entries, c.opts.Beacon)
+	if _, err := preheat.New(cat, c.Gate, time.Hour, time.Now).WithDraws(armer).Session(ctx, c.Session.ID); err != nil {
 		return err
 	}
 
@@ -311,8 +330,8 @@ func (c *Pipeline) setup(ctx context.Context) error {
 		}
 		c.Reconcilers = append(c.Reconcilers, p)
 	}
-	if c.opts.OpensLater {
-		return nil // the row opens it (OpenIn)
+	if c.opts.OpensLater || c.opts.OpensIn > 0 {
+		return nil // the row opens it (OpenIn), or waits for it
 	}
 	// Wait for the session to open.
 	select {

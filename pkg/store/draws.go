@@ -457,3 +457,29 @@ func (d *Draws) SetBeaconSignature(ctx context.Context, sessionID, prizeID int64
 	}
 	return nil
 }
+
+// DrawCounts is how a draw's entrants stand, for the operator's page.
+type DrawCounts struct {
+	ByState map[string]int // entered, won, skipped, waitlisted
+	Early   int64          // refused entries before the window, summed over the entrants
+}
+
+// Counts counts a draw's stored entrants by state.
+func (d *Draws) Counts(ctx context.Context, sessionID, prizeID int64) (DrawCounts, error) {
+	var rows []struct {
+		State string
+		N     int
+		Early int64
+	}
+	err := d.db.WithContext(ctx).Model(&drawEntryRow{}).Select("state, COUNT(*) AS n, COALESCE(SUM(early), 0) AS early").
+		Where("session_id = ? AND prize_id = ?", sessionID, prizeID).Group("state").Scan(&rows).Error
+	if err != nil {
+		return DrawCounts{}, fmt.Errorf("count entries of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	c := DrawCounts{ByState: map[string]int{}}
+	for _, r := range rows {
+		c.ByState[r.State] = r.N
+		c.Early += r.Early
+	}
+	return c, nil
+}
