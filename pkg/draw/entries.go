@@ -2,9 +2,7 @@ package draw
 
 import (
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,22 +41,13 @@ func keysFor(sessionID, prizeID int64) keys {
 	return keys{meta: k.Meta, fence: k.Fence, entries: tag + "entries", early: tag + "early"}
 }
 
-// RequestID is the request id of user's unit in a draw: the id the winner's reservation,
-// grab event and order carry, and the one the entrant polls. One per user and draw, so the
-// draw admitting a winner twice (a reconciler killed and its successor repeating the step)
-// is the admission script's "seen", never a second unit. The key "draw.<digest>" is a shape
-// no client's Idempotency-Key becomes (those go through seckill.UserRequestID, 32 hex
-// digits), which is what lets the admission script tell the draw's reservations from grabs.
+// RequestID is the request id of user's unit in a draw (seckill.DrawRequestID).
 func RequestID(sessionID, prizeID int64, user string) string {
-	sum := sha256.Sum256([]byte("seckill-draw\x00" + user))
-	return seckill.RequestID(sessionID, prizeID, "draw."+hex.EncodeToString(sum[:16]))
+	return seckill.DrawRequestID(sessionID, prizeID, user)
 }
 
-// IsRequestID reports whether rid is a draw's request id (RequestID's shape).
-func IsRequestID(rid string) bool {
-	_, _, key, err := seckill.ParseRequestID(rid)
-	return err == nil && strings.HasPrefix(key, "draw.")
-}
+// IsRequestID reports whether rid is a draw's request id.
+func IsRequestID(rid string) bool { return seckill.IsDrawRequestID(rid) }
 
 // EnterCode is Enter's verdict.
 type EnterCode int

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,4 +58,26 @@ func FuzzGrabEncoding(f *testing.F) {
 		checkEncoding(t, seckill.Grab{RequestID: rid, UserID: user, SessionID: session, PrizeID: prize,
 			Bucket: bucket, AdmittedAt: time.Unix(sec, nsec)})
 	})
+}
+
+// An order a draw gave says so (source "draw"); a grab's order event has no source at all,
+// so its bytes stay what they were.
+func TestOrderEventSaysItCameFromADraw(t *testing.T) {
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	o := seckill.Order{ID: 1, RequestID: seckill.DrawRequestID(7, 12, "u1"), UserID: "u1", SessionID: 7, PrizeID: 12,
+		Status: seckill.OrderSucceeded, AdmittedAt: at, CreatedAt: at}
+	if e := NewOrderEvent(o); e.Source != SourceDraw {
+		t.Errorf("a draw's order event: source %q, want %q", e.Source, SourceDraw)
+	}
+	if e := NewFollowEvent(o, OrderCancelled, "buyer_cancelled", at); e.Source != SourceDraw {
+		t.Errorf("a draw's cancellation event: source %q, want %q", e.Source, SourceDraw)
+	}
+	o.RequestID = seckill.UserRequestID(7, 12, "u1", "key-0001")
+	b, err := json.Marshal(NewOrderEvent(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "source") {
+		t.Errorf("a grab's order event names a source: %s", b)
+	}
 }

@@ -41,7 +41,10 @@ type OrderEvent struct {
 	// for buckets 1 and up: absent is bucket 0, which is also a prize without buckets, so
 	// every event of a prize without buckets stays byte for byte what it was. Additive: the
 	// version does not change.
-	Bucket     int       `json:"bucket,omitempty"`
+	Bucket int `json:"bucket,omitempty"`
+	// Source is "draw" for an order whose unit a draw gave (package draw: its request id is
+	// the draw's for its user), absent for a grab's. Additive, like Bucket.
+	Source     string    `json:"source,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
 	AdmittedAt time.Time `json:"admitted_at"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -65,7 +68,7 @@ func NewFollowEvent(o seckill.Order, typ, reason string, at time.Time) OrderEven
 	occurred := at.UTC()
 	return OrderEvent{V: OrderV2, EventID: "order:" + o.RequestID + ":" + suffix, Type: typ, OrderID: o.ID,
 		RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID, Bucket: o.Bucket, Reason: reason,
-		AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC(), OccurredAt: &occurred}
+		Source: sourceOf(o.RequestID), AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC(), OccurredAt: &occurred}
 }
 
 // OrderEventID is the stable id of an order's outcome event.
@@ -83,7 +86,17 @@ func NewOrderEvent(o seckill.Order) OrderEvent {
 	}
 	return OrderEvent{V: OrderV1, EventID: OrderEventID(o.RequestID, status), Type: typ, OrderID: o.ID,
 		RequestID: o.RequestID, UserID: o.UserID, SessionID: o.SessionID, PrizeID: o.PrizeID, Bucket: o.Bucket,
-		Reason: reason, AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC()}
+		Reason: reason, Source: sourceOf(o.RequestID), AdmittedAt: o.AdmittedAt.UTC(), CreatedAt: o.CreatedAt.UTC()}
+}
+
+// SourceDraw is an order event's Source for an order a draw gave.
+const SourceDraw = "draw"
+
+func sourceOf(requestID string) string {
+	if seckill.IsDrawRequestID(requestID) {
+		return SourceDraw
+	}
+	return ""
 }
 
 // DecodeOrderEvent parses an order event of either version.

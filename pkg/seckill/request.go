@@ -58,6 +58,27 @@ func UserRequestID(sessionID, prizeID int64, user, key string) string {
 	return RequestID(sessionID, prizeID, hex.EncodeToString(h.Sum(sum[:0])[:16]))
 }
 
+// DrawRequestID is the request id of user's unit in a draw (package draw): the id the
+// winner's reservation, grab event and order carry, and the one the entrant polls. One per
+// user and draw, so the draw admitting a winner twice (a reconciler killed and its
+// successor repeating the step) is the admission script's "seen", never a second unit. Its
+// key "draw.<32 hex digits of SHA-256("seckill-draw", NUL, user)>" is a shape no client's
+// Idempotency-Key becomes (those go through UserRequestID: 32 hex digits), which is what
+// lets the admission script tell the draw's reservations from grabs, and the order event
+// say that its order came from a draw.
+func DrawRequestID(sessionID, prizeID int64, user string) string {
+	sum := sha256.Sum256([]byte("seckill-draw\x00" + user))
+	return RequestID(sessionID, prizeID, drawKeyPrefix+hex.EncodeToString(sum[:16]))
+}
+
+const drawKeyPrefix = "draw."
+
+// IsDrawRequestID reports whether rid is a draw's request id (DrawRequestID's shape).
+func IsDrawRequestID(rid string) bool {
+	_, _, key, err := ParseRequestID(rid)
+	return err == nil && strings.HasPrefix(key, drawKeyPrefix)
+}
+
 // ErrBadRequestID is returned for a request id that RequestID did not make.
 var ErrBadRequestID = errors.New("malformed request id")
 
