@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
@@ -153,11 +152,6 @@ func (a *API) drawRecord(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.fail(r.Context(), w, "draw", err)
 	default:
-		if rec.Phase != draw.PhaseDrawn {
-			w.Header().Set("Cache-Control", "no-store")
-		} else {
-			w.Header().Set("Cache-Control", "public, max-age="+strconv.Itoa(1))
-		}
 		jsonapi.Write(w, http.StatusOK, rec)
 	}
 }
