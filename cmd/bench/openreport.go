@@ -37,6 +37,10 @@ func openTargets() []target {
 			Figure: "extra:gateway_peak_rss_mb", Op: "<", Threshold: 150, Unit: "MB"},
 		target{Name: "open at 0.5×: gateway CPU per admitted grab ≤ 1.5× the trivial handler's CPU per request", Row: keyOpenGateway("half"),
 			Figure: "ratio:cpu_per_admitted_over_trivial", Op: "<=", Threshold: 1.5, Unit: "×"},
+		target{Name: "entering a draw at 1×: entries/s ≥ the pipeline's closed-loop max (grabs/s)", Row: keyOpenDraw("max"),
+			Figure: "ratio:entries_over_closed_max", Op: ">=", Threshold: 1, Unit: "×"},
+		target{Name: "entering a draw at the crowd rate: entries/s over the pipeline's closed-loop max (no target)", Row: keyOpenDraw("crowd"),
+			Figure: "ratio:entries_over_closed_max", Unit: "×"},
 	)
 }
 
@@ -64,6 +68,32 @@ func (r report) openSection() string {
 	b.WriteString(r.openMixTable())
 	b.WriteString(r.openCPUTable())
 	b.WriteString(r.openSoldOutTable())
+	b.WriteString(r.openDrawTable())
+	return b.String()
+}
+
+// openDrawTable is the draw rows: the same crowd entering a draw prize's window.
+func (r report) openDrawTable() string {
+	var b strings.Builder
+	for _, l := range openLoads {
+		x := r.find(keyOpenDraw(l.label))
+		if x == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nEntering a draw at the open: the same crowd, every request a new user, against a draw prize whose " +
+				"entry window spans the attack (each grab an entry: one Redis script, no Kafka write); entries/s from the open " +
+				"to the last 202 entered, beside the grab path's closed-loop max; the draw then checked (the frozen set is " +
+				"exactly the users answered 202, the stock's worth of winners admitted, every one an order):\n\n" +
+				"| load | offered/s | achieved/s | entries/s (× closed max) | entries | p50 ms | p99 ms (× trivial) | max ms | " +
+				"gateway CPU µs per entry | gateway peak RSS MB | draw done s after the attack | answers |\n" +
+				"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", l.name, exOr(x, "offered_per_s"),
+			exOr(x, "achieved_per_s"), withRatio(exOr(x, "goodput_per_s"), x, "entries_over_closed_max"), exOr(x, "entries"),
+			spr(x.P50ms), withRatio(spr(x.P99ms), x, "p99_over_trivial"), exOr(x, "max_ms"), exOr(x, "cpu_us_per_entry_gateway"),
+			exOr(x, "gateway_peak_rss_mb"), exOr(x, "draw_done_s"), mixOf(x))
+	}
 	return b.String()
 }
 

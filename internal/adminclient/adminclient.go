@@ -55,6 +55,9 @@ func (c *Client) Call(ctx context.Context, method, path string, body, out any) e
 type Prize struct {
 	Name  string `json:"name"`
 	Stock int    `json:"stock"`
+	// Admission "draw" with an EntryWindow ("8s") makes a draw prize; empty: first come.
+	Admission   string `json:"admission,omitempty"`
+	EntryWindow string `json:"entry_window,omitempty"`
 }
 
 // Sale is what CreateSale made.
