@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
@@ -9,6 +11,7 @@ import (
 
 // drawRunner is the draws' work under the lease (*draw.Runner).
 type drawRunner interface {
+	Due(ctx context.Context) (bool, error)
 	Run(ctx context.Context, fence lease.Fence) (draw.Report, error)
 }
 
@@ -27,4 +30,50 @@ func (j drawsJob) Run(ctx context.Context, fence lease.Fence) (result, error) {
 		"frozen": rep.Frozen, "drawn": rep.Drawn, "admitted": rep.Admitted, "skipped": rep.Skipped,
 		"waiting": rep.Waiting, "awaiting_beacon": rep.AwaitingBeacon,
 	}}, err
+}
+
+// drawLoop runs the draws between the reconciler's runs, every SECKILL_DRAW_INTERVAL, so a
+// draw is frozen and its winners admitted about that long after its window closes rather
+// than up to a reconcile interval later. It asks MySQL whether any draw is due first and
+// takes the lease (shared with the runs and the rebalance loop) only when one is.
+type drawLoop struct {
+	runner drawRunner
+	lease  leaser
+	every  time.Duration
+	log    *slog.Logger
+}
+
+func (l drawLoop) Run(ctx context.Context) error {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		l.tick(ctx)
+	}
+}
+
+// tick does the due draws' next steps; what fails is logged and tried again next tick.
+func (l drawLoop) tick(ctx context.Context) {
+	due, err := l.runner.Due(ctx)
+	if err != nil || !due {
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("draw loop: reading the due draws failed", "error", err.Error())
+		}
+		return
+	}
+	var rep draw.Report
+	_, err = l.lease.Do(ctx, func(ctx context.Context, f lease.Fence) error {
+		rep, err = l.runner.Run(ctx, f)
+		return err
+	})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		l.log.Error("draw loop failed", "error", err.Error(), "report", rep)
+	case rep != draw.Report{}:
+		l.log.Info("draw loop", "report", rep)
+	}
 }

@@ -196,7 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	draws := draw.NewRunner(draw.RunnerConfig{Book: store.NewDraws(db, time.Now), Entries: entries, Gate: gate, Grabs: grabs,
-		Beacon: cfg.DrawBeacon, Grace: cfg.KeyGrace, Log: log, Now: time.Now})
+		Beacon: cfg.DrawBeacon, Grace: cfg.KeyGrace, Page: cfg.DrawPage, Log: log, Now: time.Now})
 	transfers := transferExecutor{catalog: catalog, gate: gate, grace: cfg.KeyGrace, metrics: newRebalanceMetrics(reg), now: time.Now}
 	r := &runner{
 		lease:   held,
@@ -296,6 +296,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	rebalancing := rebalanceLoop{rebalancer: rebalancer{catalog: catalog, reader: redisBuckets{rdb: rdb}, exec: transfers, metrics: transfers.metrics},
 		lease: held, every: cfg.RebalanceInterval, listed: &bucketedPrizes{every: cfg.BucketPrizesRefresh}, log: log, now: time.Now}
 	g.Go(func() error { return rebalancing.Run(gctx) })
+	g.Go(func() error { return drawLoop{runner: draws, lease: held, every: cfg.DrawInterval, log: log}.Run(gctx) })
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

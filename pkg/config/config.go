@@ -490,6 +490,13 @@ type Reconciler struct {
 	// sessions' bucketed prizes before reading it from MySQL again (0: every round).
 	BucketPrizesRefresh time.Duration
 
+	// DrawInterval is the period of the draw loop (package draw): how soon after an entry
+	// window closes its draw freezes, ranks and admits winners, and how soon a returned unit
+	// reaches the waitlist. DrawPage is how many places one round of admissions offers
+	// before it records the cutoff (what a reconciler killed mid-draw leaves to repeat).
+	DrawInterval time.Duration
+	DrawPage     int
+
 	// MySQLReplicaDSN names a replica of the writer whose replication the reconciler exports
 	// (seckill_mysql_replica_* gauges; empty: none). Nothing in the pipeline reads from it.
 	MySQLReplicaDSN string
@@ -517,6 +524,8 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		DriftCaseRuns:       r.integer("SECKILL_DRIFT_CASE_RUNS", 3, 1, 1000),
 		RebalanceInterval:   r.duration("SECKILL_BUCKET_REBALANCE_INTERVAL", 250*time.Millisecond, 10*time.Millisecond, 10*time.Second),
 		BucketPrizesRefresh: r.duration("SECKILL_BUCKET_PRIZES_REFRESH", 5*time.Second, 0, 10*time.Minute),
+		DrawInterval:        r.duration("SECKILL_DRAW_INTERVAL", time.Second, 100*time.Millisecond, time.Minute),
+		DrawPage:            r.integer("SECKILL_DRAW_PAGE", 500, 1, 10_000),
 		MySQLReplicaDSN:     strings.TrimSpace(r.secretValue("SECKILL_MYSQL_REPLICA_DSN", "SECKILL_MYSQL_REPLICA_DSN_FILE")),
 	}
 	if c.MySQLReplicaDSN != "" {

@@ -118,6 +118,8 @@ func Settings() []Setting {
 		{"SECKILL_FEEDBACK_GROUP", false, "seckill-order-feedback", []string{"consumer", "reconciler"}, "the group reading downstream's order feedback"},
 		{"SECKILL_RECONCILER_ADDR", false, "127.0.0.1:8083", recon, "health and metrics (scheduler mode)"},
 		{"SECKILL_RECONCILE_INTERVAL", false, "10s", recon, "scheduler period; shorter than SECKILL_KEY_GRACE"},
+		{"SECKILL_DRAW_INTERVAL", false, "1s", recon, "the draw loop's period: a draw freezes and admits its winners this soon after its window closes"},
+		{"SECKILL_DRAW_PAGE", false, "500", recon, "places one round of a draw's admissions offers before it records the cutoff"},
 		{"SECKILL_PREHEAT_LEAD", false, "5m", recon, "how long before a session its stock is loaded"},
 		{"SECKILL_RECONCILER_LEASE", false, "seckill-reconciler", recon, "name of the single-actor lease (a row in MySQL's leases)"},
 		{"SECKILL_LEASE_TTL", false, "15s", recon, "the lease's time to live"},

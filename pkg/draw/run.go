@@ -90,6 +90,7 @@ type Runner struct {
 	// may use a LocalBeacon's network).
 	checker func(scheme, publicKey string) (BeaconChecker, error)
 	grace   time.Duration // a session's draws stay due until its end + grace
+	page    int           // places offered per round of admissions
 	log     *slog.Logger
 	now     func() time.Time
 }
@@ -102,13 +103,18 @@ type RunnerConfig struct {
 	Grabs   producer
 	Beacon  BeaconConfig
 	Grace   time.Duration
+	Page    int // places offered per round of admissions (0: 500)
 	Log     *slog.Logger
 	Now     func() time.Time
 }
 
 // NewRunner returns the reconciler's draw runner.
 func NewRunner(c RunnerConfig) *Runner {
-	return &Runner{Armer: NewArmer(c.Book, c.Entries, c.Beacon), gate: c.Gate, grabs: c.Grabs, grace: c.Grace,
+	page := c.Page
+	if page <= 0 {
+		page = defaultPage
+	}
+	return &Runner{Armer: NewArmer(c.Book, c.Entries, c.Beacon), gate: c.Gate, grabs: c.Grabs, grace: c.Grace, page: page,
 		log: c.Log, now: c.Now, checker: func(scheme, pk string) (BeaconChecker, error) { return NewDrand(scheme, pk) }}
 }
 
@@ -154,6 +160,14 @@ func (r *Armer) commit(ctx context.Context, sessionID, prizeID int64, windowEnd 
 // Report is what one Run did, summed over the draws it touched.
 type Report struct {
 	Frozen, Drawn, Admitted, Skipped, Waiting, AwaitingBeacon int64
+}
+
+// Due reports whether any draw has work now (read outside the lease: the draw loop takes
+// the lease only when it does).
+func (r *Runner) Due(ctx context.Context) (bool, error) {
+	now := r.now()
+	due, err := r.book.Due(ctx, now, now.Add(-r.grace))
+	return len(due) > 0, err
 }
 
 // Run does every due draw's next steps under fence: freeze the windows that closed, rank
@@ -304,8 +318,8 @@ func (r *Runner) beaconValue(d store.Draw) ([]byte, error) {
 	return c.Check(BeaconRef{Scheme: d.BeaconScheme, PublicKey: d.BeaconPublicKey, Round: d.BeaconRound, Signature: d.BeaconSignature})
 }
 
-// admitPage is how many places one round of admissions reads.
-const admitPage = 500
+// defaultPage is how many places one round of admissions offers by default.
+const defaultPage = 500
 
 // admit offers units in rank order from the place after the cutoff, through the stock
 // gate's admission script under the winner's draw request id, until the gate is out of
@@ -317,7 +331,7 @@ const admitPage = 500
 func (r *Runner) admit(ctx context.Context, fence lease.Fence, d store.Draw, rep *Report) error {
 	cutoff := d.Cutoff
 	for {
-		page, err := r.book.Ranked(ctx, d.SessionID, d.PrizeID, cutoff+1, admitPage)
+		page, err := r.book.Ranked(ctx, d.SessionID, d.PrizeID, cutoff+1, r.page)
 		if err != nil {
 			return err
 		}
