@@ -191,6 +191,31 @@ func ClusterScenarios() []Scenario {
 				}
 				return killNode(ctx, e, node, "active controller", 8*time.Second)
 			}}),
+		// The fair sale's draw (drawrow.go): the Redis primary holding the entry set dies during
+		// the window (asynchronous replication may lose the last entries: the users are told
+		// to enter again), and the broker leading the draw's grab partition dies while the
+		// winners are admitted.
+		fleet(Scenario{Name: "cluster draw: kill -9 the draw prize's Redis primary during the entry window", Short: true,
+			RedisMayForget: true, Draw: drawRow(),
+			During: inTheWindow(func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Draw.Prize()) })}),
+		fleet(Scenario{Name: "cluster draw: kill -9 the broker leading the draw's grab partition while winners are admitted", Short: true,
+			Draw: drawRow(),
+			During: func(ctx context.Context, e *Env) error {
+				d := e.Draw
+				sleepCtx(ctx, time.Until(d.windowEnd()))
+				cutoff, of, ok, err := d.MidDraw(ctx, 30*time.Second)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("the draw was not seen between its first and its last admission (cutoff %d of %d)", cutoff, of)
+				}
+				node, err := e.Pipeline.GrabLeader(ctx, d.Prize())
+				if err != nil {
+					return err
+				}
+				return killNode(ctx, e, node, fmt.Sprintf("leader of the draw's grab partition, at cutoff %d of %d", cutoff, of), 8*time.Second)
+			}}),
 		fleet(Scenario{Name: "cluster: kill -9 the hot prize's Redis primary", Short: true, At: 0.2, RedisMayForget: true,
 			During: func(ctx context.Context, e *Env) error { return failOverRedisPrimary(ctx, e, e.Pipeline.hotPrize()) }}),
 		// MariaDB: a primary and a semi-synchronous replica behind one writer address

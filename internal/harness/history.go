@@ -20,6 +20,9 @@ func (c *Pipeline) historyHeader(sc Scenario, seed uint64) history.Header {
 	h := history.Header{Row: sc.Name, Seed: seed, Start: c.History.Start(), Limit: c.opts.Limit,
 		RegrabAfterCancel: c.opts.RegrabAfterCancel, RedisMayForget: sc.RedisMayForget}
 	for i, p := range c.Prizes {
+		if p.IsDraw() {
+			continue // no client operation touches its stock: checkDraw checks the draw
+		}
 		hp := history.Prize{ID: p.ID, Total: p.StockPerSession}
 		if c.buckets(i) > 1 {
 			hp.Stale = c.othersCache()

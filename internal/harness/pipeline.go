@@ -296,6 +296,10 @@ func (c *Pipeline) setup(ctx context.Context) error {
 		"SECKILL_LOG_LEVEL":          "warn",
 		"SECKILL_BATCH_WAIT":         "2ms",
 	}
+	if len(c.opts.Draws) > 0 {
+		// Small rounds of admissions, so a row's fault can meet a draw in its middle.
+		c.Env["SECKILL_DRAW_PAGE"] = "20"
+	}
 	if c.opts.Gateways > 1 && c.opts.NoProxy {
 		if err := c.startGateways(ctx); err != nil {
 			return err

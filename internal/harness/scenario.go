@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/history"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/config"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -70,6 +71,9 @@ type Scenario struct {
 	// Concurrency, when > 0, replaces the size's client count (a crowd above the gateways'
 	// admission limit).
 	Concurrency int
+	// Draw, when set, adds a prize given by a draw that a crowd of its own enters while the
+	// row's crowd grabs the others (drawrow.go).
+	Draw *DrawRow
 }
 
 // Env is what a scenario's hooks can act on.
@@ -81,6 +85,8 @@ type Env struct {
 	stop     chan struct{} // closed when the crowd finished
 	// Attempts is every answer the crowd got (read it once CrowdDone is closed).
 	Attempts *AttemptLog
+	// Draw is the row's draw crowd (nil without Scenario.Draw).
+	Draw *DrawCrowd
 }
 
 // CrowdDone is closed when the crowd has finished.
@@ -182,6 +188,12 @@ func Scenarios() []Scenario {
 		bucketKeyLoss(),
 		// Poison (issue 39): every kind a writer of a consumed topic can produce, mid-crowd, on
 		// the partition of live orders; the valid message after it is applied within seconds.
+		// The fair sale's draw (drawrow.go): a draw prize entered by its own crowd beside the
+		// row's, the fault striking the draw.
+		{Name: "draw: every reconciler killed mid-draw", Short: true, Repeats: 0.1, Consumers: 2, Reconcilers: 2,
+			Draw: drawRow(), During: killReconcilersMidDraw},
+		{Name: "draw: kill -9 and restart Redis during the entry window", Short: true, Repeats: 0.1, Consumers: 2,
+			RedisMayForget: true, Draw: drawRow(), During: inTheWindow(restart("redis"))},
 		{Name: "poison on the grab topic mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnGrabs},
 		{Name: "poison on the feedback topic mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnFeedback},
 		{Name: "poison on the compensation topic mid-crowd", Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnCompensation},
@@ -272,7 +284,13 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 		buckets = make([]int, bucketedPrize+1)
 		buckets[bucketedPrize] = sc.Buckets
 	}
-	c, err := NewPipeline(ctx, Options{Bin: bin, Stocks: size.Stocks, Buckets: buckets, Limit: max(sc.Limit, 1), Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
+	stocks, draws := size.Stocks, []time.Duration(nil)
+	if sc.Draw != nil {
+		stocks = append(append([]int(nil), size.Stocks...), sc.Draw.Stock)
+		draws = make([]time.Duration, len(stocks))
+		draws[len(size.Stocks)] = sc.Draw.Window
+	}
+	c, err := NewPipeline(ctx, Options{Bin: bin, Stocks: stocks, Draws: draws, Buckets: buckets, Limit: max(sc.Limit, 1), Consumers: sc.Consumers, GatewayEnv: gwEnv, Log: log,
 		PaymentTimeout: sc.PaymentTimeout, RegrabAfterCancel: sc.RegrabAfterCancel, ConsumerEnv: consumerEnv,
 		Gateways: sc.Gateways, Reconcilers: sc.Reconcilers, NoProxy: sc.NoProxy, OpensLater: sc.OpensIn > 0})
 	if err != nil {
@@ -280,6 +298,11 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 	}
 	defer c.Close()
 	e := &Env{Pipeline: c, Servers: servers, Log: log, Seed: seed, stop: make(chan struct{}), Attempts: &AttemptLog{}}
+	if sc.Draw != nil {
+		if e.Draw, err = newDrawCrowd(c, *sc.Draw, len(size.Stocks), seed); err != nil {
+			return res, err
+		}
+	}
 	if sc.Before != nil {
 		if err := sc.Before(ctx, e); err != nil {
 			return res, fmt.Errorf("before: %w", err)
@@ -292,9 +315,9 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 			return res, err
 		}
 	}
-	prizes := make([]int64, len(c.Prizes))
-	for i, p := range c.Prizes {
-		prizes[i] = p.ID
+	prizes := make([]int64, len(size.Stocks)) // the draw's prize, if any, is its own crowd's
+	for i := range prizes {
+		prizes[i] = c.Prizes[i].ID
 	}
 	crowd := &Crowd{Targets: c.CrowdTargets(), Concurrency: size.Concurrency, RetryBudget: 25 * time.Second,
 		Tokens: func(u int) string { return tokens[u] }, Prizes: prizes, Session: c.Session.ID, Rate: sc.Rate, Log: e.Attempts,
@@ -337,6 +360,9 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 		sleepCtx(ctx, time.Until(c.Session.Start.Add(-time.Second)))
 	}
 	phase := time.Now()
+	if e.Draw != nil {
+		go e.Draw.run(ctx)
+	}
 	answers := crowd.Fire(ctx, clicks, onProgress)
 	close(e.stop)
 	faultWG.Wait()
@@ -361,6 +387,14 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 		}
 	}
 
+	var drawn draw.Record
+	if e.Draw != nil {
+		// The draw's winners are admitted after its window: wait for them before draining.
+		<-e.Draw.done
+		if drawn, err = e.Draw.awaitDrawn(ctx, 60*time.Second); err != nil {
+			res.problem("%v", err)
+		}
+	}
 	phase = time.Now()
 	if err := c.Drain(ctx, 60*time.Second); err != nil {
 		res.problem("drain: %v", err)
@@ -376,6 +410,11 @@ func Run(ctx context.Context, sc Scenario, seed uint64, size Size, bin, artifact
 	}
 	if err := c.Verify(ctx, answers, &res); err != nil {
 		return res, fmt.Errorf("verify: %w", err)
+	}
+	if e.Draw != nil && drawn.Phase == draw.PhaseDrawn {
+		if err := c.checkDraw(ctx, e.Draw, drawn, &res, log); err != nil {
+			return res, fmt.Errorf("draw: %w", err)
+		}
 	}
 	if err := c.checkHistory(ctx, sc, seed, artifacts, &res, log); err != nil {
 		return res, fmt.Errorf("history: %w", err)
