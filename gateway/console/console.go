@@ -241,14 +241,17 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// session names who is signed in, so a reloaded page knows whether to show the sign-in form.
+// session names who is signed in, so a reloaded page knows whether to show the sign-in form,
+// and the credential's role (read now: a role changed in the file shows at the next
+// reload), so the page offers only the actions the role allows. The role is a courtesy to
+// the operator, not a guard: every admin route checks it again.
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
 	actor, ok := c.Verify(r)
 	if !ok {
 		jsonapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "sign in to the console")
 		return
 	}
-	jsonapi.Write(w, http.StatusOK, map[string]string{"name": actor})
+	jsonapi.Write(w, http.StatusOK, map[string]string{"name": actor, "role": c.creds.Role(actor).String()})
 }
 
 // cookie carries value with the attributes every console cookie has; maxAge < 0 deletes it.

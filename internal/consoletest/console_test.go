@@ -41,6 +41,7 @@ func TestConsole(t *testing.T) {
 		{"adjust and close the next session", func(t *testing.T) { adjustAndClose(t, b, p, sale) }},
 		{"the live view shows open and next sessions", func(t *testing.T) { liveShowsOpenAndNext(t, b, p) }},
 		{"create an activity", func(t *testing.T) { createActivity(t, b, p) }},
+		{"a draw prize through the form and its Draw card", func(t *testing.T) { drawPrize(t, b, p) }},
 		{"replay a dead letter after the fix", func(t *testing.T) { replayDeadLetter(t, b, p, sale) }},
 		{"resolve a drift case", func(t *testing.T) { resolveDrift(t, b, p, sale) }},
 		{"reconciler reports", func(t *testing.T) { reports(t, b, p) }},

@@ -169,6 +169,11 @@
   // ---------------------------------------------------------------- sign-in and routing
 
   let current = { cleanup: null, gen: 0 };
+  // The signed-in credential's role (GET /console/session): the page offers an action only
+  // to a role that may take it. A courtesy, not a guard: the API checks every call.
+  let role = '';
+  const roleRank = { scrape: 1, viewer: 2, operator: 3, admin: 4 };
+  const mayOperate = () => (roleRank[role] || 0) >= roleRank.operator;
 
   function showSignIn(message) {
     leaveView();
@@ -180,11 +185,12 @@
     byId('sign-in-token').focus();
   }
 
-  function signedIn(name) {
+  function signedIn(who) {
+    role = who.role || '';
     byId('sign-in').hidden = true;
     byId('nav').hidden = false;
     byId('who').hidden = false;
-    byId('signed-in-as').textContent = `signed in as ${name}`;
+    byId('signed-in-as').textContent = `signed in as ${who.name}`;
     route();
   }
 
@@ -202,7 +208,7 @@
         const who = await api('GET', '/console/session');
         // replaceState, not location.hash: no hashchange, so the view renders once.
         if (!location.hash || location.hash === '#/' || location.hash === '#') history.replaceState(null, '', '#/live');
-        signedIn(who.name);
+        signedIn(who);
       } catch (e) {
         failed(box, e, form);
       }
@@ -286,6 +292,13 @@
   const bucketsLink = (session, prize, n, testid) => (n > 1
     ? [' · ', h('a', { href: `#/sessions/${session}/prizes/${prize}`, testid, text: `${n} buckets` })]
     : null);
+  // drawLink leads from a prize given by a draw to its page (the draw card).
+  const drawLink = (session, prize, admission, testid) => (admission === 'draw'
+    ? [' · ', h('a', { href: `#/sessions/${session}/prizes/${prize}`, testid, text: 'draw' })]
+    : null);
+  // prizeText is a prize as the activity lists show it: "sneaker × 500 (draw, 10s window)".
+  const prizeText = (p) => `${p.name} × ${p.stock_per_session}` +
+    (p.admission === 'draw' ? ` (draw, ${p.entry_window} window)` : '');
   const errorBox = (testid) => h('p', { class: 'error', testid, role: 'alert' });
   const noticeBox = (testid) => h('p', { class: 'notice', testid, role: 'status' });
 
@@ -553,7 +566,7 @@
           h('td', { text: `${a.interval} / ${a.session_length}` }),
           h('td', { class: 'num', text: String(a.per_user_limit) }),
           h('td', {}, badge(a.status || dash)),
-          h('td', { text: (a.prizes || []).map((p) => `${p.name} × ${p.stock_per_session}`).join(', ') })))));
+          h('td', { text: (a.prizes || []).map(prizeText).join(', ') })))));
     }).catch((e) => {
       if (stale()) return;
       list.textContent = '';
@@ -586,6 +599,17 @@
           h('label', { for: `act-prize-stock-${i}`, text: 'Stock per session' }),
           h('input', { id: `act-prize-stock-${i}`, class: 'prize-stock', type: 'number', min: '0', inputmode: 'numeric', value: stock === undefined ? '' : String(stock) }),
           h('p', { class: 'field-error prize-stock-error' })),
+        h('div', {},
+          h('label', { for: `act-prize-admission-${i}`, text: 'Admission' }),
+          h('select', { id: `act-prize-admission-${i}`, class: 'prize-admission' },
+            h('option', { value: 'fcfs', text: 'first come, first served' }),
+            h('option', { value: 'draw', text: 'draw' })),
+          h('p', { class: 'field-error prize-admission-error' })),
+        h('div', {},
+          h('label', { for: `act-prize-entry-window-${i}`, text: 'Entry window' }),
+          h('input', { id: `act-prize-entry-window-${i}`, class: 'prize-entry-window', type: 'text', placeholder: '10s' }),
+          h('small', { class: 'muted', text: 'Go duration; draw only' }),
+          h('p', { class: 'field-error prize-entry-window-error' })),
         h('button', { type: 'button', class: 'secondary', text: 'Remove', 'aria-label': `Remove prize row ${i + 1}`,
           on: { click: () => { row.remove(); renumber(); } } }));
       prizes.append(row);
@@ -597,6 +621,8 @@
       [...prizes.children].forEach((row, i) => {
         row.querySelector('.prize-name-error').dataset.fieldError = `prizes[${i}].name`;
         row.querySelector('.prize-stock-error').dataset.fieldError = `prizes[${i}].stock`;
+        row.querySelector('.prize-admission-error').dataset.fieldError = `prizes[${i}].admission`;
+        row.querySelector('.prize-entry-window-error').dataset.fieldError = `prizes[${i}].entry_window`;
       });
     };
     addPrize('phone', 100);
@@ -636,7 +662,14 @@
         regrab_after_cancel: byId('act-regrab_after_cancel').checked,
         prizes: [...prizes.children].map((row) => {
           const stock = row.querySelector('.prize-stock').value;
-          return { name: row.querySelector('.prize-name').value, stock: stock === '' ? null : Number(stock) };
+          const prize = { name: row.querySelector('.prize-name').value, stock: stock === '' ? null : Number(stock) };
+          // A first-come prize is sent as before (no admission, no window); a draw with its
+          // window as typed, for the API to judge.
+          if (row.querySelector('.prize-admission').value === 'draw') {
+            prize.admission = 'draw';
+            prize.entry_window = row.querySelector('.prize-entry-window').value;
+          }
+          return prize;
         }),
       };
       await busy(form, async () => {
@@ -659,6 +692,7 @@
     api('GET', `/admin/v1/activities/${id}`).then((a) => {
       if (stale()) return;
       const names = new Map((a.prizes || []).map((p) => [p.id, p.name]));
+      const admissions = new Map((a.prizes || []).map((p) => [p.id, p.admission]));
       const sessions = a.sessions || [];
       body.replaceChildren(
         h('section', { class: 'card' },
@@ -671,7 +705,7 @@
             ['Per-user limit', String(a.per_user_limit)],
             ['Payment timeout', a.payment_timeout === '0s' ? 'none' : a.payment_timeout],
             ['Regrab after cancel', a.regrab_after_cancel ? 'yes' : 'no'],
-            ['Prizes', (a.prizes || []).map((p) => `${p.name} × ${p.stock_per_session}`).join(', ')],
+            ['Prizes', h('span', { testid: 'activity-prizes', text: (a.prizes || []).map(prizeText).join(', ') })],
           ])),
         h('section', { class: 'card' },
           h('h2', { text: `Sessions (${sessions.length})` }),
@@ -685,7 +719,8 @@
               h('td', {}, (s.stock || []).map((st) => h('div', {},
                 `${names.get(st.prize_id) || 'prize ' + st.prize_id}: ${fmtNum(st.db.left)} / ${fmtNum(st.db.total)} · ` +
                   (st.redis && st.redis.loaded ? `Redis ${fmtNum(st.redis.left)} left, ${fmtNum(st.redis.pending)} pending` : 'not in Redis'),
-                bucketsLink(s.id, st.prize_id, st.buckets, `stock-${s.id}-${st.prize_id}-buckets`)))))),
+                bucketsLink(s.id, st.prize_id, st.buckets, `stock-${s.id}-${st.prize_id}-buckets`),
+                drawLink(s.id, st.prize_id, admissions.get(st.prize_id), `stock-${s.id}-${st.prize_id}-draw`)))))),
             { testid: 'sessions-table' })));
     }).catch((e) => {
       if (stale()) return;
@@ -706,7 +741,8 @@
     const error = errorBox('prize-error');
     const updated = h('span', { class: 'muted', testid: 'prize-updated', text: 'loading…' });
     const body = h('div', {});
-    page.append(h('p', {}, h('a', { href: '#/live', text: '← Live' })), error, body);
+    const draw = drawCard(sid, pid, () => poll.refresh());
+    page.append(h('p', {}, h('a', { href: '#/live', text: '← Live' })), error, body, draw.card);
 
     // A stock adjustment moves units from or to outside the prize (bucket -1 in the journal).
     const end = (b) => (b < 0 ? 'outside' : String(b));
@@ -764,12 +800,99 @@
             : h('p', { class: 'muted', testid: 'no-transfers', text: 'None: no units are moving between buckets.' }))];
     }
 
-    return poller(async () => {
-      const v = await api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}`);
+    const poll = poller(async () => {
+      // A prize given by a draw has a draw panel; any other prize's is a 404.
+      const [v, panel] = await Promise.all([
+        api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}`),
+        api('GET', `/admin/v1/sessions/${sid}/prizes/${pid}/draw`).catch((e) => {
+          if (e instanceof APIError && e.status === 404) return null;
+          throw e;
+        }),
+      ]);
       if (stale()) return;
       updated.textContent = `updated ${fmtTime(new Date().toISOString())}`;
       body.replaceChildren(...view(v));
-    }, error, stale).stop;
+      draw.fill(panel);
+    }, error, stale);
+    return poll.stop;
+  }
+
+  // drawCard is the prize page's Draw card: the draw's public record (phase, commitment,
+  // beacon, entries, root, seed, cutoff, skipped places; the ranking values only counted),
+  // the entrants by state, the entries refused before the window and the first places. fill
+  // redraws it on each refresh (null: the prize has no draw, the card stays hidden). The
+  // beacon form, offered to operators while the named round's signature is missing, is built
+  // once and only shown or hidden, so a signature being pasted survives the refreshes.
+  function drawCard(sid, pid, refresh) {
+    const head = h('h2', { testid: 'draw-title' }, 'Draw');
+    const factsBox = h('div', {});
+    const winners = h('div', {});
+    const err = errorBox('beacon-error');
+    const note = noticeBox('beacon-notice');
+    const round = h('span', {});
+    const form = h('form', { id: 'beacon-form', testid: 'beacon-form', novalidate: true },
+      h('h3', {}, 'Beacon signature of round ', round),
+      h('p', { class: 'muted', text: 'The draw waits for it: fetch the round\'s signature from the beacon network ' +
+        '(drand: GET /<chain hash>/public/<round>) once the entry window has closed, and paste it here.' }),
+      h('label', { for: 'beacon-signature', text: 'Signature (hex)' }),
+      h('input', { id: 'beacon-signature', type: 'text', autocomplete: 'off', spellcheck: 'false' }),
+      h('p', { class: 'field-error', 'data-field-error': 'signature', testid: 'field-error-signature' }),
+      h('button', { type: 'submit', id: 'beacon-submit', text: 'Store the signature' }),
+      err);
+    form.hidden = true;
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearErrors(form, note);
+      await busy(form, async () => {
+        try {
+          const out = await api('PUT', `/admin/v1/sessions/${sid}/prizes/${pid}/draw/beacon`, { signature: byId('beacon-signature').value.trim() });
+          byId('beacon-signature').value = '';
+          note.textContent = `Signature of round ${out.round} stored; the reconciler's next run draws.`;
+          refresh();
+        } catch (e) {
+          failed(err, e, form);
+        }
+      });
+    });
+    const card = h('section', { class: 'card', testid: 'draw-card', hidden: true }, head, factsBox, form, note, winners);
+
+    const hash = (v, testid) => (v ? h('code', { class: 'hash', testid, text: v }) : h('span', { class: 'muted', testid, text: dash }));
+    function fill(panel) {
+      card.hidden = !panel;
+      if (!panel) return;
+      const r = panel.record || {};
+      const b = r.beacon;
+      const frozen = r.phase !== 'committed';
+      head.replaceChildren('Draw ', h('span', { testid: 'draw-phase' }, badge(r.phase || dash)));
+      const entrants = Object.entries(panel.entrants || {}).filter(([, n]) => n > 0);
+      const skipped = r.skipped_places || [];
+      factsBox.replaceChildren(facts([
+        ['Commitment', hash(r.commitment, 'draw-commitment')],
+        ['Entry window ends', h('span', { testid: 'draw-window-end', text: fmtTime(r.entry_window_end) })],
+        ['Beacon', h('span', { testid: 'draw-beacon', text: b && b.round
+          ? `${b.scheme || 'drand'} round ${b.round} · ${b.signature ? 'signature in' : 'awaiting its signature'}`
+          : 'none (the seed alone)' })],
+        ['Entries', h('span', { class: 'num', testid: 'draw-entries', text: frozen ? fmtNum(r.entries) : 'counted at the freeze' })],
+        ['Merkle root', hash(r.merkle_root, 'draw-root')],
+        ['Seed', r.seed ? hash(r.seed, 'draw-seed') : h('span', { class: 'muted', testid: 'draw-seed', text: 'revealed once drawn' })],
+        ['Ranking values', h('span', { testid: 'draw-values', text: r.ranking_values ? `${fmtNum(r.ranking_values.length)} (in the public record)` : dash })],
+        ['Cutoff', h('span', { class: 'num', testid: 'draw-cutoff', text: `${fmtNum(r.cutoff)} ${r.cutoff === 1 ? 'place' : 'places'} offered a unit` })],
+        ['Skipped places', h('span', { testid: 'draw-skipped', text: skipped.length ? skipped.join(', ') : 'none' })],
+        ['Entrants by state', h('span', { testid: 'draw-entrants', text: entrants.length ? entrants.map(([k, n]) => `${k} ${fmtNum(n)}`).join(' · ') : 'none yet' })],
+        ['Refused before the window', h('span', { class: 'num', testid: 'draw-early', text: fmtNum(panel.early_refused) })],
+      ]));
+      round.textContent = b && b.round ? String(b.round) : '';
+      form.hidden = !(b && b.round && !b.signature && mayOperate());
+      const top = panel.winners || [];
+      winners.replaceChildren(h('h3', { text: `First places (${top.length}${r.cutoff > top.length ? ` of ${fmtNum(r.cutoff)}` : ''})` }),
+        top.length
+          ? table(['Place', 'User', 'State'], top.map((w) => h('tr', { testid: `draw-place-${w.place}` },
+            h('td', { class: 'num', text: String(w.place) }),
+            h('td', { text: w.user_id }),
+            h('td', {}, badge(w.state)))), { testid: 'draw-winners' })
+          : h('p', { class: 'muted', testid: 'draw-winners', text: 'No place offered a unit yet.' }));
+    }
+    return { card, fill };
   }
 
   // ---------------------------------------------------------------- Exceptions
@@ -968,7 +1091,7 @@
     });
     try {
       const who = await api('GET', '/console/session');
-      signedIn(who.name);
+      signedIn(who);
     } catch {
       showSignIn('');
     }
