@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/history"
-	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/config"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
