@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/seckill-pipeline/seckill/gateway/admin"
 	"github.com/seckill-pipeline/seckill/gateway/console"
 	"github.com/seckill-pipeline/seckill/internal/contract"
@@ -152,6 +154,14 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			openCase := checkWorkbench(t, admin, db, gate, topics, &real.workbench)
 			checkConsole(t, admin, openCase, &real.workbench)
 			checkMisdirected(t, admin)
+			// On an activity of its own, created last: checkPublic and checkWorkbench read the first one listed.
+			var winners []kafka.Message
+			winners, real.drawn = checkDraw(t, public, admin, db, rdb, gate, token)
+			for _, m := range winners {
+				if err := events.Check("grab", m); err != nil {
+					t.Errorf("the draw's grab event of a winner breaks the contract: %v", err)
+				}
+			}
 
 			msgs, err := harness.ReadTopic(ctx, brokers, topics.Grab)
 			if err != nil {
@@ -196,6 +206,16 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			real.overviewDown = x
 			finished.Add(1)
 		})
+		t.Run("per-address limit", func(t *testing.T) {
+			t.Parallel()
+			// The draw's public record is read without a token: only the per-address bucket
+			// (SECKILL_RATE_PER_IP, 2000/s by default) limits it, which this gateway sets low.
+			dsn, _ := stacktest.Migrated(t)
+			pub, _ := startGateway(t, map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_RATE_PER_IP": "1", "SECKILL_BURST_PER_IP": "2"})
+			contractListener{publicAPI, "http://" + pub, client}.until(t, contractCall{method: "GET",
+				path: "/api/v1/sessions/1/prizes/1/draw"}, http.StatusTooManyRequests, 5)
+			finished.Add(1)
+		})
 		t.Run("locked out", func(t *testing.T) {
 			t.Parallel()
 			dsn, _ := stacktest.Migrated(t)
@@ -204,7 +224,7 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			finished.Add(1)
 		})
 	})
-	if t.Failed() || finished.Load() != 3 { // failed, or skipped without a stack
+	if t.Failed() || finished.Load() != 4 { // failed, or skipped without a stack
 		return
 	}
 	real.refusedByWrongDocuments(t)
@@ -214,6 +234,7 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 	for _, op := range []string{"POST /admin/v1/activities", "GET /admin/v1/activities", "GET /admin/v1/activities/{id}",
 		"GET /admin/v1/sessions/{id}", "GET /admin/v1/sessions/{id}/prizes/{prize}", "POST /admin/v1/sessions/{id}/preheat", "POST /admin/v1/sessions/{id}/close",
 		"PUT /admin/v1/sessions/{id}/prizes/{prize}/stock", "GET /admin/v1/sessions/{id}/audit",
+		"GET /admin/v1/sessions/{id}/prizes/{prize}/draw", "PUT /admin/v1/sessions/{id}/prizes/{prize}/draw/beacon",
 		"GET /admin/v1/exceptions", "GET /admin/v1/exceptions/{id}", "GET /admin/v1/overview", "GET /admin/v1/reconciler/reports"} {
 		exempt[op+" 500"] = internal
 	}
@@ -226,8 +247,12 @@ func TestGatewayAnswersMatchTheContract(t *testing.T) {
 			contract.AdminAPI, strings.Join(unseen, "\n"))
 	}
 	// The in-flight cap's 503 needs every slot taken, which gateway/grab's
-	// TestGrabAnswersMatchTheContract does on the grab path alone.
-	if unseen := publicAPI.Unseen(map[string]string{"GET /api/v1/grabs/{request_id} 503": "overloaded: gateway/grab's TestGrabAnswersMatchTheContract"}); len(unseen) > 0 {
+	// TestGrabAnswersMatchTheContract does on the grab path alone (the draw's routes answer
+	// their 503 unavailable only when MySQL fails in the middle of a request).
+	overloaded := "overloaded: gateway/grab's TestGrabAnswersMatchTheContract"
+	if unseen := publicAPI.Unseen(map[string]string{"GET /api/v1/grabs/{request_id} 503": overloaded,
+		"GET /api/v1/sessions/{session}/prizes/{prize}/draw 503":       overloaded,
+		"GET /api/v1/sessions/{session}/prizes/{prize}/draw/proof 503": overloaded}); len(unseen) > 0 {
 		t.Errorf("documented public answers no request produced (answer them, or drop them from %s):\n%s",
 			contract.PublicAPI, strings.Join(unseen, "\n"))
 	}
@@ -453,6 +478,7 @@ func checkPublic(t *testing.T, public, admin contractListener, gate *stock.Gate,
 type realAnswers struct {
 	admitted, soldOut, limited, closed contract.Exchange
 	overviewDown                       contract.Exchange // the live view while Kafka hangs
+	drawn                              contract.Exchange // a drawn draw's public record
 	workbench                          workbenchAnswers
 }
 
@@ -501,6 +527,9 @@ func (r realAnswers) refusedByWrongDocuments(t *testing.T) {
 		{"consumer_lag is never null", contract.AdminAPI, func(doc map[string]any) {
 			contract.At(doc, "components", "schemas", "Overview", "properties", "consumer_lag")["type"] = "integer"
 		}, r.overviewDown},
+		{"DrawRecord has no merkle_root", contract.PublicAPI, func(doc map[string]any) {
+			delete(contract.At(doc, "components", "schemas", "DrawRecord", "properties"), "merkle_root")
+		}, r.drawn},
 		{"the console cookie has another name", contract.AdminAPI, func(doc map[string]any) {
 			contract.At(doc, "paths", "/console/login", "post", "responses", "204", "headers", "Set-Cookie", "schema")["pattern"] = "^seckill_session="
 		}, r.workbench.login},

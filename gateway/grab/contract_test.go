@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/seckill-pipeline/seckill/internal/contract"
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
+	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
+	"github.com/seckill-pipeline/seckill/pkg/store"
 )
 
 // The grab path's answers that need the path alone to produce (every in-flight slot taken, an
@@ -27,6 +30,16 @@ func TestGrabAnswersMatchTheContract(t *testing.T) {
 			e.token(t, "alice"), 503, "overloaded")
 		checkedCall(t, api, client, e.srv.URL, "GET", "/api/v1/grabs/"+seckill.UserRequestID(e.open.ID, e.prizeA, "alice", "alice-key-0001"),
 			e.token(t, "alice"), 503, "overloaded")
+		// The draw's routes, mounted when the gateway has draws, go through the same cap.
+		e.api.board = draw.NewPublic(store.NewDraws(e.db, time.Now), nil, time.Second, time.Now)
+		mux := http.NewServeMux()
+		e.api.Register(mux)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		for _, path := range []string{"/draw", "/draw/proof"} {
+			checkedCall(t, api, client, srv.URL, "GET", fmt.Sprintf("/api/v1/sessions/%d/prizes/%d", e.open.ID, e.prizeA)+path,
+				e.token(t, "alice"), 503, "overloaded")
+		}
 	})
 	t.Run("admission verdict late", func(t *testing.T) {
 		t.Parallel()
