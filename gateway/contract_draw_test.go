@@ -93,7 +93,7 @@ func checkDraw(t *testing.T, public, admin contractListener, db *gorm.DB, rdb re
 	}
 	book := store.NewDraws(db, time.Now)
 	if _, err := book.Commit(ctx, store.Draw{SessionID: sid, PrizeID: beaconTicket, Seed: seed, SaltKey: saltKey,
-		Commitment: seed.Commitment(), EntryWindowEnd: start.Add(drawWindow),
+		Commitment: seed.Commitment(), EntryWindowStart: start, EntryWindowEnd: start.Add(drawWindow),
 		BeaconScheme: ref.Scheme, BeaconPublicKey: ref.PublicKey, BeaconRound: ref.Round}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +195,13 @@ func checkDraw(t *testing.T, public, admin contractListener, db *gorm.DB, rdb re
 		t.Fatalf("the entries ran past the draw's window (%s to %s)", start, start.Add(drawWindow))
 	}
 
-	// After the window: a newcomer is refused, an entrant hears they entered.
+	// After the window: a newcomer is refused (and from then on the presses without a key
+	// are answered from memory), an entrant pressing with a key hears they entered.
 	time.Sleep(time.Until(start.Add(drawWindow)) + 200*time.Millisecond)
 	public.do(t, contractCall{method: "POST", path: grab(ticket), token: carol, status: 409, code: "entry_closed"})
-	if _, v := public.do(t, contractCall{method: "POST", path: grab(ticket), token: bob, status: 202}); v["status"] != "entered" {
+	public.do(t, contractCall{method: "POST", path: grab(ticket), token: bob, status: 409, code: "entry_closed"})
+	if _, v := public.do(t, contractCall{method: "POST", path: grab(ticket), token: bob, status: 202,
+		header: map[string]string{"Idempotency-Key": "bob-presses-again-1"}}); v["status"] != "entered" {
 		t.Fatalf("an entrant's grab after the window: %v", v)
 	}
 

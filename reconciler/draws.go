@@ -11,6 +11,7 @@ import (
 
 // drawRunner is the draws' work under the lease (*draw.Runner).
 type drawRunner interface {
+	Rearm(ctx context.Context, now time.Time) (int, error)
 	Due(ctx context.Context) (bool, error)
 	Run(ctx context.Context, fence lease.Fence) (draw.Report, error)
 }
@@ -56,8 +57,14 @@ func (l drawLoop) Run(ctx context.Context) error {
 	}
 }
 
-// tick does the due draws' next steps; what fails is logged and tried again next tick.
+// tick re-arms the open windows' keys Redis lost, then does the due draws' next steps; what
+// fails is logged and tried again next tick.
 func (l drawLoop) tick(ctx context.Context) {
+	if n, err := l.runner.Rearm(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		l.log.Warn("draw loop: re-arming open windows failed", "error", err.Error())
+	} else if n > 0 {
+		l.log.Warn("draw loop: armed the keys of draws in their window again (Redis had lost them)", "draws", n)
+	}
 	due, err := l.runner.Due(ctx)
 	if err != nil || !due {
 		if err != nil && ctx.Err() == nil {

@@ -28,6 +28,7 @@ type DrawBoard interface {
 	Record(ctx context.Context, sessionID, prizeID int64) (draw.Record, error)
 	Proof(ctx context.Context, sessionID, prizeID int64, user string) (draw.Proof, error)
 	Standing(ctx context.Context, sessionID, prizeID int64, user string) (draw.Status, bool, error)
+	Entered(ctx context.Context, sessionID, prizeID int64, user string) (bool, error)
 	PollAfter(windowEnd time.Time) time.Duration
 }
 
@@ -49,7 +50,7 @@ var (
 	earlyAnswer = jsonapi.Encode(http.StatusConflict, jsonapi.Error{Code: "not_open",
 		Message: "the draw's entries open at the session's start; entries before it are refused and counted"})
 	entryClosedAnswer = jsonapi.Encode(http.StatusConflict, jsonapi.Error{Code: "entry_closed",
-		Message: "the draw's entry window has closed"})
+		Message: "the draw's entry window has closed; an entrant polls the request id of their entry, or presses again with their Idempotency-Key"})
 )
 
 // enterDraw answers a grab of a draw prize: during the window it records the user's entry
@@ -82,6 +83,9 @@ func (a *API) enterDraw(w http.ResponseWriter, r *http.Request, in grabInput, us
 		jsonapi.WriteEncoded(w, earlyAnswer)
 	case draw.Closed:
 		if res.At.IsZero() {
+			// Public from now on until the units go first come: the presses after the window
+			// without a key are answered from memory (publicFirst), like those after a sell-out.
+			a.closedDraws.Set(in.SessionID, in.PrizeID, now)
 			a.metrics.grabs.WithLabelValues("entry_closed").Inc()
 			jsonapi.WriteEncoded(w, entryClosedAnswer)
 			return true
@@ -121,6 +125,28 @@ func (a *API) drawStatus(ctx context.Context, rid, user string) (any, bool, erro
 	}
 	return drawView{RequestID: rid, Status: st.State, Place: st.Place, WaitlistPosition: st.WaitlistPosition,
 		PollAfter: int(st.PollAfter / time.Second), Reason: st.Reason}, true, nil
+}
+
+// windowStatus answers a poll of a draw's request id while its entry window is open from
+// Redis alone (a crowd of entrants polls then, and nothing but the entry can be known):
+// handled is false outside the window, and for anything but a draw prize's request id.
+func (a *API) windowStatus(ctx context.Context, rid, user string) (v drawView, found, handled bool, err error) {
+	if a.board == nil || !draw.IsRequestID(rid) {
+		return drawView{}, false, false, nil
+	}
+	sid, pid, _, perr := seckill.ParseRequestID(rid)
+	end, ok := a.drawWindow(sid, pid)
+	if perr != nil || !ok || !a.now().Before(end) {
+		return drawView{}, false, false, nil
+	}
+	if draw.RequestID(sid, pid, user) != rid {
+		return drawView{}, false, true, nil // someone else's entry: not found, like any other grab
+	}
+	entered, err := a.board.Entered(ctx, sid, pid, user)
+	if err != nil || !entered {
+		return drawView{}, false, true, err
+	}
+	return drawView{RequestID: rid, Status: "entered", PollAfter: int(a.board.PollAfter(end) / time.Second)}, true, true, nil
 }
 
 // drawRoutes are the draw's public record (anyone) and an entrant's proof (the entrant).

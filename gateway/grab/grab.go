@@ -76,6 +76,10 @@ type API struct {
 	// the public record, proofs and standings; nil: no prize is a draw's.
 	entries Entrance
 	board   DrawBoard
+	// closedDraws remembers that a draw prize's window has closed with its units still the
+	// draw's (an entry script said so), like soldOut: the crowd after the window is answered
+	// from memory until the flag's recheck.
+	closedDraws *soldOutFlags
 
 	// userProxies are the auth proxies whose userHeader is believed (SECKILL_USER_HEADER_PROXIES),
 	// a list apart from clients': an X-Forwarded-For proxy passes its clients' headers on.
@@ -199,7 +203,7 @@ func New(cfg Config) *API {
 		schedule: cfg.Schedule, soldOut: newSoldOutFlags(cfg.SoldOutRecheck),
 		perUser: cfg.PerUser, perIP: cfg.PerIP,
 		clients: cfg.Clients, userProxies: cfg.UserProxies,
-		entries: cfg.Entries, board: cfg.Board,
+		entries: cfg.Entries, board: cfg.Board, closedDraws: newSoldOutFlags(cfg.SoldOutRecheck),
 		events: cfg.Events, topic: cfg.Topic, relay: newRelay(cfg.Events, cfg.RelayQueue, held, m, cfg.Log), held: held,
 		inflight:   make(chan struct{}, cfg.MaxInflight),
 		produceTTL: cfg.ProduceTimeout, admitTimeout: admitTimeout, metrics: m, tracing: cfg.Tracing, log: cfg.Log, now: cfg.Now,
@@ -223,8 +227,12 @@ func (a *API) ReportUnpublished(ctx context.Context, st UnpublishedReporter, id 
 	reportUnpublished(ctx, st, id, a.held, every, a.log)
 }
 
-// ClearSoldOut drops every sold-out flag (after an admin change to stock or sessions).
-func (a *API) ClearSoldOut() { a.soldOut.Clear() }
+// ClearSoldOut drops every sold-out and closed-draw flag (after an admin change to stock or
+// sessions).
+func (a *API) ClearSoldOut() {
+	a.soldOut.Clear()
+	a.closedDraws.Clear()
+}
 
 // guard applies, in order, the overload cap (cheapest refusal first), latency metrics and
 // the per-IP rate limit.
@@ -281,6 +289,9 @@ func (a *API) publicFirst(next http.Handler) http.Handler {
 				if a.soldOut.Flagged(sid, pid, now) {
 					a.metrics.soldOutHits.Inc()
 					a.metrics.soldOutGrabs.Inc()
+				} else if a.closedDraws.Flagged(sid, pid, now) {
+					answer = entryClosedAnswer
+					a.metrics.grabs.WithLabelValues("entry_closed").Inc()
 				} else if err := a.schedule.Check(sid, pid, now); errors.Is(err, seckill.ErrNotOpen) &&
 					!(isNotStarted(err) && a.isDraw(sid, pid)) { // a draw counts its early entries
 					answer = notOpenAnswer
@@ -698,6 +709,18 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	rid := r.PathValue("request_id")
 	if _, _, _, err := seckill.ParseRequestID(rid); err != nil {
 		jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
+		return
+	}
+	if dv, found, handled, err := a.windowStatus(r.Context(), rid, user); handled {
+		switch {
+		case err != nil:
+			a.fail(r.Context(), w, "status", err)
+		case !found:
+			// An entry lost with Redis's last writes lands here too: the entrant enters again.
+			jsonapi.WriteError(w, http.StatusNotFound, "not_found", "no such grab")
+		default:
+			jsonapi.Write(w, http.StatusOK, dv)
+		}
 		return
 	}
 	v, found, err := a.existing(r.Context(), rid, user)

@@ -44,7 +44,7 @@ func TestCreateSaleCreatesAndPreheats(t *testing.T) {
 	defer srv.Close()
 
 	c := &Client{Base: srv.URL, Token: "tok", HTTP: srv.Client()}
-	s, err := c.CreateSale(context.Background(), "t", time.Now(), 20*time.Minute, []Prize{{"a", 1}, {"b", 7}})
+	s, err := c.CreateSale(context.Background(), "t", time.Now(), 20*time.Minute, []Prize{{Name: "a", Stock: 1}, {Name: "b", Stock: 7}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestCreateSaleCreatesAndPreheats(t *testing.T) {
 	}
 
 	c.Token = "wrong"
-	if _, err := c.CreateSale(context.Background(), "t", time.Now(), time.Minute, []Prize{{"a", 1}}); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, err := c.CreateSale(context.Background(), "t", time.Now(), time.Minute, []Prize{{Name: "a", Stock: 1}}); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("with a wrong token: err = %v, want the 401", err)
 	}
 }

@@ -23,8 +23,7 @@ type publicBook interface {
 
 // Public is the draw as the gateway shows it: the public record, an entrant's proof and
 // an entrant's standing for a status poll. Frozen trees are cached (they never change), and
-// a drawn record for a short while (its ranking values are the bulk and change only when
-// the waitlist moves).
+// records for a short while.
 type Public struct {
 	book    publicBook
 	entries *Entries
@@ -70,14 +69,14 @@ func (p *Public) Record(ctx context.Context, sessionID, prizeID int64) (Record, 
 	if err != nil {
 		return Record{}, err
 	}
-	if rec.Phase == PhaseDrawn {
-		p.mu.Lock()
-		if len(p.records) >= maxCached {
-			clear(p.records)
-		}
-		p.records[key] = cachedRecord{rec: rec, at: p.now()}
-		p.mu.Unlock()
+	// Every phase is cached: a crowd reloading the record page must not become a crowd of
+	// MySQL reads; a phase shows at most ttl late.
+	p.mu.Lock()
+	if len(p.records) >= maxCached {
+		clear(p.records)
 	}
+	p.records[key] = cachedRecord{rec: rec, at: p.now()}
+	p.mu.Unlock()
 	return rec, nil
 }
 
@@ -188,6 +187,13 @@ type Status struct {
 	WaitlistPosition int    // waitlisted: how many places are before theirs to be offered a unit
 	PollAfter        time.Duration
 	Reason           string // skipped: why the stock gate refused the place
+}
+
+// Entered reports whether user is in a draw's entry set in Redis: a poll during the window
+// is answered from Redis alone, without MySQL.
+func (p *Public) Entered(ctx context.Context, sessionID, prizeID int64, user string) (bool, error) {
+	_, ok, err := p.entries.Entered(ctx, sessionID, prizeID, user)
+	return ok, err
 }
 
 // Standing returns user's standing in a draw; false when user did not enter it.

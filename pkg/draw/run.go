@@ -26,6 +26,7 @@ type book interface {
 	Commit(ctx context.Context, dr store.Draw) (store.Draw, error)
 	Draw(ctx context.Context, sessionID, prizeID int64) (store.Draw, error)
 	Due(ctx context.Context, now, since time.Time) ([]store.Draw, error)
+	Open(ctx context.Context, now time.Time) ([]store.Draw, error)
 	SaveEntries(ctx context.Context, f lease.Fence, sessionID, prizeID int64, entries []store.DrawEntry) error
 	Entries(ctx context.Context, sessionID, prizeID int64) ([]store.DrawEntry, error)
 	Freeze(ctx context.Context, f lease.Fence, sessionID, prizeID int64, entries []store.DrawEntry, root string) error
@@ -129,7 +130,7 @@ func (r *Armer) Arm(ctx context.Context, s seckill.Session) (int, error) {
 	}
 	for _, p := range prizes {
 		end := s.Start.Add(p.Window)
-		if _, err := r.commit(ctx, p.Session, p.Prize, end); err != nil {
+		if _, err := r.commit(ctx, p.Session, p.Prize, s.Start, end); err != nil {
 			return 0, err
 		}
 		if _, err := r.entries.SetPhase(ctx, p.Session, p.Prize, NoFence, GateEntering, s.Start, end); err != nil {
@@ -140,7 +141,7 @@ func (r *Armer) Arm(ctx context.Context, s seckill.Session) (int, error) {
 }
 
 // commit creates the draw's record with a fresh seed and salt key, unless it exists.
-func (r *Armer) commit(ctx context.Context, sessionID, prizeID int64, windowEnd time.Time) (store.Draw, error) {
+func (r *Armer) commit(ctx context.Context, sessionID, prizeID int64, windowStart, windowEnd time.Time) (store.Draw, error) {
 	seed, err := NewSeed(rand.Reader)
 	if err != nil {
 		return store.Draw{}, err
@@ -150,7 +151,7 @@ func (r *Armer) commit(ctx context.Context, sessionID, prizeID int64, windowEnd 
 		return store.Draw{}, fmt.Errorf("draw salt key: %w", err)
 	}
 	dr := store.Draw{SessionID: sessionID, PrizeID: prizeID, Seed: seed, SaltKey: saltKey, Commitment: seed.Commitment(),
-		EntryWindowEnd: windowEnd}
+		EntryWindowStart: windowStart, EntryWindowEnd: windowEnd}
 	if r.beacon.On() {
 		dr.BeaconScheme, dr.BeaconPublicKey, dr.BeaconRound = r.beacon.Scheme, r.beacon.PublicKey, r.beacon.RoundAfter(windowEnd)
 	}
@@ -160,6 +161,29 @@ func (r *Armer) commit(ctx context.Context, sessionID, prizeID int64, windowEnd 
 // Report is what one Run did, summed over the draws it touched.
 type Report struct {
 	Frozen, Drawn, Admitted, Skipped, Waiting, AwaitingBeacon int64
+}
+
+// Rearm arms again the keys of the draws whose window is open now, where Redis lost them
+// (a data loss, its keys rebuilt from MySQL without the draw's phase): until then the
+// gateway answers entries "not loaded". Arming keys armed already changes nothing, so it
+// needs no lease; keys not rebuilt yet are left for the next call. It returns how many
+// draws' keys it armed.
+func (r *Armer) Rearm(ctx context.Context, now time.Time) (int, error) {
+	open, err := r.book.Open(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	armed := 0
+	for _, d := range open {
+		phase, err := r.entries.Phase(ctx, d.SessionID, d.PrizeID)
+		if err != nil || phase != "" {
+			continue
+		}
+		if _, err := r.entries.SetPhase(ctx, d.SessionID, d.PrizeID, NoFence, GateEntering, d.EntryWindowStart, d.EntryWindowEnd); err == nil {
+			armed++
+		}
+	}
+	return armed, nil
 }
 
 // Due reports whether any draw has work now (read outside the lease: the draw loop takes

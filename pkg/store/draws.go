@@ -22,7 +22,8 @@ type Draw struct {
 	Seed               [32]byte
 	SaltKey            [32]byte
 	Commitment         string
-	EntryWindowEnd     time.Time
+	// The entry window, [start, end): the session's start and the prize's entry window.
+	EntryWindowStart, EntryWindowEnd time.Time
 	// The beacon named at the commitment (Round 0: none) and its signature once supplied.
 	BeaconScheme, BeaconPublicKey string
 	BeaconRound                   uint64
@@ -36,32 +37,33 @@ type Draw struct {
 }
 
 type drawRow struct {
-	SessionID       int64 `gorm:"primaryKey"`
-	PrizeID         int64 `gorm:"primaryKey"`
-	Phase           string
-	Seed            []byte
-	SaltKey         []byte
-	Commitment      string
-	EntryWindowEnd  time.Time
-	BeaconScheme    *string
-	BeaconPublicKey *string
-	BeaconRound     *uint64
-	BeaconSignature *string
-	Entries         int
-	MerkleRoot      *string
-	Cutoff          int
-	SkippedPlaces   *string
-	Fence           int64
-	CreatedAt       time.Time
-	FrozenAt        *time.Time
-	DrawnAt         *time.Time
+	SessionID        int64 `gorm:"primaryKey"`
+	PrizeID          int64 `gorm:"primaryKey"`
+	Phase            string
+	Seed             []byte
+	SaltKey          []byte
+	Commitment       string
+	EntryWindowStart time.Time
+	EntryWindowEnd   time.Time
+	BeaconScheme     *string
+	BeaconPublicKey  *string
+	BeaconRound      *uint64
+	BeaconSignature  *string
+	Entries          int
+	MerkleRoot       *string
+	Cutoff           int
+	SkippedPlaces    *string
+	Fence            int64
+	CreatedAt        time.Time
+	FrozenAt         *time.Time
+	DrawnAt          *time.Time
 }
 
 func (drawRow) TableName() string { return "draws" }
 
 func (r drawRow) domain() (Draw, error) {
 	d := Draw{SessionID: r.SessionID, PrizeID: r.PrizeID, Phase: r.Phase, Commitment: r.Commitment,
-		EntryWindowEnd: r.EntryWindowEnd.UTC(), Entries: r.Entries, Cutoff: r.Cutoff, CreatedAt: r.CreatedAt.UTC(),
+		EntryWindowStart: r.EntryWindowStart.UTC(), EntryWindowEnd: r.EntryWindowEnd.UTC(), Entries: r.Entries, Cutoff: r.Cutoff, CreatedAt: r.CreatedAt.UTC(),
 		FrozenAt: utcPtr(r.FrozenAt), DrawnAt: utcPtr(r.DrawnAt)}
 	if len(r.Seed) != 32 || len(r.SaltKey) != 32 {
 		return Draw{}, fmt.Errorf("draw of session %d prize %d: seed or salt key is not 32 bytes", r.SessionID, r.PrizeID)
@@ -180,7 +182,8 @@ func (d *Draws) DrawPrizes(ctx context.Context, sessionIDs ...int64) ([]DrawPriz
 // published). It returns the record as stored.
 func (d *Draws) Commit(ctx context.Context, dr Draw) (Draw, error) {
 	row := drawRow{SessionID: dr.SessionID, PrizeID: dr.PrizeID, Phase: "committed", Seed: dr.Seed[:], SaltKey: dr.SaltKey[:],
-		Commitment: dr.Commitment, EntryWindowEnd: dr.EntryWindowEnd.UTC(), CreatedAt: d.now().UTC()}
+		Commitment: dr.Commitment, EntryWindowStart: dr.EntryWindowStart.UTC(), EntryWindowEnd: dr.EntryWindowEnd.UTC(),
+		CreatedAt: d.now().UTC()}
 	if dr.BeaconRound != 0 {
 		row.BeaconScheme, row.BeaconPublicKey, row.BeaconRound = &dr.BeaconScheme, &dr.BeaconPublicKey, &dr.BeaconRound
 	}
@@ -211,6 +214,26 @@ func (d *Draws) Due(ctx context.Context, now, since time.Time) ([]Draw, error) {
 		Order("d.entry_window_end, d.session_id, d.prize_id").Limit(1000).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("draws due: %w", err)
+	}
+	out := make([]Draw, 0, len(rows))
+	for _, r := range rows {
+		dr, err := r.domain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dr)
+	}
+	return out, nil
+}
+
+// Open returns the committed draws whose entry window holds now (the draw loop re-arms
+// their keys should Redis have lost them).
+func (d *Draws) Open(ctx context.Context, now time.Time) ([]Draw, error) {
+	var rows []drawRow
+	err := d.db.WithContext(ctx).Where("phase = 'committed' AND entry_window_start <= ? AND entry_window_end > ?", now.UTC(), now.UTC()).
+		Order("entry_window_end, session_id, prize_id").Limit(1000).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("draws in their window: %w", err)
 	}
 	out := make([]Draw, 0, len(rows))
 	for _, r := range rows {

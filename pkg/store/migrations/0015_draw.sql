@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS draws (
   seed              BINARY(32) NOT NULL,
   salt_key          BINARY(32) NOT NULL,
   commitment        CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  entry_window_start DATETIME(3) NOT NULL,
   entry_window_end  DATETIME(3) NOT NULL,
   beacon_scheme     VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
   beacon_public_key VARCHAR(512) CHARACTER SET ascii COLLATE ascii_bin NULL,
@@ -46,7 +47,8 @@ CREATE TABLE IF NOT EXISTS draws (
   KEY ix_draw_phase (phase, entry_window_end),
   CONSTRAINT fk_draw_stock FOREIGN KEY (session_id, prize_id) REFERENCES session_stocks (session_id, prize_id),
   CONSTRAINT ck_draw_phase CHECK (phase IN ('committed', 'frozen', 'drawn')),
-  CONSTRAINT ck_draw_cutoff CHECK (cutoff >= 0 AND cutoff <= entries)
+  CONSTRAINT ck_draw_cutoff CHECK (cutoff >= 0 AND cutoff <= entries),
+  CONSTRAINT ck_draw_window CHECK (entry_window_end > entry_window_start)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- One row per entrant of a draw, written by the freeze from Redis's entry set. salt hides the
