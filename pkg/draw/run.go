@@ -35,9 +35,10 @@ type book interface {
 	Offer(ctx context.Context, f lease.Fence, sessionID, prizeID int64, cutoff int, won []string, skipped []int) error
 }
 
-// admitter is the stock gate's admission, the same script a grab goes through.
+// admitter is the stock gate's admission, the same script a grab goes through (its batch
+// form: a page of winners in one round trip, judged in rank order).
 type admitter interface {
-	Reserve(ctx context.Context, g seckill.Grab) (stock.Verdict, error)
+	ReserveAll(ctx context.Context, grabs []seckill.Grab) ([]stock.Verdict, error)
 }
 
 // producer writes the winners' grab events (the grab topic's writer).
@@ -367,13 +368,18 @@ func (r *Runner) admit(ctx context.Context, fence lease.Fence, d store.Draw, rep
 		var events []kafka.Message
 		soldOut := false
 		last := cutoff
-		for _, e := range page {
-			g := seckill.Grab{RequestID: RequestID(d.SessionID, d.PrizeID, e.User), UserID: e.User,
+		grabs := make([]seckill.Grab, len(page))
+		for i, e := range page {
+			grabs[i] = seckill.Grab{RequestID: RequestID(d.SessionID, d.PrizeID, e.User), UserID: e.User,
 				SessionID: d.SessionID, PrizeID: d.PrizeID, AdmittedAt: r.now()}
-			v, err := r.gate.Reserve(ctx, g)
-			if err != nil {
-				return fmt.Errorf("admit place %d of session %d prize %d: %w", e.Place, d.SessionID, d.PrizeID, err)
-			}
+		}
+		verdicts, err := r.gate.ReserveAll(ctx, grabs)
+		if err != nil {
+			return fmt.Errorf("admit places %d to %d of session %d prize %d: %w", page[0].Place, page[len(page)-1].Place,
+				d.SessionID, d.PrizeID, err)
+		}
+		for i, e := range page {
+			g, v := grabs[i], verdicts[i]
 			switch v.Code {
 			case stock.Admitted:
 				rep.Admitted++
@@ -396,7 +402,7 @@ func (r *Runner) admit(ctx context.Context, fence lease.Fence, d store.Draw, rep
 				return fmt.Errorf("admit place %d of session %d prize %d: verdict %s", e.Place, d.SessionID, d.PrizeID, v.Code)
 			}
 			if soldOut {
-				break
+				break // the places after it were judged sold out too: they wait for a returned unit
 			}
 			m, err := event.EncodeGrab(g)
 			if err != nil {

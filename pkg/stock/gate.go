@@ -151,6 +151,39 @@ func (g *Gate) Reserve(ctx context.Context, gr seckill.Grab) (Verdict, error) {
 	return verdictOf(gr.RequestID, res)
 }
 
+// ReserveAll runs the admission script once for grabs of one session×prize without stock
+// buckets, judged in their order exactly as if each ran alone in that order (the script's
+// batch form): the draw admits a page of winners in one round trip. The verdicts are in the
+// grabs' order.
+func (g *Gate) ReserveAll(ctx context.Context, grabs []seckill.Grab) ([]Verdict, error) {
+	if len(grabs) == 0 {
+		return nil, nil
+	}
+	keys, _ := reserveArgs(grabs[0])
+	args := make([]any, 0, 3*len(grabs))
+	for _, gr := range grabs {
+		if gr.SessionID != grabs[0].SessionID || gr.PrizeID != grabs[0].PrizeID || gr.Bucket != 0 {
+			return nil, fmt.Errorf("reserve %d grabs: not all of %s without buckets", len(grabs), grabs[0].SessionPrize())
+		}
+		_, a := reserveArgs(gr)
+		args = append(args, a...)
+	}
+	res, err := g.reserve.Run(ctx, g.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("reserve %d grabs of %s: %w", len(grabs), grabs[0].SessionPrize(), err)
+	}
+	if len(res) != 3*len(grabs) {
+		return nil, fmt.Errorf("reserve %d grabs of %s: %d values in the reply", len(grabs), grabs[0].SessionPrize(), len(res))
+	}
+	out := make([]Verdict, len(grabs))
+	for i, gr := range grabs {
+		if out[i], err = verdictOf(gr.RequestID, res[3*i:3*i+3]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // verdictOf reads one grab's {code, left, detail} from the admission script's reply.
 func verdictOf(requestID string, res []any) (Verdict, error) {
 	if len(res) != 3 {

@@ -259,3 +259,26 @@ func adjustBeforeOpen(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatalf("adjust of an unloaded prize: %v %v", loaded, err)
 	}
 }
+
+// ReserveAll judges a batch in its order, each grab exactly as Reserve would one after the
+// other: a user's second grab hits the limit, the stock runs out, a repeat is seen.
+func TestReserveAllJudgesInOrder(t *testing.T) {
+	g, rdb, ctx := newGate(t)
+	sid := testSession(t)
+	load(t, g, rdb, ctx, sid, 1, 2, 1) // stock 2, one per user
+	grabs := []seckill.Grab{grab(sid, 1, "alice", "key-alice-1"), grab(sid, 1, "alice", "key-alice-2"),
+		grab(sid, 1, "bob", "key-bob-0001"), grab(sid, 1, "carol", "key-carol-01"), grab(sid, 1, "alice", "key-alice-1")}
+	vs, err := g.ReserveAll(ctx, grabs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []stock.Code{stock.Admitted, stock.Limit, stock.Admitted, stock.SoldOut, stock.Seen}
+	for i, v := range vs {
+		if v.Code != want[i] {
+			t.Errorf("grab %d (%s of %s): %s, want %s", i, grabs[i].RequestID, grabs[i].UserID, v.Code, want[i])
+		}
+	}
+	if _, err := g.ReserveAll(ctx, []seckill.Grab{grab(sid, 1, "a", "key-a-000001"), grab(sid, 2, "b", "key-b-000001")}); err == nil {
+		t.Error("a batch over two prizes was accepted")
+	}
+}
