@@ -177,6 +177,26 @@ func (d *Draws) DrawPrizes(ctx context.Context, sessionIDs ...int64) ([]DrawPriz
 	return out, nil
 }
 
+func drawsOf(rows []drawRow) ([]Draw, error) {
+	out := make([]Draw, 0, len(rows))
+	for _, r := range rows {
+		dr, err := r.domain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dr)
+	}
+	return out, nil
+}
+
+func entriesOf(rows []drawEntryRow) []DrawEntry {
+	out := make([]DrawEntry, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out
+}
+
 // Commit creates a draw's record in phase committed, unless it exists: a record once
 // created keeps its seed (a second preheat must not draw a new one after the first was
 // published). It returns the record as stored.
@@ -215,15 +235,7 @@ func (d *Draws) Due(ctx context.Context, now, since time.Time) ([]Draw, error) {
 	if err != nil {
 		return nil, fmt.Errorf("draws due: %w", err)
 	}
-	out := make([]Draw, 0, len(rows))
-	for _, r := range rows {
-		dr, err := r.domain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, dr)
-	}
-	return out, nil
+	return drawsOf(rows)
 }
 
 // Open returns the committed draws whose entry window holds now (the draw loop re-arms
@@ -235,15 +247,7 @@ func (d *Draws) Open(ctx context.Context, now time.Time) ([]Draw, error) {
 	if err != nil {
 		return nil, fmt.Errorf("draws in their window: %w", err)
 	}
-	out := make([]Draw, 0, len(rows))
-	for _, r := range rows {
-		dr, err := r.domain()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, dr)
-	}
-	return out, nil
+	return drawsOf(rows)
 }
 
 // SaveEntries writes entrants of a committed draw (the freeze's first step), under fence.
@@ -275,11 +279,7 @@ func (d *Draws) Entries(ctx context.Context, sessionID, prizeID int64) ([]DrawEn
 	if err != nil {
 		return nil, fmt.Errorf("entries of session %d prize %d: %w", sessionID, prizeID, err)
 	}
-	out := make([]DrawEntry, len(rows))
-	for i, r := range rows {
-		out[i] = r.domain()
-	}
-	return out, nil
+	return entriesOf(rows), nil
 }
 
 // Entry returns one entrant; seckill.ErrNotFound when user did not enter.
@@ -369,11 +369,7 @@ func (d *Draws) Ranked(ctx context.Context, sessionID, prizeID int64, from, limi
 	if err != nil {
 		return nil, fmt.Errorf("ranked entries of session %d prize %d: %w", sessionID, prizeID, err)
 	}
-	out := make([]DrawEntry, len(rows))
-	for i, r := range rows {
-		out[i] = r.domain()
-	}
-	return out, nil
+	return entriesOf(rows), nil
 }
 
 // Values returns the ranking values of a ranked draw in rank order (the public record's).
