@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
-	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
 	"github.com/seckill-pipeline/seckill/gateway/schedule"
 	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
@@ -186,12 +185,8 @@ func (a *API) drawRecord(w http.ResponseWriter, r *http.Request) {
 // drawn, their ranking value and place. Only the entrant may read it (the salt in it would
 // let others test whether that user entered).
 func (a *API) drawProof(w http.ResponseWriter, r *http.Request) {
-	user, ok := a.user(w, r)
+	user, ok := a.limitedUser(w, r)
 	if !ok {
-		return
-	}
-	if ok, wait := a.perUser.Allow(user); !ok {
-		ratelimit.TooMany(w, wait)
 		return
 	}
 	sid, pid, ok := a.drawIDs(w, r)

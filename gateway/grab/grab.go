@@ -347,6 +347,20 @@ func (a *API) user(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return "", false
 }
 
+// limitedUser is user, then the per-user rate limit (a poll, a proof): 401 or 429 written
+// when either refuses.
+func (a *API) limitedUser(w http.ResponseWriter, r *http.Request) (string, bool) {
+	user, ok := a.user(w, r)
+	if !ok {
+		return "", false
+	}
+	if ok, wait := a.perUser.Allow(user); !ok {
+		ratelimit.TooMany(w, wait)
+		return "", false
+	}
+	return user, true
+}
+
 // grabInput is a parsed grab request.
 type grabInput struct {
 	SessionID, PrizeID int64
@@ -698,12 +712,8 @@ func viewOf(rid string, st stock.Status) grabView {
 // status answers a poll from Redis; MySQL is asked only for a request id Redis does not
 // know (see existing), so a polling crowd of known grabs never reaches the database.
 func (a *API) status(w http.ResponseWriter, r *http.Request) {
-	user, ok := a.user(w, r)
+	user, ok := a.limitedUser(w, r)
 	if !ok {
-		return
-	}
-	if ok, wait := a.perUser.Allow(user); !ok {
-		ratelimit.TooMany(w, wait)
 		return
 	}
 	rid := r.PathValue("request_id")

@@ -263,6 +263,17 @@ func (d *DrawCrowd) MidDraw(ctx context.Context, limit time.Duration) (cutoff, o
 	return 0, 0, false, ctx.Err()
 }
 
+// awaitMidDraw waits for the window's end, then until the draw is between its first and
+// its last admission (MidDraw); an error when it was not seen so.
+func (d *DrawCrowd) awaitMidDraw(ctx context.Context) (cutoff, of int, err error) {
+	sleepCtx(ctx, time.Until(d.windowEnd()))
+	cutoff, of, ok, err := d.MidDraw(ctx, 30*time.Second)
+	if err == nil && !ok {
+		err = fmt.Errorf("the draw was not seen between its first and its last admission (cutoff %d of %d)", cutoff, of)
+	}
+	return cutoff, of, err
+}
+
 // checkDraw checks the row's draw after the crowd (see the file's comment) and adds what
 // it finds to res: entries acknowledged and lost without a word count as lost, winners
 // without their one order as lost, orders beyond the winners as duplicates.
@@ -397,14 +408,9 @@ func drawRow() *DrawRow { return &DrawRow{Entrants: 400, Stock: 250, Window: 10 
 // draw, no winner admitted twice and none skipped. Killing them all makes sure the holder is
 // among them (the lease-held gauge speaks only for the scheduled runs, not the draw loop).
 func killReconcilersMidDraw(ctx context.Context, e *Env) error {
-	d := e.Draw
-	sleepCtx(ctx, time.Until(d.windowEnd()))
-	cutoff, of, ok, err := d.MidDraw(ctx, 30*time.Second)
+	cutoff, of, err := e.Draw.awaitMidDraw(ctx)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return fmt.Errorf("the draw was not seen between its first and its last admission (cutoff %d of %d)", cutoff, of)
 	}
 	c := e.Pipeline
 	for _, p := range c.Reconcilers {
