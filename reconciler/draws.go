@@ -11,7 +11,7 @@ import (
 
 // drawRunner is the draws' work under the lease (*draw.Runner).
 type drawRunner interface {
-	Rearm(ctx context.Context, now time.Time) (int, error)
+	Restore(ctx context.Context, now, since time.Time) (int, error)
 	Due(ctx context.Context) (bool, error)
 	Run(ctx context.Context, fence lease.Fence) (draw.Report, error)
 }
@@ -41,6 +41,7 @@ type drawLoop struct {
 	runner drawRunner
 	lease  leaser
 	every  time.Duration
+	grace  time.Duration // a session's draws are live until its end + grace
 	log    *slog.Logger
 }
 
@@ -57,13 +58,14 @@ func (l drawLoop) Run(ctx context.Context) error {
 	}
 }
 
-// tick re-arms the open windows' keys Redis lost, then does the due draws' next steps; what
+// tick restores the phases Redis lost, then does the due draws' next steps; what
 // fails is logged and tried again next tick.
 func (l drawLoop) tick(ctx context.Context) {
-	if n, err := l.runner.Rearm(ctx, time.Now()); err != nil && ctx.Err() == nil {
-		l.log.Warn("draw loop: re-arming open windows failed", "error", err.Error())
+	now := time.Now()
+	if n, err := l.runner.Restore(ctx, now, now.Add(-l.grace)); err != nil && ctx.Err() == nil {
+		l.log.Warn("draw loop: restoring the draws' phases failed", "error", err.Error())
 	} else if n > 0 {
-		l.log.Warn("draw loop: armed the keys of draws in their window again (Redis had lost them)", "draws", n)
+		l.log.Warn("draw loop: restored the phase of draws whose keys Redis had lost", "draws", n)
 	}
 	due, err := l.runner.Due(ctx)
 	if err != nil || !due {
@@ -80,7 +82,7 @@ func (l drawLoop) tick(ctx context.Context) {
 	switch {
 	case err != nil && ctx.Err() == nil:
 		l.log.Error("draw loop failed", "error", err.Error(), "report", rep)
-	case rep != draw.Report{}:
+	case rep.Frozen > 0 || rep.Drawn > 0 || rep.Admitted > 0 || rep.Skipped > 0:
 		l.log.Info("draw loop", "report", rep)
 	}
 }

@@ -296,7 +296,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	rebalancing := rebalanceLoop{rebalancer: rebalancer{catalog: catalog, reader: redisBuckets{rdb: rdb}, exec: transfers, metrics: transfers.metrics},
 		lease: held, every: cfg.RebalanceInterval, listed: &bucketedPrizes{every: cfg.BucketPrizesRefresh}, log: log, now: time.Now}
 	g.Go(func() error { return rebalancing.Run(gctx) })
-	g.Go(func() error { return drawLoop{runner: draws, lease: held, every: cfg.DrawInterval, log: log}.Run(gctx) })
+	g.Go(func() error {
+		return drawLoop{runner: draws, lease: held, every: cfg.DrawInterval, grace: cfg.KeyGrace, log: log}.Run(gctx)
+	})
 	err = g.Wait()
 	log.Info("reconciler stopped", "error", fmt.Sprint(err))
 	return err

@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	prize := fs.Int64("prize", 0, "the prize's id")
 	commitment := fs.String("commitment", "", "the commitment you saw before the window closed (hex): the record must still name it")
 	root := fs.String("root", "", "the Merkle root you saw at the freeze (hex): the record must still name it")
+	beaconRound := fs.Uint64("beacon-round", 0, "the beacon round the record named before the window closed: the record must still name it (0: not pinned)")
 	beaconKey := fs.String("beacon-key", "", "the beacon network's public key as you know it (hex); empty: the record's, which only proves the record is consistent")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
 	timeout := fs.Duration("timeout", time.Minute, "how long the two requests may take")
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	out := report{Session: *session, Prize: *prize, User: p.User, Entries: rec.Entries, Root: rec.Root, Commitment: rec.Commitment}
-	checkErr := check(rec, p, *commitment, *root, *beaconKey, &out)
+	checkErr := check(rec, p, pins{commitment: *commitment, root: *root, beaconRound: *beaconRound, beaconKey: *beaconKey}, &out)
 	if checkErr != nil {
 		out.Error = checkErr.Error()
 	}
@@ -107,18 +108,28 @@ type report struct {
 	Error         string `json:"error,omitempty"`
 }
 
-// check runs draw.Verify, with the pins the buyer gave: a record whose commitment or root
-// changed since the buyer saw them is refused even if it is consistent in itself.
-func check(rec draw.Record, p draw.Proof, commitment, root, beaconKey string, out *report) error {
-	if commitment != "" && !strings.EqualFold(commitment, rec.Commitment) {
-		return fmt.Errorf("%w: the record commits to %s, you saw %s", draw.ErrCommitment, rec.Commitment, commitment)
+// pins are what the buyer saw earlier and the record must still say.
+type pins struct {
+	commitment, root, beaconKey string
+	beaconRound                 uint64
+}
+
+// check runs draw.Verify, with the pins the buyer gave: a record whose commitment, root or
+// beacon round changed since the buyer saw them is refused even if it is consistent in
+// itself (a round chosen after the fact could be one that ranks a friend first).
+func check(rec draw.Record, p draw.Proof, pin pins, out *report) error {
+	if pin.commitment != "" && !strings.EqualFold(pin.commitment, rec.Commitment) {
+		return fmt.Errorf("%w: the record commits to %s, you saw %s", draw.ErrCommitment, rec.Commitment, pin.commitment)
 	}
-	if root != "" && !strings.EqualFold(root, rec.Root) {
-		return fmt.Errorf("%w: the record's root is %s, you saw %s", draw.ErrInclusion, rec.Root, root)
+	if pin.root != "" && !strings.EqualFold(pin.root, rec.Root) {
+		return fmt.Errorf("%w: the record's root is %s, you saw %s", draw.ErrInclusion, rec.Root, pin.root)
+	}
+	if pin.beaconRound != 0 && (rec.Beacon == nil || rec.Beacon.Round != pin.beaconRound) {
+		return fmt.Errorf("%w: the record does not name round %d, which you saw", draw.ErrBeacon, pin.beaconRound)
 	}
 	var checker draw.BeaconChecker
 	if rec.Beacon != nil {
-		key := beaconKey
+		key := pin.beaconKey
 		if key == "" {
 			key = rec.Beacon.PublicKey
 		}

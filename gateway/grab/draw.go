@@ -101,6 +101,13 @@ func (a *API) enterDraw(w http.ResponseWriter, r *http.Request, in grabInput, us
 			jsonapi.Write(w, http.StatusAccepted, v)
 		}
 	case draw.NotArmed:
+		if now.Before(windowEnd) && a.schedule.Check(in.SessionID, in.PrizeID, now) != nil {
+			// Before the session's start, not yet preheated: not open, as for any prize, rather
+			// than a "retry in a second" that a crowd waiting for hours would take at its word.
+			a.metrics.notOpenGrabs.Inc()
+			jsonapi.WriteEncoded(w, notOpenAnswer)
+			return true
+		}
 		a.metrics.grabs.WithLabelValues("not_loaded").Inc()
 		w.Header().Set("Retry-After", "1")
 		jsonapi.WriteError(w, http.StatusServiceUnavailable, "not_loaded", "the draw is not ready right now; retry shortly")

@@ -122,12 +122,13 @@ func (e *Entries) Enter(ctx context.Context, sessionID, prizeID int64, user stri
 // ErrFenced is SetPhase's refusal: a reconciler with a newer fence wrote these keys.
 var ErrFenced = stock.ErrFenced
 
-// NoFence is SetPhase's fence for arming by a preheat, which holds no lease: arming keys
-// armed already changes nothing, so it needs none.
+// NoFence is SetPhase's fence for a caller without the lease (the preheat arming keys, the
+// draw loop restoring a phase a rebuild lost): such a call sets a phase only where the keys
+// hold none, so it needs none.
 const NoFence int64 = -1
 
 // SetPhase moves the draw's phase forward to phase (entering also sets the window [from,
-// until)) under fence (NoFence: arming only), and returns the phase the keys hold now (later than phase when
+// until)) under fence (NoFence: only where the keys hold no phase), and returns the phase the keys hold now (later than phase when
 // another run moved it further). seckill.ErrNotLoaded when the prize's keys are absent.
 func (e *Entries) SetPhase(ctx context.Context, sessionID, prizeID, fence int64, phase string, from, until time.Time) (string, error) {
 	k := keysFor(sessionID, prizeID)
@@ -161,6 +162,19 @@ func (e *Entries) Phase(ctx context.Context, sessionID, prizeID int64) (string, 
 		return "", fmt.Errorf("draw phase of session %d prize %d: %w", sessionID, prizeID, err)
 	}
 	return v, nil
+}
+
+// Left returns the units the prize's keys hold (false when not loaded): the draw loop asks
+// before offering places to the waitlist, so a waitlist with no returned unit costs a read.
+func (e *Entries) Left(ctx context.Context, sessionID, prizeID int64) (int64, bool, error) {
+	v, err := e.rdb.HGet(ctx, keysFor(sessionID, prizeID).meta, "left").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("units left of session %d prize %d: %w", sessionID, prizeID, err)
+	}
+	return v, true, nil
 }
 
 // Entrant is one entry as Redis holds it.

@@ -33,6 +33,9 @@ type Public struct {
 	mu      sync.Mutex
 	trees   map[seckill.SessionPrize]*Tree
 	records map[seckill.SessionPrize]cachedRecord
+	// values are the ranking values of drawn draws: fixed by the ranking, the bulk of a
+	// record (a million entrants: a million rows), read from MySQL once per gateway.
+	values map[seckill.SessionPrize][][32]byte
 }
 
 type cachedRecord struct {
@@ -47,7 +50,8 @@ const maxCached = 16
 // standing during the window). A drawn record is served from memory for up to ttl.
 func NewPublic(b *store.Draws, entries *Entries, ttl time.Duration, now func() time.Time) *Public {
 	return &Public{book: b, entries: entries, now: now, ttl: ttl,
-		trees: map[seckill.SessionPrize]*Tree{}, records: map[seckill.SessionPrize]cachedRecord{}}
+		trees: map[seckill.SessionPrize]*Tree{}, records: map[seckill.SessionPrize]cachedRecord{},
+		values: map[seckill.SessionPrize][][32]byte{}}
 }
 
 // Record returns a draw's public record: the commitment from the preheat on, the count and
@@ -90,7 +94,7 @@ func RecordOf(d store.Draw, values [][32]byte) (Record, error) {
 	if rec.Phase == PhaseCommitted {
 		return rec, nil
 	}
-	rec.Entries, rec.Root = d.Entries, d.MerkleRoot
+	rec.Entries, rec.Root, rec.FrozenAt = d.Entries, d.MerkleRoot, d.FrozenAt
 	if rec.Phase == PhaseFrozen {
 		return rec, nil
 	}
@@ -114,9 +118,21 @@ func RecordOf(d store.Draw, values [][32]byte) (Record, error) {
 func (p *Public) record(ctx context.Context, d store.Draw) (Record, error) {
 	var values [][32]byte
 	if d.Phase == string(PhaseDrawn) {
-		var err error
-		if values, err = p.book.Values(ctx, d.SessionID, d.PrizeID); err != nil {
-			return Record{}, err
+		key := seckill.SessionPrize{Session: d.SessionID, Prize: d.PrizeID}
+		p.mu.Lock()
+		values = p.values[key]
+		p.mu.Unlock()
+		if values == nil {
+			var err error
+			if values, err = p.book.Values(ctx, d.SessionID, d.PrizeID); err != nil {
+				return Record{}, err
+			}
+			p.mu.Lock()
+			if len(p.values) >= maxCached {
+				clear(p.values)
+			}
+			p.values[key] = values
+			p.mu.Unlock()
 		}
 	}
 	return RecordOf(d, values)

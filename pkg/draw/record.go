@@ -36,6 +36,9 @@ type Record struct {
 	Beacon         *BeaconRef `json:"beacon,omitempty"`
 	Entries        int        `json:"entries"`               // from the freeze on
 	Root           string     `json:"merkle_root,omitempty"` // from the freeze on
+	// FrozenAt is when the entry set was frozen: with a beacon, anyone can check it came
+	// before the committed round was published.
+	FrozenAt *time.Time `json:"frozen_at,omitempty"`
 	Seed           string     `json:"seed,omitempty"`        // revealed
 	// Values are every entry's ranking value in rank order. Publishing them all lets each
 	// entrant check that their place is the count of values below theirs, without learning

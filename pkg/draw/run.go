@@ -26,7 +26,7 @@ type book interface {
 	Commit(ctx context.Context, dr store.Draw) (store.Draw, error)
 	Draw(ctx context.Context, sessionID, prizeID int64) (store.Draw, error)
 	Due(ctx context.Context, now, since time.Time) ([]store.Draw, error)
-	Open(ctx context.Context, now time.Time) ([]store.Draw, error)
+	Live(ctx context.Context, now, since time.Time) ([]store.Draw, error)
 	SaveEntries(ctx context.Context, f lease.Fence, sessionID, prizeID int64, entries []store.DrawEntry) error
 	Entries(ctx context.Context, sessionID, prizeID int64) ([]store.DrawEntry, error)
 	Freeze(ctx context.Context, f lease.Fence, sessionID, prizeID int64, entries []store.DrawEntry, root string) error
@@ -58,6 +58,12 @@ type BeaconConfig struct {
 
 // On reports whether draws commit to a beacon round.
 func (b BeaconConfig) On() bool { return b.Scheme != "" }
+
+// BeaconMargin is how long after a window's end the committed beacon round comes: the
+// freeze must be done before the round is published (its value must be unknown when the
+// entry set is fixed), and a freeze waits for the draw loop's tick, or for a lease a killed
+// reconciler left to expire. The record publishes frozen_at, so anyone can check it.
+const BeaconMargin = time.Minute
 
 // RoundAfter is the first round of the beacon published after t (drand's round numbering:
 // round 1 at genesis).
@@ -154,7 +160,7 @@ func (r *Armer) commit(ctx context.Context, sessionID, prizeID int64, windowStar
 	dr := store.Draw{SessionID: sessionID, PrizeID: prizeID, Seed: seed, SaltKey: saltKey, Commitment: seed.Commitment(),
 		EntryWindowStart: windowStart, EntryWindowEnd: windowEnd}
 	if r.beacon.On() {
-		dr.BeaconScheme, dr.BeaconPublicKey, dr.BeaconRound = r.beacon.Scheme, r.beacon.PublicKey, r.beacon.RoundAfter(windowEnd)
+		dr.BeaconScheme, dr.BeaconPublicKey, dr.BeaconRound = r.beacon.Scheme, r.beacon.PublicKey, r.beacon.RoundAfter(windowEnd.Add(BeaconMargin))
 	}
 	return r.book.Commit(ctx, dr)
 }
@@ -164,27 +170,38 @@ type Report struct {
 	Frozen, Drawn, Admitted, Skipped, Waiting, AwaitingBeacon int64
 }
 
-// Rearm arms again the keys of the draws whose window is open now, where Redis lost them
-// (a data loss, its keys rebuilt from MySQL without the draw's phase): until then the
-// gateway answers entries "not loaded". Arming keys armed already changes nothing, so it
-// needs no lease; keys not rebuilt yet are left for the next call. It returns how many
-// draws' keys it armed.
-func (r *Armer) Rearm(ctx context.Context, now time.Time) (int, error) {
-	open, err := r.book.Open(ctx, now)
+// Restore puts back the phase of the live draws whose keys hold none: a Redis data loss
+// whose keys the rebuild job recreated from MySQL without it. Until then the gateway
+// answers entries "not loaded" and the admission script would not know the units are the
+// draw's. The phase follows MySQL: entering while the window is open, drawing once it has
+// closed (until the draw), waitlist while entrants wait, fcfs after. It sets a phase only
+// where none is (SetPhase with NoFence), so it needs no lease and never moves one; keys not
+// rebuilt yet are left for the next call. It returns how many draws' keys it restored.
+func (r *Armer) Restore(ctx context.Context, now, since time.Time) (int, error) {
+	live, err := r.book.Live(ctx, now, since)
 	if err != nil {
 		return 0, err
 	}
-	armed := 0
-	for _, d := range open {
+	restored := 0
+	for _, d := range live {
 		phase, err := r.entries.Phase(ctx, d.SessionID, d.PrizeID)
 		if err != nil || phase != "" {
 			continue
 		}
-		if _, err := r.entries.SetPhase(ctx, d.SessionID, d.PrizeID, NoFence, GateEntering, d.EntryWindowStart, d.EntryWindowEnd); err == nil {
-			armed++
+		want := GateDrawing
+		switch {
+		case d.Phase == "committed" && now.Before(d.EntryWindowEnd):
+			want = GateEntering
+		case d.Phase == "drawn" && d.Cutoff < d.Entries:
+			want = GateWaitlist
+		case d.Phase == "drawn":
+			want = GateFirstCome
+		}
+		if _, err := r.entries.SetPhase(ctx, d.SessionID, d.PrizeID, NoFence, want, d.EntryWindowStart, d.EntryWindowEnd); err == nil {
+			restored++
 		}
 	}
-	return armed, nil
+	return restored, nil
 }
 
 // Due reports whether any draw has work now (read outside the lease: the draw loop takes
@@ -355,6 +372,17 @@ const defaultPage = 500
 // the keys' phase becomes first come, first served for what is left.
 func (r *Runner) admit(ctx context.Context, fence lease.Fence, d store.Draw, rep *Report) error {
 	cutoff := d.Cutoff
+	if d.Phase == "drawn" {
+		// The waitlist: nothing to offer until a unit came back.
+		left, loaded, err := r.entries.Left(ctx, d.SessionID, d.PrizeID)
+		if err != nil {
+			return err
+		}
+		if loaded && left <= 0 {
+			rep.Waiting += int64(d.Entries - cutoff)
+			return nil
+		}
+	}
 	for {
 		page, err := r.book.Ranked(ctx, d.SessionID, d.PrizeID, cutoff+1, r.page)
 		if err != nil {
@@ -413,10 +441,12 @@ func (r *Runner) admit(ctx context.Context, fence lease.Fence, d store.Draw, rep
 		}
 		if len(events) > 0 {
 			if err := r.grabs.WriteMessages(ctx, events...); err != nil {
-				// Admitted in Redis: the reservation is the grab's durable intent and the
-				// stale job publishes it; the offer is still recorded.
-				r.log.WarnContext(ctx, "draw winners' grab events not acknowledged; the stale job re-publishes them",
-					"session_id", d.SessionID, "prize_id", d.PrizeID, "events", len(events), "error", err.Error())
+				// Admitted in Redis, not yet an event: the offer is not recorded, so the next
+				// run repeats the page, the script answers "seen" (queued) for these winners
+				// and their events are written again. Recorded now, the winners would rest on
+				// their reservations alone, which a Redis loss before the stale job's turn
+				// would take with them.
+				return fmt.Errorf("write %d winners' grab events of session %d prize %d: %w", len(events), d.SessionID, d.PrizeID, err)
 			}
 		}
 		if last > cutoff {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -223,13 +224,14 @@ func (d *Draws) Draw(ctx context.Context, sessionID, prizeID int64) (Draw, error
 }
 
 // Due returns the draws with work for the reconciler at now: committed ones whose window
-// has closed, frozen ones, and drawn ones whose waitlist is not empty, of sessions that end
+// has closed, frozen ones (but those still waiting for their beacon round's signature), and
+// drawn ones whose waitlist is not empty, of sessions that end
 // after since (older sessions' waitlists are over).
 func (d *Draws) Due(ctx context.Context, now, since time.Time) ([]Draw, error) {
 	var rows []drawRow
 	err := d.db.WithContext(ctx).Table("draws AS d").Select("d.*").
 		Joins("JOIN sessions s ON s.id = d.session_id").
-		Where("s.ends_at > ? AND ((d.phase = 'committed' AND d.entry_window_end <= ?) OR d.phase = 'frozen' OR (d.phase = 'drawn' AND d.cutoff < d.entries))",
+		Where("s.ends_at > ? AND ((d.phase = 'committed' AND d.entry_window_end <= ?) OR (d.phase = 'frozen' AND (d.beacon_round IS NULL OR d.beacon_signature IS NOT NULL)) OR (d.phase = 'drawn' AND d.cutoff < d.entries))",
 			since.UTC(), now.UTC()).
 		Order("d.entry_window_end, d.session_id, d.prize_id").Limit(1000).Find(&rows).Error
 	if err != nil {
@@ -238,14 +240,16 @@ func (d *Draws) Due(ctx context.Context, now, since time.Time) ([]Draw, error) {
 	return drawsOf(rows)
 }
 
-// Open returns the committed draws whose entry window holds now (the draw loop re-arms
-// their keys should Redis have lost them).
-func (d *Draws) Open(ctx context.Context, now time.Time) ([]Draw, error) {
+// Live returns the draws of sessions that end after since and whose window has opened by
+// now: their keys' phase must be restored should a rebuild recreate them without it.
+func (d *Draws) Live(ctx context.Context, now, since time.Time) ([]Draw, error) {
 	var rows []drawRow
-	err := d.db.WithContext(ctx).Where("phase = 'committed' AND entry_window_start <= ? AND entry_window_end > ?", now.UTC(), now.UTC()).
-		Order("entry_window_end, session_id, prize_id").Limit(1000).Find(&rows).Error
+	err := d.db.WithContext(ctx).Table("draws AS d").Select("d.*").
+		Joins("JOIN sessions s ON s.id = d.session_id").
+		Where("s.ends_at > ? AND d.entry_window_start <= ?", since.UTC(), now.UTC()).
+		Order("d.entry_window_end, d.session_id, d.prize_id").Limit(1000).Find(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("draws in their window: %w", err)
+		return nil, fmt.Errorf("live draws: %w", err)
 	}
 	return drawsOf(rows)
 }
@@ -455,6 +459,7 @@ func mergePlaces(a, b []int) []int {
 // the caller against the beacon's public key), once: a different one for a draw that has it
 // is seckill.ErrConflict.
 func (d *Draws) SetBeaconSignature(ctx context.Context, sessionID, prizeID int64, signature string) error {
+	signature = strings.ToLower(signature) // hex: the same signature in either case
 	res := d.db.WithContext(ctx).Model(&drawRow{}).
 		Where("session_id = ? AND prize_id = ? AND beacon_round IS NOT NULL AND (beacon_signature IS NULL OR beacon_signature = ?)",
 			sessionID, prizeID, signature).

@@ -4,14 +4,15 @@
 -- ('waitlist') or, once the waitlist is empty, let what is left go first come, first served
 -- ('fcfs'). Phases only move forward: entering -> drawing -> waitlist -> fcfs (a step may be
 -- skipped); asking for an earlier one changes nothing, so a stale or repeated call is harmless.
--- KEYS: 1 meta, 2 fence. ARGV: 1 fence ('-' for the preheat, which holds no lease and may
--- only arm: arming keys armed already changes nothing), 2 phase, 3 entry_from (unix ms),
--- 4 entry_until.
+-- KEYS: 1 meta, 2 fence. ARGV: 1 fence ('-' without a lease: the preheat's arming, and the
+-- draw loop restoring the phase of keys a rebuild recreated without it, from MySQL; such a
+-- call sets a phase only where none is, so it can never move one), 2 phase, 3 entry_from
+-- (unix ms), 4 entry_until.
 -- Returns the phase now in the hash, -1 when the keys are not loaded, -2 for a stale fence.
 local order = {entering = 1, drawing = 2, waitlist = 3, fcfs = 4}
 local fenced = ARGV[1] ~= '-'
-if not fenced and ARGV[2] ~= 'entering' then
-  return redis.error_reply('only arming needs no fence')
+if not order[ARGV[2]] then
+  return redis.error_reply('unknown draw phase ' .. ARGV[2])
 end
 if fenced and tonumber(ARGV[1]) < tonumber(redis.call('GET', KEYS[2]) or '0') then
   return -2
@@ -22,6 +23,8 @@ if not m[2] then
 end
 if fenced then
   redis.call('SET', KEYS[2], ARGV[1], 'PXAT', m[2])
+elseif m[1] then
+  return m[1]
 end
 local want = ARGV[2]
 if m[1] and order[m[1]] >= order[want] then
