@@ -39,7 +39,7 @@ type Record struct {
 	// FrozenAt is when the entry set was frozen: with a beacon, anyone can check it came
 	// before the committed round was published.
 	FrozenAt *time.Time `json:"frozen_at,omitempty"`
-	Seed           string     `json:"seed,omitempty"`        // revealed
+	Seed     string     `json:"seed,omitempty"` // revealed
 	// Values are every entry's ranking value in rank order. Publishing them all lets each
 	// entrant check that their place is the count of values below theirs, without learning
 	// whose the other values are.
