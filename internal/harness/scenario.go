@@ -192,7 +192,10 @@ func Scenarios() []Scenario {
 		// row's, the fault striking the draw.
 		{Name: "draw: every reconciler killed mid-draw", Short: true, Repeats: 0.1, Consumers: 2, Reconcilers: 2,
 			Draw: drawRow(), During: killReconcilersMidDraw},
-		{Name: "draw: kill -9 and restart Redis during the entry window", Short: true, Repeats: 0.1, Consumers: 2,
+		// Not in the short set: like the other server restarts of this matrix it restarts the
+		// single profile's Redis (Servers), which the secure profile's short run must not
+		// touch. The short sets kill the draw's Redis primary on the cluster profile instead.
+		{Name: "draw: kill -9 and restart Redis during the entry window", Repeats: 0.1, Consumers: 2,
 			RedisMayForget: true, Draw: drawRow(), During: inTheWindow(restart("redis"))},
 		{Name: "poison on the grab topic mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnGrabs},
 		{Name: "poison on the feedback topic mid-crowd", Short: true, Repeats: 0.1, Consumers: 2, At: 0.3, During: poisonOnFeedback},
