@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-pipeline/seckill/internal/stacktest"
 	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/lease"
+	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
 	"github.com/seckill-pipeline/seckill/pkg/store"
 )
@@ -181,7 +182,7 @@ func checkDraw(t *testing.T, public, admin contractListener, db *gorm.DB, rdb re
 		prize     int64
 	}{{"draw-alice", alice, ticket}, {"draw-bob", bob, ticket}, {"draw-alice", alice, beaconTicket}, {"draw-alice", alice, ticket}} {
 		x, v := public.do(t, contractCall{method: "POST", path: grab(e.prize), token: e.tok, status: 202})
-		if want := draw.RequestID(sid, e.prize, e.user); v["status"] != "entered" || v["request_id"] != want ||
+		if want := seckill.DrawRequestID(sid, e.prize, e.user); v["status"] != "entered" || v["request_id"] != want ||
 			x.Header.Get("Location") != "/api/v1/grabs/"+want {
 			t.Fatalf("entry of %s: %v (Location %q)", e.user, v, x.Header.Get("Location"))
 		}

@@ -66,7 +66,7 @@ func (a *API) enterDraw(w http.ResponseWriter, r *http.Request, in grabInput, us
 		a.fail(r.Context(), w, "grab", err)
 		return true
 	}
-	rid := draw.RequestID(in.SessionID, in.PrizeID, user)
+	rid := seckill.DrawRequestID(in.SessionID, in.PrizeID, user)
 	switch res.Code {
 	case draw.Entered, draw.Again:
 		outcome := "entered"
@@ -122,7 +122,7 @@ func (a *API) enterDraw(w http.ResponseWriter, r *http.Request, in grabInput, us
 // draw request id is "not found", like any other user's grab.
 func (a *API) drawStatus(ctx context.Context, rid, user string) (any, bool, error) {
 	sid, pid, _, err := seckill.ParseRequestID(rid)
-	if err != nil || a.board == nil || draw.RequestID(sid, pid, user) != rid {
+	if err != nil || a.board == nil || seckill.DrawRequestID(sid, pid, user) != rid {
 		return nil, false, nil
 	}
 	st, ok, err := a.board.Standing(ctx, sid, pid, user)
@@ -137,7 +137,7 @@ func (a *API) drawStatus(ctx context.Context, rid, user string) (any, bool, erro
 // Redis alone (a crowd of entrants polls then, and nothing but the entry can be known):
 // handled is false outside the window, and for anything but a draw prize's request id.
 func (a *API) windowStatus(ctx context.Context, rid, user string) (v drawView, found, handled bool, err error) {
-	if a.board == nil || !draw.IsRequestID(rid) {
+	if a.board == nil || !seckill.IsDrawRequestID(rid) {
 		return drawView{}, false, false, nil
 	}
 	sid, pid, _, perr := seckill.ParseRequestID(rid)
@@ -145,7 +145,7 @@ func (a *API) windowStatus(ctx context.Context, rid, user string) (v drawView, f
 	if perr != nil || !ok || !a.now().Before(end) {
 		return drawView{}, false, false, nil
 	}
-	if draw.RequestID(sid, pid, user) != rid {
+	if seckill.DrawRequestID(sid, pid, user) != rid {
 		return drawView{}, false, true, nil // someone else's entry: not found, like any other grab
 	}
 	entered, err := a.board.Entered(ctx, sid, pid, user)

@@ -24,7 +24,6 @@ import (
 	"github.com/seckill-pipeline/seckill/gateway/jsonapi"
 	"github.com/seckill-pipeline/seckill/gateway/ratelimit"
 	"github.com/seckill-pipeline/seckill/gateway/schedule"
-	"github.com/seckill-pipeline/seckill/pkg/draw"
 	"github.com/seckill-pipeline/seckill/pkg/event"
 	"github.com/seckill-pipeline/seckill/pkg/seckill"
 	"github.com/seckill-pipeline/seckill/pkg/stock"
@@ -800,7 +799,7 @@ func (a *API) existing(ctx context.Context, rid, user string) (grabView, bool, e
 	switch {
 	case l.Found && l.Owner == user:
 		v := viewOf(rid, l.Status)
-		if v.Status == "queued" && draw.IsRequestID(rid) {
+		if v.Status == "queued" && seckill.IsDrawRequestID(rid) {
 			v.Status = "won" // a unit reserved by the draw, on its way to an order
 		}
 		return v, true, nil

@@ -87,7 +87,7 @@ func TestDrawEndToEnd(t *testing.T) {
 						t.Errorf("entry of %s: %d %s, want 202 entered", x.id, code, body)
 						return
 					}
-					if want := draw.RequestID(sid, p, x.id); v.RequestID != want {
+					if want := seckill.DrawRequestID(sid, p, x.id); v.RequestID != want {
 						t.Errorf("entry of %s answers request id %s, want %s", x.id, v.RequestID, want)
 					}
 					mu.Lock()
@@ -127,7 +127,7 @@ func TestDrawEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the verifier refuses %s's place: %v", x.id, err)
 		}
-		st := poll(ctx, t, base, x, draw.RequestID(sid, scarce, x.id))
+		st := poll(ctx, t, base, x, seckill.DrawRequestID(sid, scarce, x.id))
 		switch v.Standing.Status {
 		case draw.StatusWon:
 			won++
@@ -185,11 +185,11 @@ func TestDrawEndToEnd(t *testing.T) {
 		cancelled = user
 		break
 	}
-	if err := c.Feedback(ctx, seckill.Feedback{RequestID: draw.RequestID(sid, scarce, cancelled), Kind: seckill.FeedbackCancelled,
+	if err := c.Feedback(ctx, seckill.Feedback{RequestID: seckill.DrawRequestID(sid, scarce, cancelled), Kind: seckill.FeedbackCancelled,
 		Reason: seckill.ReasonPaymentFailed, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	awaitOrder(ctx, t, c, draw.RequestID(sid, scarce, first))
+	awaitOrder(ctx, t, c, seckill.DrawRequestID(sid, scarce, first))
 	// The offer is recorded after the winner's event is written: its order may come first.
 	if rec = awaitDrawn(ctx, t, cl, sid, scarce, units+1); rec.Cutoff != units+1 {
 		t.Errorf("after one return the cutoff is %d, want %d", rec.Cutoff, units+1)
@@ -345,7 +345,7 @@ func awaitOrders(ctx context.Context, t *testing.T, c *harness.Pipeline, pid int
 					t.Fatalf("user %s has two orders of prize %d", r.UserID, pid)
 				}
 				users[r.UserID] = true
-				if r.RequestID != draw.RequestID(c.Session.ID, pid, r.UserID) {
+				if r.RequestID != seckill.DrawRequestID(c.Session.ID, pid, r.UserID) {
 					t.Fatalf("order %s of %s is not the draw's", r.RequestID, r.UserID)
 				}
 			}

@@ -41,14 +41,6 @@ func keysFor(sessionID, prizeID int64) keys {
 	return keys{meta: k.Meta, fence: k.Fence, entries: tag + "entries", early: tag + "early"}
 }
 
-// RequestID is the request id of user's unit in a draw (seckill.DrawRequestID).
-func RequestID(sessionID, prizeID int64, user string) string {
-	return seckill.DrawRequestID(sessionID, prizeID, user)
-}
-
-// IsRequestID reports whether rid is a draw's request id.
-func IsRequestID(rid string) bool { return seckill.IsDrawRequestID(rid) }
-
 // EnterCode is Enter's verdict.
 type EnterCode int
 

@@ -117,8 +117,8 @@ func TestEntriesAndPhases(t *testing.T) {
 			t.Errorf("scan: %s early %d, want %d", en.User, en.Early, want)
 		}
 	}
-	reserve(draw.RequestID(sid, pid, "u2"), "u2", stock.Admitted)
-	reserve(draw.RequestID(sid, pid, "u2"), "u2", stock.Seen) // the draw repeating a round
+	reserve(seckill.DrawRequestID(sid, pid, "u2"), "u2", stock.Admitted)
+	reserve(seckill.DrawRequestID(sid, pid, "u2"), "u2", stock.Seen) // the draw repeating a round
 	reserve(seckill.UserRequestID(sid, pid, "u3", "key-00000002"), "u3", stock.Drawn)
 
 	// Nobody waits any more: what is left goes first come, first served.

@@ -398,7 +398,7 @@ func (r *Runner) admit(ctx context.Context, fence lease.Fence, d store.Draw, rep
 		last := cutoff
 		grabs := make([]seckill.Grab, len(page))
 		for i, e := range page {
-			grabs[i] = seckill.Grab{RequestID: RequestID(d.SessionID, d.PrizeID, e.User), UserID: e.User,
+			grabs[i] = seckill.Grab{RequestID: seckill.DrawRequestID(d.SessionID, d.PrizeID, e.User), UserID: e.User,
 				SessionID: d.SessionID, PrizeID: d.PrizeID, AdmittedAt: r.now()}
 		}
 		verdicts, err := r.gate.ReserveAll(ctx, grabs)
